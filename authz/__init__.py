@@ -1,0 +1,1 @@
+"""authz package of ksgate."""

@@ -1,0 +1,98 @@
+"""Splits a byte stream into Kafka frames (4-byte big-endian size, then the frame).
+
+Sans-IO: feed it whatever the socket delivered and get back complete frames.  A frame's
+declared size is checked against the limit before any buffer for it is allocated.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from protocol.errors import DecodeError
+
+_SIZE = struct.Struct(">i")
+
+
+class FrameTooLarge(DecodeError):
+    """The peer announced a frame larger than the configured maximum."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit}")
+        self.size = size
+        self.limit = limit
+
+
+@dataclass(slots=True, frozen=True)
+class Frame:
+    """One frame: ``wire`` is size prefix + payload (relayable as is), ``payload`` the body."""
+
+    wire: memoryview
+
+    @property
+    def payload(self) -> memoryview:
+        return self.wire[4:]
+
+
+class FrameSplitter:
+    """Accumulates stream bytes and yields complete frames without copying them twice.
+
+    Frames are memoryview slices of the chunk they arrived in (or of the one buffer that
+    collected a frame spanning several chunks); buffers are replaced, never resized, once
+    a view of them has been handed out.
+    """
+
+    __slots__ = ("_limit", "_pending", "_need")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._pending = bytearray()
+        self._need = 4  # bytes _pending must reach before a frame can complete
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self._limit = value
+
+    def buffered(self) -> int:
+        return len(self._pending)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        if self._pending:
+            self._pending += data
+            if len(self._pending) < self._need:
+                return []
+            chunk: bytes | bytearray | memoryview = self._pending
+            self._pending = bytearray()
+        else:
+            chunk = data
+        view = memoryview(chunk)
+        frames: list[Frame] = []
+        pos = 0
+        end = len(view)
+        while end - pos >= 4:
+            size = _SIZE.unpack_from(view, pos)[0]
+            if size < 0 or size > self._limit:
+                raise FrameTooLarge(size, self._limit) if size > 0 else DecodeError(f"negative frame size {size}")
+            if end - pos - 4 < size:
+                break
+            frames.append(Frame(view[pos : pos + 4 + size]))
+            pos += 4 + size
+        if pos < end:
+            self._keep(view, pos, end)
+        else:
+            self._need = 4
+        return frames
+
+    def _keep(self, view: memoryview, pos: int, end: int) -> None:
+        # The size was validated by feed() when four bytes of it were present.
+        self._need = 4 + _SIZE.unpack_from(view, pos)[0] if end - pos >= 4 else 4
+        self._pending = bytearray(view[pos:end])
+
+
+def frame(payload: bytes | bytearray | memoryview) -> bytes:
+    """Prefix a payload with its size."""
+    return _SIZE.pack(len(payload)) + bytes(payload)

@@ -1,0 +1,107 @@
+"""Request headers (v0-v2) and response headers (v0-v1).
+
+The header version follows from the API's body version: flexible versions use request
+header v2 and response header v1, except that ApiVersions responses always use header v0
+(a client must be able to read them before it knows what the broker speaks).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
+from protocol.primitives import Reader, Writer
+from protocol.registry import ApiSchema, api
+
+_HEAD = struct.Struct(">hhi")
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+    size: int  # bytes the header occupies at the start of the payload
+    unknown_tags: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+def peek_api(payload: memoryview) -> tuple[int, int, int]:
+    """api key, api version and correlation id: readable even for unknown APIs."""
+    if len(payload) < _HEAD.size:
+        raise DecodeError("request shorter than the fixed header")
+    key, version, correlation_id = _HEAD.unpack_from(payload, 0)
+    return key, version, correlation_id
+
+
+def request_header_version(schema: ApiSchema, api_version: int) -> int:
+    return 2 if schema.is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, flexible: bool) -> int:
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if flexible else 0
+
+
+def decode_request_header(payload: memoryview) -> tuple[RequestHeader, ApiSchema]:
+    """Parse the header; raises DecodeError for unknown APIs or unsupported versions."""
+    key, version, correlation_id = peek_api(payload)
+    schema = api(key)
+    if schema is None:
+        raise DecodeError(f"unknown or unsupported api key {key}")
+    if not schema.supports(version):
+        raise DecodeError(f"{schema.name} v{version} is outside the parsable range")
+    reader = Reader(payload, _HEAD.size)
+    n = reader.int16()
+    if n < -1:
+        raise DecodeError(f"invalid client id length {n}")
+    client_id = None if n == -1 else reader.text(n)
+    header = RequestHeader(key, version, correlation_id, client_id,
+                           request_header_version(schema, version), 0)
+    if header.header_version >= 2:
+        count = reader.count(reader.uvarint(), 2)
+        for _ in range(count):
+            tag = reader.uvarint()
+            header.unknown_tags.append((tag, bytes(reader.view(reader.uvarint()))))
+    header.size = reader.pos
+    return header, schema
+
+
+def encode_request_header(header: RequestHeader) -> bytes:
+    w = Writer()
+    w.int16(header.api_key)
+    w.int16(header.api_version)
+    w.int32(header.correlation_id)
+    if header.client_id is None:
+        w.int16(-1)
+    else:
+        data = header.client_id.encode("utf-8")
+        w.int16(len(data))
+        w.raw(data)
+    if header.header_version >= 2:
+        w.uvarint(len(header.unknown_tags))
+        for tag, body in header.unknown_tags:
+            w.uvarint(tag)
+            w.uvarint(len(body))
+            w.raw(body)
+    return bytes(w.out)
+
+
+def encode_response_header(correlation_id: int, header_version: int) -> bytes:
+    head = struct.pack(">i", correlation_id)
+    return head + b"\x00" if header_version >= 1 else head
+
+
+def decode_response_header(payload: memoryview, header_version: int) -> tuple[int, int]:
+    """Correlation id and header size of a response."""
+    reader = Reader(payload)
+    correlation_id = reader.int32()
+    if header_version >= 1:
+        for _ in range(reader.count(reader.uvarint(), 2)):
+            reader.uvarint()
+            reader.view(reader.uvarint())
+    return correlation_id, reader.pos
