@@ -39,11 +39,21 @@ class MessageCodec:
     encode_into: EncodeFn
 
     def decode(self, data: memoryview | bytes | bytearray) -> dict[str, Any]:
+        value, consumed = self.decode_prefix(data)
+        if consumed != len(data):
+            raise DecodeError(f"{self.name} v{self.version}: {len(data) - consumed} trailing bytes")
+        return value
+
+    def decode_prefix(self, data: memoryview | bytes | bytearray) -> tuple[dict[str, Any], int]:
+        """Decode a message at the start of data; also return how many bytes it used.
+
+        Kafka's brokers ignore bytes after a request body (and librdkafka relies on that:
+        its Metadata v9+ "all topics" request leaves a 4-byte placeholder), so the gateway
+        must be able to parse such requests, then relay only what it parsed.
+        """
         reader = Reader(data)
         value: dict[str, Any] = self.decode_from(reader)
-        if reader.remaining():
-            raise DecodeError(f"{self.name} v{self.version}: {reader.remaining()} trailing bytes")
-        return value
+        return value, reader.pos
 
     def encode(self, value: dict[str, Any]) -> bytearray:
         writer = Writer()
@@ -176,7 +186,7 @@ def _field(spec: FieldSpec, version: int, flexible: bool, where: str) -> tuple[D
     if spec.is_struct or spec.is_struct_array:
         dec, enc, size = _struct(spec.fields, version, flexible, here)
         if spec.is_struct:
-            return dec, enc, size
+            return _nullable_struct(dec, enc, here) + (1,) if nullable else (dec, enc, size)
         adec, aenc = _array(dec, enc, size, nullable, flexible, here)
         return adec, aenc, 1 if flexible else 4
     element = spec.element_type
@@ -185,6 +195,27 @@ def _field(spec: FieldSpec, version: int, flexible: bool, where: str) -> tuple[D
         adec, aenc = _array(dec, enc, size, nullable, flexible, here)
         return adec, aenc, 1 if flexible else 4
     return _scalar(spec.type, nullable, flexible, here)
+
+
+def _nullable_struct(dec: DecodeFn, enc: EncodeFn, where: str) -> tuple[DecodeFn, EncodeFn]:
+    """A nullable struct is preceded by a marker byte: -1 null, 1 present."""
+
+    def decode(r: Reader) -> Any:
+        marker = r.int8()
+        if marker < 0:
+            return None
+        if marker != 1:
+            raise DecodeError(f"{where}: invalid struct presence marker {marker}")
+        return dec(r)
+
+    def encode(w: Writer, v: Any) -> None:
+        if v is None:
+            w.int8(-1)
+            return
+        w.int8(1)
+        enc(w, v)
+
+    return decode, encode
 
 
 def _struct(fields: list[FieldSpec], version: int, flexible: bool, where: str) -> tuple[DecodeFn, EncodeFn, int]:
