@@ -1,0 +1,86 @@
+"""Broker address rewriting: no upstream host or port ever reaches a client.
+
+Every response field that names a broker endpoint is replaced by the gateway listener
+that serves that node; the upstream address is remembered first so the gateway can
+connect there when a client follows the rewritten address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from protocol.api_keys import ApiKey
+from protocol.registry import api
+
+
+class NodeAddressBook(Protocol):
+    def learn(self, node_id: int, host: str, port: int) -> None: ...
+
+    def client_address(self, node_id: int) -> tuple[str, int]: ...
+
+
+def _rewrite_node(node: dict[str, Any], book: NodeAddressBook) -> None:
+    """Replace one {node_id, host, port} entry; node id -1 (an error answer) means 'none'."""
+    if node["node_id"] < 0:
+        node["host"], node["port"] = "", -1
+        return
+    book.learn(node["node_id"], node["host"], node["port"])
+    node["host"], node["port"] = book.client_address(node["node_id"])
+
+
+def _rewrite_list(nodes: list[dict[str, Any]] | None, book: NodeAddressBook) -> bool:
+    for node in nodes or ():
+        _rewrite_node(node, book)
+    return bool(nodes)
+
+
+def _brokers(body: dict[str, Any], version: int, book: NodeAddressBook) -> bool:
+    _rewrite_list(body["brokers"], book)
+    return True
+
+
+def _find_coordinator(body: dict[str, Any], version: int, book: NodeAddressBook) -> bool:
+    if version < 4:  # v0-3 carry a single coordinator at the top level
+        _rewrite_node(body, book)
+        return True
+    _rewrite_list(body["coordinators"], book)
+    return True
+
+
+def _node_endpoints(body: dict[str, Any], version: int, book: NodeAddressBook) -> bool:
+    return _rewrite_list(body.get("node_endpoints"), book)
+
+
+# Returns whether the body changed (and so must be re-encoded).
+Rewriter = Callable[[dict[str, Any], int, NodeAddressBook], bool]
+
+# The responses that carry broker endpoints.  DescribeQuorum (controller endpoints) is
+# never relayed, so it has no entry.
+REWRITERS: dict[int, Rewriter] = {
+    ApiKey.METADATA: _brokers,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.DESCRIBE_CLUSTER: _brokers,
+    ApiKey.PRODUCE: _node_endpoints,
+    ApiKey.FETCH: _node_endpoints,
+    ApiKey.SHARE_FETCH: _node_endpoints,
+    ApiKey.SHARE_ACKNOWLEDGE: _node_endpoints,
+}
+
+
+# Produce/Fetch and the share-group data APIs carry endpoints only in the tagged
+# node_endpoints field (KIP-951); a version without it is relayed without decoding.
+_ENDPOINTS_ONLY_WHEN_TAGGED = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH,
+                                          ApiKey.SHARE_ACKNOWLEDGE})
+
+
+def needs_rewrite(api_key: int, version: int) -> bool:
+    """Whether a response of this api key and version can name a broker endpoint."""
+    if api_key not in REWRITERS:
+        return False
+    if api_key not in _ENDPOINTS_ONLY_WHEN_TAGGED:
+        return True
+    schema = api(api_key)
+    if schema is None:
+        return False
+    return any(f.name == "node_endpoints" and version in f.versions for f in schema.response.fields)

@@ -1,0 +1,70 @@
+"""ApiVersions, answered by the gateway itself.
+
+A client may use exactly the intersection of what the upstream broker supports and what
+the gateway can parse and police; anything else is refused rather than relayed blind.
+"""
+
+from __future__ import annotations
+
+from protocol.api_keys import INTERNAL_APIS, ApiKey
+from protocol.codec import MessageCodec
+from protocol.errors import DecodeError
+from protocol.header import encode_response_header
+from protocol.registry import all_apis, api
+
+UNSUPPORTED_VERSION = 35
+
+VersionRanges = dict[int, tuple[int, int]]
+
+
+def negotiate(upstream: VersionRanges) -> VersionRanges:
+    """Per api key, the overlap of the upstream's range and the gateway's schemas."""
+    ranges: VersionRanges = {}
+    for key, schema in all_apis().items():
+        if key in INTERNAL_APIS or key not in upstream:
+            continue
+        low = max(schema.min_version, upstream[key][0])
+        high = min(schema.max_version, upstream[key][1])
+        if low <= high:
+            ranges[key] = (low, high)
+    # The gateway answers ApiVersions itself, so its own range is what it can encode.
+    versions = all_apis()[ApiKey.API_VERSIONS]
+    ranges[ApiKey.API_VERSIONS] = (versions.min_version, versions.max_version)
+    return ranges
+
+
+def _codec(version: int) -> MessageCodec:
+    schema = api(ApiKey.API_VERSIONS)
+    assert schema is not None
+    return schema.response_codec(version)
+
+
+def api_versions_response(correlation_id: int, version: int, ranges: VersionRanges,
+                          features: dict[str, object]) -> bytes:
+    """The full response payload (header + body) for a client's ApiVersions request.
+
+    A version newer than the gateway knows gets Kafka's KIP-511 answer: a v0 response
+    with UNSUPPORTED_VERSION that still lists the supported ApiVersions range.
+    """
+    if version not in ranges_for(ApiKey.API_VERSIONS, ranges):
+        low, high = ranges[ApiKey.API_VERSIONS]
+        body = {"error_code": UNSUPPORTED_VERSION,
+                "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}]}
+        return encode_response_header(correlation_id, 0) + bytes(_codec(0).encode(body))
+    body = {
+        "error_code": 0,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(ranges.items())],
+        "throttle_time_ms": 0,
+        **features,
+    }
+    return encode_response_header(correlation_id, 0) + bytes(_codec(version).encode(body))
+
+
+def ranges_for(api_key: int, ranges: VersionRanges) -> range:
+    low, high = ranges.get(api_key, (0, -1))
+    return range(low, high + 1)
+
+
+def check_negotiated(api_key: int, version: int, ranges: VersionRanges) -> None:
+    if version not in ranges_for(api_key, ranges):
+        raise DecodeError(f"api key {api_key} v{version} is outside the negotiated set")

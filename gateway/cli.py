@@ -1,0 +1,85 @@
+"""The ``ksgate`` command line: ``run`` a configured gateway, or a ``quickstart``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+
+from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.logs import configure_logging, get_logger
+from gateway.server import Gateway
+from gateway.upstream_client import UpstreamError
+
+
+def install_event_loop_policy() -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux/macOS
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def serve(config: GatewayConfig, on_started: object = None) -> None:
+    """Run a gateway until SIGINT/SIGTERM, then shut it down gracefully."""
+    gateway = Gateway(config)
+    await gateway.start()
+    if callable(on_started):
+        on_started(gateway)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await gateway.shutdown()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    configure_logging(config.log_level)
+    install_event_loop_policy()
+    asyncio.run(serve(config))
+    return 0
+
+
+def _cmd_quickstart(args: argparse.Namespace) -> int:
+    from gateway.quickstart import run_quickstart
+
+    configure_logging("INFO")
+    install_event_loop_policy()
+    return run_quickstart(args.dir, args.port, args.upstream)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ksgate", description="Kafka security gateway")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the gateway with a configuration file")
+    run.add_argument("--config", required=True, help="YAML configuration file")
+    run.set_defaults(func=_cmd_run)
+    quick = sub.add_parser("quickstart", help="start a local broker and a gateway in front of it")
+    quick.add_argument("--dir", default="./quickstart", help="where to write client property files")
+    quick.add_argument("--port", type=int, default=9092, help="gateway bootstrap port")
+    quick.add_argument("--upstream", default=None, help="use this broker (host:port) instead of an embedded one")
+    quick.set_defaults(func=_cmd_quickstart)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+        return result
+    except (ConfigError, UpstreamError) as exc:
+        get_logger().error("startup_failed", error=str(exc))
+        print(f"ksgate: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

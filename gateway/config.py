@@ -1,0 +1,282 @@
+"""Gateway configuration: one YAML file with Kafka-style keys, plus environment overrides.
+
+Keys are spelled like Apache Kafka's broker properties wherever one exists (``listeners``,
+``advertised.listeners``, ``socket.request.max.bytes``, ``ssl.*``) so settings carry over
+from server.properties.  Nested YAML mappings are flattened with dots, so both
+``socket.request.max.bytes: 1048576`` and ``socket: {request: {max: {bytes: 1048576}}}``
+work.  ``KSGATE_<KEY>`` (dots as underscores, upper case) overrides any known key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or invalid; the message names the key."""
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(slots=True, frozen=True)
+class Endpoint:
+    """One entry of ``listeners``/``advertised.listeners``: NAME://host:port."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def security_protocol(self) -> str:
+        return self.name if self.name in SECURITY_PROTOCOLS else "PLAINTEXT"
+
+
+@dataclass(slots=True, frozen=True)
+class ListenerConfig:
+    """A client-facing listener: where it binds, what it advertises, its node ports."""
+
+    name: str
+    security_protocol: str
+    bind: Endpoint
+    advertised: Endpoint
+    node_port_base: int  # upstream node N is served on node_port_base + N - node_id_min
+
+
+@dataclass(slots=True, frozen=True)
+class UpstreamConfig:
+    bootstrap_servers: tuple[tuple[str, int], ...]
+    security_protocol: str = "PLAINTEXT"
+    ssl_truststore_location: str | None = None
+    ssl_keystore_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_endpoint_identification_algorithm: str = "https"
+    connect_timeout_ms: int = 10_000
+
+
+@dataclass(slots=True, frozen=True)
+class GatewayConfig:
+    listeners: tuple[ListenerConfig, ...]
+    upstream: UpstreamConfig
+    node_id_min: int = 0
+    node_id_max: int = 1023
+    socket_request_max_bytes: int = 104_857_600
+    queued_max_requests: int = 500
+    connection_buffer_max_bytes: int = 4 * 1024 * 1024
+    shutdown_timeout_ms: int = 10_000
+    connections_max_idle_ms: int = 600_000
+    log_level: str = "INFO"
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def node_port(self, listener: ListenerConfig, node_id: int) -> int:
+        if not self.node_id_min <= node_id <= self.node_id_max:
+            raise ConfigError(
+                f"upstream node id {node_id} is outside node.id.min..node.id.max "
+                f"({self.node_id_min}..{self.node_id_max}); widen the range")
+        return listener.node_port_base + node_id - self.node_id_min
+
+
+# key -> (parser, default). Every key the gateway reads is here, which is what lets
+# unknown keys be refused and environment overrides be found.
+def _int(key: str, v: Any) -> int:
+    if isinstance(v, bool):
+        raise ConfigError(f"{key}: expected an integer, got {v!r}")
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected an integer, got {v!r}") from None
+
+
+def _str(key: str, v: Any) -> str:
+    if not isinstance(v, (str, int)):
+        raise ConfigError(f"{key}: expected a string, got {v!r}")
+    return str(v)
+
+
+def _choice(*options: str) -> Callable[[str, Any], str]:
+    def parse(key: str, v: Any) -> str:
+        text = _str(key, v)
+        if text.upper() not in options:
+            raise ConfigError(f"{key}: must be one of {', '.join(options)}, got {text!r}")
+        return text.upper()
+    return parse
+
+
+KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
+    "listeners": (_str, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": (_str, None),
+    "node.id.min": (_int, 0),
+    "node.id.max": (_int, 1023),
+    "socket.request.max.bytes": (_int, 104_857_600),
+    "queued.max.requests": (_int, 500),
+    "connection.buffer.max.bytes": (_int, 4 * 1024 * 1024),
+    "shutdown.timeout.ms": (_int, 10_000),
+    "connections.max.idle.ms": (_int, 600_000),
+    "log.level": (_choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"),
+    "upstream.bootstrap.servers": (_str, None),
+    "upstream.security.protocol": (_choice("PLAINTEXT", "SSL"), "PLAINTEXT"),
+    "upstream.ssl.truststore.location": (_str, None),
+    "upstream.ssl.keystore.location": (_str, None),
+    "upstream.ssl.key.location": (_str, None),
+    "upstream.ssl.key.password": (_str, None),
+    "upstream.ssl.endpoint.identification.algorithm": (_str, "https"),
+    "upstream.connect.timeout.ms": (_int, 10_000),
+}
+# listener.name.<name>.<suffix> keys, as Kafka spells per-listener settings.
+LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {"node.port.base": _int}
+_LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
+_ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
+
+
+def env_name(key: str) -> str:
+    return "KSGATE_" + key.replace(".", "_").replace("-", "_").upper()
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, full + "."))
+        else:
+            flat[full] = value
+    return flat
+
+
+def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Read the YAML file (if any), apply KSGATE_* overrides, validate, build the config."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            tree = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from None
+        if not isinstance(tree, Mapping):
+            raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+        values = flatten(tree)
+    env = os.environ if env is None else env
+    for key in KNOWN_KEYS:
+        if env_name(key) in env:
+            values[key] = env[env_name(key)]
+    return build_config(values)
+
+
+def build_config(values: Mapping[str, Any]) -> GatewayConfig:
+    settings: dict[str, Any] = {}
+    per_listener: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        m = _LISTENER_KEY.match(key)
+        if m:
+            name, suffix = m.groups()
+            if suffix not in LISTENER_KEYS:
+                raise ConfigError(f"{key}: unknown per-listener setting {suffix!r}")
+            per_listener.setdefault(name.upper(), {})[suffix] = LISTENER_KEYS[suffix](key, value)
+        elif key in KNOWN_KEYS:
+            settings[key] = KNOWN_KEYS[key][0](key, value)
+        else:
+            raise ConfigError(f"{key}: unknown configuration key{_suggest(key)}")
+    for key, (_, default) in KNOWN_KEYS.items():
+        settings.setdefault(key, default)
+    if settings["upstream.bootstrap.servers"] is None:
+        raise ConfigError("upstream.bootstrap.servers: required (host:port[,host:port…])")
+    _check_positive(settings, "socket.request.max.bytes", "queued.max.requests",
+                    "connection.buffer.max.bytes", "shutdown.timeout.ms")
+    if settings["node.id.max"] < settings["node.id.min"]:
+        raise ConfigError("node.id.max: must not be below node.id.min")
+    listeners = _listeners(settings, per_listener)
+    return GatewayConfig(
+        listeners=listeners,
+        upstream=_upstream(settings),
+        node_id_min=settings["node.id.min"],
+        node_id_max=settings["node.id.max"],
+        socket_request_max_bytes=settings["socket.request.max.bytes"],
+        queued_max_requests=settings["queued.max.requests"],
+        connection_buffer_max_bytes=settings["connection.buffer.max.bytes"],
+        shutdown_timeout_ms=settings["shutdown.timeout.ms"],
+        connections_max_idle_ms=settings["connections.max.idle.ms"],
+        log_level=settings["log.level"],
+        raw=dict(values),
+    )
+
+
+def _check_positive(settings: Mapping[str, Any], *keys: str) -> None:
+    for key in keys:
+        if settings[key] <= 0:
+            raise ConfigError(f"{key}: must be positive, got {settings[key]}")
+
+
+def _suggest(key: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(KNOWN_KEYS), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def parse_endpoints(key: str, text: str) -> list[Endpoint]:
+    endpoints = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        m = _ENDPOINT.match(item)
+        if not m:
+            raise ConfigError(f"{key}: {item!r} is not NAME://host:port")
+        name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: port {port} out of range")
+        endpoints.append(Endpoint(name, host, port))
+    if not endpoints:
+        raise ConfigError(f"{key}: no endpoints given")
+    names = [e.name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{key}: each listener name may appear once")
+    return endpoints
+
+
+def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[str, Any]]
+               ) -> tuple[ListenerConfig, ...]:
+    binds = parse_endpoints("listeners", settings["listeners"])
+    advertised_text = settings["advertised.listeners"]
+    advertised = {e.name: e for e in parse_endpoints("advertised.listeners", advertised_text)} \
+        if advertised_text else {}
+    unknown = set(advertised) - {b.name for b in binds} | set(per_listener) - {b.name for b in binds}
+    if unknown:
+        raise ConfigError(f"advertised.listeners/listener.name.*: unknown listener(s) {sorted(unknown)}")
+    result = []
+    for bind in binds:
+        if bind.security_protocol != "PLAINTEXT":
+            raise ConfigError(f"listeners: {bind.name} needs TLS/SASL support, which this build "
+                              f"does not have yet; use PLAINTEXT")
+        adv = advertised.get(bind.name) or Endpoint(bind.name, bind.host or "localhost", bind.port)
+        if adv.host in ("", "0.0.0.0", "::"):
+            raise ConfigError(f"advertised.listeners: {bind.name} must advertise a routable host, "
+                              f"not {adv.host!r}")
+        base = per_listener.get(bind.name, {}).get("node.port.base", bind.port + 1)
+        if base <= 0:
+            raise ConfigError(f"listener.name.{bind.name.lower()}.node.port.base: must be positive")
+        result.append(ListenerConfig(bind.name, bind.security_protocol, bind, adv, base))
+    return tuple(result)
+
+
+def _upstream(settings: Mapping[str, Any]) -> UpstreamConfig:
+    servers = []
+    for item in settings["upstream.bootstrap.servers"].split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"upstream.bootstrap.servers: {item!r} is not host:port")
+        servers.append((host.strip("[]"), int(port)))
+    return UpstreamConfig(
+        bootstrap_servers=tuple(servers),
+        security_protocol=settings["upstream.security.protocol"],
+        ssl_truststore_location=settings["upstream.ssl.truststore.location"],
+        ssl_keystore_location=settings["upstream.ssl.keystore.location"],
+        ssl_key_location=settings["upstream.ssl.key.location"],
+        ssl_key_password=settings["upstream.ssl.key.password"],
+        ssl_endpoint_identification_algorithm=settings["upstream.ssl.endpoint.identification.algorithm"],
+        connect_timeout_ms=settings["upstream.connect.timeout.ms"],
+    )

@@ -1,0 +1,204 @@
+"""One client connection: frames in, the request pipeline, relay, responses out in order.
+
+The connection owns its upstream link.  Reading from either side pauses while the other
+side's write buffer is over its bound, and while too many requests are in flight, so the
+memory a connection can hold is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from gateway.context import GatewayContext
+from gateway.logs import get_logger
+from gateway.pending import ResponseQueue, WireBytes
+from gateway.request_pipeline import PipelineRefusal, handle_request, transform_response
+from gateway.upstream_link import UpstreamLink
+from protocol.errors import DecodeError
+from protocol.framing import Frame, FrameSplitter, FrameTooLarge
+
+_ids = itertools.count(1)
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
+                 on_close: Any = None) -> None:
+        self.ctx = ctx
+        self.listener = next(lst for lst in ctx.config.listeners if lst.name == listener_name)
+        self.node_id = node_id
+        self.id = next(_ids)
+        self.log = get_logger(conn=self.id, listener=listener_name, node=node_id)
+        self.splitter = FrameSplitter(ctx.config.socket_request_max_bytes)
+        self.responses = ResponseQueue()
+        self.transport: asyncio.Transport | None = None
+        self.upstream: UpstreamLink | None = None
+        self._paused_reasons: set[str] = set()
+        self._reading_paused = False
+        self._closing = False
+        self._draining = False
+        self._on_close = on_close
+        # Frames accepted before the upstream link is up (uvloop may deliver data even
+        # though reading was paused in connection_made); bounded by queued.max.requests.
+        self._backlog: list[WireBytes] = []
+        self.drained = asyncio.Event()
+        self.drained.set()
+
+    # --- client socket events ------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername")
+        self.log = self.log.bind(client=f"{peer[0]}:{peer[1]}" if peer else "?")
+        transport.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+        self.set_read_paused("connecting", True)
+        asyncio.get_running_loop().create_task(self._connect_upstream())
+
+    async def _connect_upstream(self) -> None:
+        loop = asyncio.get_running_loop()
+        config = self.ctx.config.upstream
+        for host, port in self._upstream_targets():
+            try:
+                _, link = await asyncio.wait_for(loop.create_connection(
+                    lambda: UpstreamLink(self, self.ctx.config.socket_request_max_bytes), host, port,
+                    ssl=self.ctx.upstream_ssl, server_hostname=host if self.ctx.upstream_ssl else None,
+                ), config.connect_timeout_ms / 1000)
+            except (OSError, asyncio.TimeoutError) as exc:
+                self.log.warning("upstream_connect_failed", upstream=f"{host}:{port}", error=repr(exc))
+                continue
+            if self._closing:
+                assert link.transport is not None
+                link.transport.close()
+                return
+            assert link.transport is not None
+            link.transport.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+            self.upstream = link
+            self.log = self.log.bind(upstream=f"{host}:{port}")
+            if self._backlog:
+                link.transport.writelines(self._backlog)
+                self._backlog = []
+            self.set_read_paused("connecting", False)
+            return
+        self.abort("no upstream broker reachable")
+
+    def _upstream_targets(self) -> list[tuple[str, int]]:
+        if self.node_id is None:
+            return list(self.ctx.config.upstream.bootstrap_servers)
+        address = self.ctx.cluster.nodes.get(self.node_id)
+        return [address] if address else []
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.splitter.feed(data)
+        except FrameTooLarge as exc:
+            self.abort(f"request too large: {exc} (socket.request.max.bytes)")
+            return
+        except DecodeError as exc:
+            self.abort(f"bad framing: {exc}")
+            return
+        if not frames:
+            return
+        outgoing: list[WireBytes] = []
+        for frame in frames:
+            try:
+                relay = handle_request(self, frame)
+            except PipelineRefusal as exc:
+                self.abort(str(exc))
+                return
+            if relay is not None:
+                outgoing.extend(relay)
+        if outgoing:
+            if self.upstream is not None and self.upstream.transport is not None:
+                self.upstream.transport.writelines(outgoing)
+            else:
+                self._backlog.extend(outgoing)
+        self._flush()
+        if len(self.responses) >= self.ctx.config.queued_max_requests:
+            self.set_read_paused("in-flight", True)
+
+    def pause_writing(self) -> None:
+        # The client is slow to read: stop reading responses from the upstream.
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self.log.info("client_disconnected", in_flight=len(self.responses))
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.close()
+        self.drained.set()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # --- upstream events -----------------------------------------------------------
+
+    def on_upstream_frames(self, frames: list[Frame]) -> None:
+        for frame in frames:
+            try:
+                transform_response(self, frame)
+            except (DecodeError, PipelineRefusal) as exc:
+                self.abort(f"upstream response refused: {exc}")
+                return
+        self._flush()
+        if len(self.responses) < self.ctx.config.queued_max_requests:
+            self.set_read_paused("in-flight", False)
+
+    def on_upstream_error(self, reason: str) -> None:
+        self.abort(reason)
+
+    def on_upstream_lost(self, exc: Exception | None) -> None:
+        if not self._closing:
+            self.log.info("upstream_disconnected", error=repr(exc) if exc else None)
+            self.abort("upstream closed the connection")
+
+    # --- helpers -------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        ready = self.responses.pop_ready()
+        if ready and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(ready)
+        if not len(self.responses):
+            self.drained.set()
+            if self._draining:
+                self.close()
+        else:
+            self.drained.clear()
+
+    def set_read_paused(self, reason: str, paused: bool) -> None:
+        if paused:
+            self._paused_reasons.add(reason)
+        else:
+            self._paused_reasons.discard(reason)
+        want = bool(self._paused_reasons) or self._draining
+        if self.transport is None or want == self._reading_paused or self.transport.is_closing():
+            return
+        self._reading_paused = want
+        if want:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def begin_drain(self) -> None:
+        """Graceful shutdown: read no new requests, close once in-flight ones are answered."""
+        self._draining = True
+        self.set_read_paused("draining", True)
+        if not len(self.responses):
+            self.close()
+
+    def abort(self, reason: str) -> None:
+        if self._closing:
+            return
+        self.log.warning("connection_refused", reason=reason)
+        self.close()
+
+    def close(self) -> None:
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.close()

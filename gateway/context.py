@@ -1,0 +1,42 @@
+"""State shared by all connections of one gateway process."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway.api_versions import VersionRanges
+from gateway.cluster_view import ClusterView
+from gateway.config import GatewayConfig, ListenerConfig
+
+
+@dataclass(slots=True)
+class ListenerAddressBook:
+    """Maps upstream node ids to this listener's advertised host and node ports."""
+
+    listener: ListenerConfig
+    config: GatewayConfig
+    cluster: ClusterView
+
+    def learn(self, node_id: int, host: str, port: int) -> None:
+        self.cluster.learn_node(node_id, host, port)
+
+    def client_address(self, node_id: int) -> tuple[str, int]:
+        return self.listener.advertised.host, self.config.node_port(self.listener, node_id)
+
+
+@dataclass(slots=True)
+class GatewayContext:
+    config: GatewayConfig
+    cluster: ClusterView
+    upstream_ssl: ssl.SSLContext | None
+    negotiated: VersionRanges = field(default_factory=dict)
+    address_books: dict[str, ListenerAddressBook] = field(default_factory=dict)
+    next_connection_id: Callable[[], int] = field(default=lambda: 0)
+
+    def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
+        book = self.address_books.get(listener.name)
+        if book is None:
+            book = self.address_books[listener.name] = ListenerAddressBook(listener, self.config, self.cluster)
+        return book

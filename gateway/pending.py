@@ -1,0 +1,77 @@
+"""The in-order response queue of one client connection.
+
+Kafka clients expect responses in request order, as a Kafka broker (which handles one
+request per connection at a time) delivers them.  Some responses come from the upstream,
+others from the gateway itself (ApiVersions, later authorization errors).  Each request
+gets a slot when it arrives; slots are released strictly from the head.
+
+Upstream requests carry a gateway-assigned correlation id, so a response is matched to
+its slot even when the upstream answers out of order (Tansu does) or the client reuses
+ids; the client's own id is restored on the way back.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from protocol.errors import DecodeError
+
+WireBytes = bytes | bytearray | memoryview
+_I32 = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class Slot:
+    correlation_id: int  # the client's
+    api_key: int
+    api_version: int
+    response: list[WireBytes] = field(default_factory=list)  # frame pieces, once known
+    ready: bool = False
+
+
+class ResponseQueue:
+    __slots__ = ("_awaiting", "_next_id", "_slots")
+
+    def __init__(self) -> None:
+        self._slots: deque[Slot] = deque()
+        self._awaiting: dict[int, Slot] = {}
+        self._next_id = 0
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def expect_upstream(self, correlation_id: int, api_key: int, api_version: int) -> int:
+        """Open a slot for a relayed request; returns the correlation id to send upstream."""
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        slot = Slot(correlation_id, api_key, api_version)
+        self._slots.append(slot)
+        self._awaiting[self._next_id] = slot
+        return self._next_id
+
+    def next_upstream_id(self) -> int:
+        """An id for a request that gets no response (Produce with acks=0)."""
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        return self._next_id
+
+    def add_local(self, correlation_id: int, api_key: int, api_version: int, response: WireBytes) -> None:
+        self._slots.append(Slot(correlation_id, api_key, api_version, [response], True))
+
+    def match_upstream(self, upstream_id: int) -> Slot:
+        slot = self._awaiting.pop(upstream_id, None)
+        if slot is None:
+            raise DecodeError(f"upstream sent a response nobody asked for (correlation id {upstream_id})")
+        return slot
+
+    def pop_ready(self) -> list[WireBytes]:
+        ready: list[WireBytes] = []
+        slots = self._slots
+        while slots and slots[0].ready:
+            ready.extend(slots.popleft().response)
+        return ready
+
+
+def with_correlation_id(wire: memoryview, offset: int, correlation_id: int) -> list[WireBytes]:
+    """The frame as pieces with the 4 bytes at offset replaced (no copy of the payload)."""
+    return [wire[:offset], _I32.pack(correlation_id), wire[offset + 4 :]]

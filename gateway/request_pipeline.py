@@ -1,0 +1,99 @@
+"""The request path of one connection, stage by stage.
+
+    frame → header → (authenticate) → check negotiated version → decode body
+          → (authorize / rewrite) → relay;   upstream frame → match slot → rewrite addresses
+
+Authentication and authorization plug in where marked; everything the gateway cannot
+parse is refused (connection closed), never relayed blind.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from gateway.address_rewrite import REWRITERS, needs_rewrite
+from gateway.api_versions import api_versions_response, check_negotiated
+from gateway.config import ConfigError
+from gateway.pending import WireBytes, with_correlation_id
+from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
+from protocol.framing import Frame
+from protocol.header import decode_request_header, decode_response_header, peek_api, response_header_version
+from protocol.registry import api
+
+if TYPE_CHECKING:
+    from gateway.connection import ClientConnection
+
+_SIZE = struct.Struct(">i")
+
+
+class PipelineRefusal(Exception):
+    """The request (or response) cannot be handled safely; the connection is closed."""
+
+
+def _framed(payload: bytes | bytearray) -> bytes:
+    return _SIZE.pack(len(payload)) + bytes(payload)
+
+
+# Offsets in a frame (size prefix included) of the correlation id.
+_REQUEST_CORRELATION_AT = 8  # size(4) api_key(2) api_version(2)
+_RESPONSE_CORRELATION_AT = 4  # size(4)
+
+
+def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | None:
+    """Run one request through the pipeline; return the frame pieces to relay, if any."""
+    payload = frame.payload
+    try:
+        key, version, correlation_id = peek_api(payload)
+    except DecodeError as exc:
+        raise PipelineRefusal(f"not a Kafka request: {exc}") from None
+    if key == ApiKey.API_VERSIONS:
+        response = api_versions_response(correlation_id, version, conn.ctx.negotiated, conn.ctx.cluster.features)
+        conn.responses.add_local(correlation_id, key, version, _framed(response))
+        return None
+    try:
+        header, schema = decode_request_header(payload)
+        check_negotiated(key, version, conn.ctx.negotiated)
+        codec = schema.request_codec(version)
+        raw_body = payload[header.size :]
+        body, consumed = codec.decode_prefix(raw_body)
+    except DecodeError as exc:
+        raise PipelineRefusal(f"refused api key {key} v{version}: {exc}") from None
+    wire = frame.wire
+    if consumed != len(raw_body):
+        # Trailing bytes after the body: Kafka ignores them, so we accept the request,
+        # but relay the canonical encoding so the upstream sees exactly what we parsed.
+        wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(body)))
+    if key == ApiKey.PRODUCE and body["acks"] == 0:
+        upstream_id = conn.responses.next_upstream_id()  # no response will come, so no slot
+    else:
+        upstream_id = conn.responses.expect_upstream(correlation_id, key, version)
+    return with_correlation_id(wire, _REQUEST_CORRELATION_AT, upstream_id)
+
+
+def transform_response(conn: ClientConnection, frame: Frame) -> None:
+    """Match an upstream response to its slot, rewriting broker addresses if it has any."""
+    payload = frame.payload
+    if len(payload) < 4:
+        raise DecodeError("upstream response shorter than a correlation id")
+    slot = conn.responses.match_upstream(_SIZE.unpack_from(payload, 0)[0])
+    slot.ready = True
+    if not needs_rewrite(slot.api_key, slot.api_version):
+        slot.response = with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+        return
+    schema = api(slot.api_key)
+    assert schema is not None
+    header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
+    _, header_size = decode_response_header(payload, header_version)
+    codec = schema.response_codec(slot.api_version)
+    body = codec.decode(payload[header_size:])
+    try:
+        changed = REWRITERS[slot.api_key](body, slot.api_version, conn.ctx.address_book(conn.listener))
+    except ConfigError as exc:
+        raise PipelineRefusal(str(exc)) from None
+    if not changed:
+        slot.response = with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+        return
+    new_header = _SIZE.pack(slot.correlation_id) + bytes(payload[4:header_size])
+    slot.response = [_framed(new_header + codec.encode(body))]

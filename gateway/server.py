@@ -1,0 +1,140 @@
+"""The gateway process: probes the upstream, opens listeners, serves, shuts down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+
+from gateway.api_versions import negotiate
+from gateway.cluster_view import ClusterView
+from gateway.config import ConfigError, GatewayConfig, ListenerConfig
+from gateway.connection import ClientConnection
+from gateway.context import GatewayContext
+from gateway.logs import get_logger
+from gateway.upstream_client import UpstreamClient, UpstreamError
+from gateway.upstream_tls import upstream_ssl_context
+from protocol.api_keys import ApiKey
+
+log = get_logger(component="server")
+
+
+@dataclass(slots=True)
+class Gateway:
+    config: GatewayConfig
+    ctx: GatewayContext = field(init=False)
+    _servers: dict[tuple[str, int | None], asyncio.base_events.Server] = field(default_factory=dict)
+    _connections: set[ClientConnection] = field(default_factory=set)
+    _stopping: bool = False
+
+    def __post_init__(self) -> None:
+        cluster = ClusterView()
+        self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream))
+        cluster.on_new_node.append(self._open_node_listeners)
+
+    async def start(self) -> None:
+        await self.probe_upstream()
+        for listener in self.config.listeners:
+            await self._listen(listener, None)
+        for node_id in sorted(self.ctx.cluster.nodes):
+            self._open_node_listeners(node_id)
+        log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
+                                               for lst in self.config.listeners],
+                 nodes=sorted(self.ctx.cluster.nodes))
+
+    async def probe_upstream(self) -> None:
+        """Learn the upstream's API versions and brokers; fail start-up if none answers."""
+        timeout = self.config.upstream.connect_timeout_ms / 1000
+        errors = []
+        for host, port in self.config.upstream.bootstrap_servers:
+            try:
+                client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout)
+            except UpstreamError as exc:
+                errors.append(str(exc))
+                continue
+            try:
+                versions = await client.request(ApiKey.API_VERSIONS, 3, {
+                    "client_software_name": "ksgate", "client_software_version": "0.1.0"})
+                self.ctx.cluster.learn_api_versions(versions)
+                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges)
+                metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
+                metadata = await client.request(ApiKey.METADATA, metadata_version, {
+                    "topics": [], "allow_auto_topic_creation": False,
+                    "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False})
+                for broker in metadata["brokers"]:
+                    self.ctx.cluster.learn_node(broker["node_id"], broker["host"], broker["port"])
+                return
+            except UpstreamError as exc:
+                errors.append(str(exc))
+            finally:
+                await client.close()
+        raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors))
+
+    def _open_node_listeners(self, node_id: int) -> None:
+        for listener in self.config.listeners:
+            if (listener.name, node_id) not in self._servers and not self._stopping:
+                try:
+                    self.config.node_port(listener, node_id)
+                except ConfigError as exc:
+                    log.error("node_out_of_range", error=str(exc))
+                    continue
+                asyncio.get_running_loop().create_task(self._listen(listener, node_id))
+
+    async def _listen(self, listener: ListenerConfig, node_id: int | None) -> None:
+        key = (listener.name, node_id)
+        if key in self._servers:
+            return
+        port = listener.bind.port if node_id is None else self.config.node_port(listener, node_id)
+        # Bind synchronously so a client that just read this address in a Metadata
+        # response finds the port open (queued in the backlog) even before accept starts.
+        sock = _bound_socket(listener.bind.host, port)
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: self._new_connection(listener.name, node_id), sock=sock, backlog=1024)
+        self._servers[key] = server
+        log.info("listening", listener=listener.name, node=node_id, address=f"{listener.bind.host}:{port}")
+
+    def _new_connection(self, listener_name: str, node_id: int | None) -> ClientConnection:
+        conn = ClientConnection(self.ctx, listener_name, node_id, on_close=self._connections.discard)
+        self._connections.add(conn)
+        if self._stopping:
+            conn.begin_drain()
+        return conn
+
+    def bound_port(self, listener_name: str, node_id: int | None = None) -> int:
+        server = self._servers[(listener_name, node_id)]
+        port: int = server.sockets[0].getsockname()[1]
+        return port
+
+    async def shutdown(self) -> None:
+        """Stop accepting, let in-flight requests finish (bounded), then close everything."""
+        self._stopping = True
+        for server in self._servers.values():
+            server.close()
+        for conn in list(self._connections):
+            conn.begin_drain()
+        waits = [asyncio.ensure_future(c.drained.wait()) for c in self._connections]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=self.config.shutdown_timeout_ms / 1000)
+            for task in pending:
+                task.cancel()
+        for conn in list(self._connections):
+            conn.close()
+        for server in self._servers.values():
+            await server.wait_closed()
+        log.info("gateway_stopped")
+
+
+def _bound_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"listeners: cannot bind {host}:{port}: {exc.strerror}") from None
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock

@@ -1,0 +1,75 @@
+"""A minimal request/response Kafka client for the gateway's own control traffic.
+
+The gateway asks the upstream cluster what it supports (ApiVersions) and where its
+brokers are (Metadata) at start-up and when it meets an unknown node.  This is not the
+hot path, so it uses asyncio streams and one request at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import struct
+from typing import Any
+
+from protocol.api_keys import ApiKey
+from protocol.header import (
+    RequestHeader,
+    decode_response_header,
+    encode_request_header,
+    request_header_version,
+    response_header_version,
+)
+from protocol.registry import api
+
+CLIENT_ID = "ksgate"
+
+
+class UpstreamError(ConnectionError):
+    """The upstream broker could not be reached or answered something unusable."""
+
+
+class UpstreamClient:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout_s: float) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._timeout = timeout_s
+        self._next_correlation = 1
+
+    @classmethod
+    async def connect(cls, host: str, port: int, ssl_context: ssl.SSLContext | None,
+                      timeout_s: float) -> UpstreamClient:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=ssl_context,
+                                        server_hostname=host if ssl_context else None),
+                timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}") from None
+        return cls(reader, writer, timeout_s)
+
+    async def request(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        schema = api(api_key)
+        assert schema is not None
+        correlation_id = self._next_correlation
+        self._next_correlation += 1
+        header = RequestHeader(api_key, version, correlation_id, CLIENT_ID,
+                               request_header_version(schema, version), 0)
+        payload = encode_request_header(header) + bytes(schema.request_codec(version).encode(body))
+        self._writer.write(struct.pack(">i", len(payload)) + payload)
+        try:
+            size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self._timeout))[0]
+            data = memoryview(await asyncio.wait_for(self._reader.readexactly(size), self._timeout))
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
+        got, offset = decode_response_header(data, response_header_version(api_key, schema.is_flexible(version)))
+        if got != correlation_id:
+            raise UpstreamError(f"upstream answered correlation id {got}, expected {correlation_id}")
+        return schema.response_codec(version).decode(data[offset:])
+
+    async def close(self) -> None:
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except OSError:
+            pass

@@ -1,0 +1,50 @@
+"""The upstream half of a relayed connection: one socket to the broker the client addressed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from protocol.errors import DecodeError
+from protocol.framing import Frame, FrameSplitter
+
+
+class UpstreamOwner(Protocol):
+    def on_upstream_frames(self, frames: list[Frame]) -> None: ...
+
+    def on_upstream_error(self, reason: str) -> None: ...
+
+    def on_upstream_lost(self, exc: Exception | None) -> None: ...
+
+    def set_read_paused(self, reason: str, paused: bool) -> None: ...
+
+
+class UpstreamLink(asyncio.Protocol):
+    __slots__ = ("_owner", "_splitter", "transport")
+
+    def __init__(self, owner: UpstreamOwner, max_frame_bytes: int) -> None:
+        self._owner = owner
+        self._splitter = FrameSplitter(max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._splitter.feed(data)
+        except DecodeError as exc:
+            self._owner.on_upstream_error(f"upstream framing: {exc}")
+            return
+        if frames:
+            self._owner.on_upstream_frames(frames)
+
+    def pause_writing(self) -> None:
+        # The upstream socket is full: stop reading more requests from the client.
+        self._owner.set_read_paused("upstream-full", True)
+
+    def resume_writing(self) -> None:
+        self._owner.set_read_paused("upstream-full", False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._owner.on_upstream_lost(exc)

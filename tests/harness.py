@@ -1,0 +1,86 @@
+"""Runs a real gateway (its own uvloop event loop, on a thread) for tests and benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from gateway.config import GatewayConfig, build_config
+from gateway.embedded_broker import free_port
+from gateway.logs import configure_logging
+from gateway.server import Gateway
+
+
+class GatewayThread:
+    """A started gateway; ``bootstrap`` is its client address. Stop with ``stop()``."""
+
+    def __init__(self, upstream: str, extra: Mapping[str, Any] | None = None) -> None:
+        self.port = free_port()
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "upstream.bootstrap.servers": upstream,
+            # node ports far from the bootstrap port's neighbourhood of ephemeral ports
+            "listener.name.plaintext.node.port.base": free_port(),
+            "shutdown.timeout.ms": 3000,
+        }
+        settings.update(extra or {})
+        self.config: GatewayConfig = build_config(settings)
+        self.gateway = Gateway(self.config)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, name="ksgate-test", daemon=True)
+        self._started: Future[None] = Future()
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> GatewayThread:
+        configure_logging("WARNING")
+        self._thread.start()
+        self._started.result(timeout=30)
+        return self
+
+    def _run(self) -> None:
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+        self.loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main())
+        finally:
+            loop.close()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        try:
+            await self.gateway.start()
+        except BaseException as exc:
+            self._started.set_exception(exc)
+            return
+        self._started.set_result(None)
+        await self._stop.wait()
+        await self.gateway.shutdown()
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run fn(*args) on the gateway's loop and return its result."""
+        assert self.loop is not None
+        result: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                result.set_result(fn(*args))
+            except BaseException as exc:
+                result.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(run)
+        return result.result(timeout=10)
+
+    def stop(self) -> None:
+        if self.loop is not None and self._stop is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=15)
