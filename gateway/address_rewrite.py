@@ -20,23 +20,29 @@ class NodeAddressBook(Protocol):
     def client_address(self, node_id: int) -> tuple[str, int]: ...
 
 
-def _rewrite_node(node: dict[str, Any], book: NodeAddressBook) -> None:
+def _rewrite_node(node: dict[str, Any], book: NodeAddressBook, id_field: str = "node_id") -> None:
     """Replace one {node_id, host, port} entry; node id -1 (an error answer) means 'none'."""
-    if node["node_id"] < 0:
+    node_id = node[id_field]
+    if node_id < 0:
         node["host"], node["port"] = "", -1
         return
-    book.learn(node["node_id"], node["host"], node["port"])
-    node["host"], node["port"] = book.client_address(node["node_id"])
+    book.learn(node_id, node["host"], node["port"])
+    node["host"], node["port"] = book.client_address(node_id)
 
 
-def _rewrite_list(nodes: list[dict[str, Any]] | None, book: NodeAddressBook) -> bool:
+def _rewrite_list(nodes: list[dict[str, Any]] | None, book: NodeAddressBook, id_field: str = "node_id") -> bool:
     for node in nodes or ():
-        _rewrite_node(node, book)
+        _rewrite_node(node, book, id_field)
     return bool(nodes)
 
 
 def _brokers(body: dict[str, Any], version: int, book: NodeAddressBook) -> bool:
     _rewrite_list(body["brokers"], book)
+    return True
+
+
+def _cluster_brokers(body: dict[str, Any], version: int, book: NodeAddressBook) -> bool:
+    _rewrite_list(body["brokers"], book, "broker_id")
     return True
 
 
@@ -60,7 +66,7 @@ Rewriter = Callable[[dict[str, Any], int, NodeAddressBook], bool]
 REWRITERS: dict[int, Rewriter] = {
     ApiKey.METADATA: _brokers,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
-    ApiKey.DESCRIBE_CLUSTER: _brokers,
+    ApiKey.DESCRIBE_CLUSTER: _cluster_brokers,
     ApiKey.PRODUCE: _node_endpoints,
     ApiKey.FETCH: _node_endpoints,
     ApiKey.SHARE_FETCH: _node_endpoints,

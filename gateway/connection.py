@@ -51,7 +51,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
         peer = transport.get_extra_info("peername")
         self.log = self.log.bind(client=f"{peer[0]}:{peer[1]}" if peer else "?")
-        transport.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+        self.transport.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
         self.set_read_paused("connecting", True)
         asyncio.get_running_loop().create_task(self._connect_upstream())
 
@@ -64,7 +64,7 @@ class ClientConnection(asyncio.Protocol):
                     lambda: UpstreamLink(self, self.ctx.config.socket_request_max_bytes), host, port,
                     ssl=self.ctx.upstream_ssl, server_hostname=host if self.ctx.upstream_ssl else None,
                 ), config.connect_timeout_ms / 1000)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 self.log.warning("upstream_connect_failed", upstream=f"{host}:{port}", error=repr(exc))
                 continue
             if self._closing:
@@ -106,6 +106,10 @@ class ClientConnection(asyncio.Protocol):
             except PipelineRefusal as exc:
                 self.abort(str(exc))
                 return
+            except Exception:  # a gateway bug: fail closed for this connection only
+                self.log.exception("request_pipeline_error")
+                self.abort("internal error in the request pipeline")
+                return
             if relay is not None:
                 outgoing.extend(relay)
         if outgoing:
@@ -143,6 +147,10 @@ class ClientConnection(asyncio.Protocol):
                 transform_response(self, frame)
             except (DecodeError, PipelineRefusal) as exc:
                 self.abort(f"upstream response refused: {exc}")
+                return
+            except Exception:  # a gateway bug: fail closed for this connection only
+                self.log.exception("response_pipeline_error")
+                self.abort("internal error in the response pipeline")
                 return
         self._flush()
         if len(self.responses) < self.ctx.config.queued_max_requests:

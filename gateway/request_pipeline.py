@@ -66,7 +66,7 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         # but relay the canonical encoding so the upstream sees exactly what we parsed.
         wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(body)))
     if key == ApiKey.PRODUCE and body["acks"] == 0:
-        upstream_id = conn.responses.next_upstream_id()  # no response will come, so no slot
+        upstream_id = conn.responses.expect_nothing()  # the client expects no response
     else:
         upstream_id = conn.responses.expect_upstream(correlation_id, key, version)
     return with_correlation_id(wire, _REQUEST_CORRELATION_AT, upstream_id)
@@ -78,6 +78,8 @@ def transform_response(conn: ClientConnection, frame: Frame) -> None:
     if len(payload) < 4:
         raise DecodeError("upstream response shorter than a correlation id")
     slot = conn.responses.match_upstream(_SIZE.unpack_from(payload, 0)[0])
+    if slot is None:
+        return
     slot.ready = True
     if not needs_rewrite(slot.api_key, slot.api_version):
         slot.response = with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)

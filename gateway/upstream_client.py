@@ -8,6 +8,7 @@ hot path, so it uses asyncio streams and one request at a time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import struct
 from typing import Any
@@ -44,7 +45,7 @@ class UpstreamClient:
                 asyncio.open_connection(host, port, ssl=ssl_context,
                                         server_hostname=host if ssl_context else None),
                 timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}") from None
         return cls(reader, writer, timeout_s)
 
@@ -60,7 +61,7 @@ class UpstreamClient:
         try:
             size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self._timeout))[0]
             data = memoryview(await asyncio.wait_for(self._reader.readexactly(size), self._timeout))
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
             raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
         got, offset = decode_response_header(data, response_header_version(api_key, schema.is_flexible(version)))
         if got != correlation_id:
@@ -69,7 +70,5 @@ class UpstreamClient:
 
     async def close(self) -> None:
         self._writer.close()
-        try:
+        with contextlib.suppress(OSError):
             await self._writer.wait_closed()
-        except OSError:
-            pass

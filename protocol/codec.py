@@ -186,7 +186,7 @@ def _field(spec: FieldSpec, version: int, flexible: bool, where: str) -> tuple[D
     if spec.is_struct or spec.is_struct_array:
         dec, enc, size = _struct(spec.fields, version, flexible, here)
         if spec.is_struct:
-            return _nullable_struct(dec, enc, here) + (1,) if nullable else (dec, enc, size)
+            return (*_nullable_struct(dec, enc, here), 1) if nullable else (dec, enc, size)
         adec, aenc = _array(dec, enc, size, nullable, flexible, here)
         return adec, aenc, 1 if flexible else 4
     element = spec.element_type

@@ -42,7 +42,7 @@ class FrameSplitter:
     a view of them has been handed out.
     """
 
-    __slots__ = ("_limit", "_pending", "_need")
+    __slots__ = ("_limit", "_need", "_pending")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit

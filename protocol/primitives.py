@@ -26,7 +26,7 @@ _MAX_UVARINT_BYTES = 5
 class Reader:
     """A cursor over an immutable buffer; all reads are bounds-checked."""
 
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "end", "pos")
 
     def __init__(self, buf: memoryview | bytes | bytearray, pos: int = 0) -> None:
         self.buf = buf if isinstance(buf, memoryview) else memoryview(buf)

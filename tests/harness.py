@@ -14,6 +14,28 @@ from gateway.logs import configure_logging
 from gateway.server import Gateway
 
 
+def free_port_block(size: int = 128) -> int:
+    """A base port below the ephemeral range with ``size`` free ports above it.
+
+    Tansu's node id is 111, so a node port is base + 111; picking it among ephemeral
+    ports would collide with clients' own outgoing connections.
+    """
+    import random
+    import socket
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - size)
+        try:
+            for port in range(base, base + size):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports")
+
+
 class GatewayThread:
     """A started gateway; ``bootstrap`` is its client address. Stop with ``stop()``."""
 
@@ -22,8 +44,7 @@ class GatewayThread:
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "upstream.bootstrap.servers": upstream,
-            # node ports far from the bootstrap port's neighbourhood of ephemeral ports
-            "listener.name.plaintext.node.port.base": free_port(),
+            "listener.name.plaintext.node.port.base": free_port_block(),
             "shutdown.timeout.ms": 3000,
         }
         settings.update(extra or {})
