@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import Any, cast
 
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
@@ -48,10 +48,11 @@ class ClientConnection(asyncio.Protocol):
     # --- client socket events ------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
-        peer = transport.get_extra_info("peername")
+        # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
+        self.transport = tr = cast(asyncio.Transport, transport)
+        peer = tr.get_extra_info("peername")
         self.log = self.log.bind(client=f"{peer[0]}:{peer[1]}" if peer else "?")
-        self.transport.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+        tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
         self.set_read_paused("connecting", True)
         asyncio.get_running_loop().create_task(self._connect_upstream())
 

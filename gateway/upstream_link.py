@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Protocol, cast
 
 from protocol.errors import DecodeError
 from protocol.framing import Frame, FrameSplitter
@@ -28,7 +28,8 @@ class UpstreamLink(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
+        # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         try:
