@@ -1,0 +1,66 @@
+"""Broker address rewriting, on decoded response bodies (no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.address_rewrite import REWRITERS, needs_rewrite
+from protocol.api_keys import ApiKey
+
+
+class Book:
+    def __init__(self) -> None:
+        self.learned: dict[int, tuple[str, int]] = {}
+
+    def learn(self, node_id: int, host: str, port: int) -> None:
+        self.learned[node_id] = (host, port)
+
+    def client_address(self, node_id: int) -> tuple[str, int]:
+        return "gw", 9000 + node_id
+
+
+def _run(key: ApiKey, body: dict[str, Any], version: int) -> tuple[bool, Book]:
+    book = Book()
+    return REWRITERS[key](body, version, book), book
+
+
+def test_metadata_brokers_are_replaced_and_remembered() -> None:
+    body = {"brokers": [{"node_id": 1, "host": "10.0.0.1", "port": 9092, "rack": None},
+                        {"node_id": 2, "host": "10.0.0.2", "port": 9092, "rack": "r"}]}
+    changed, book = _run(ApiKey.METADATA, body, 12)
+    assert changed
+    assert [(b["host"], b["port"]) for b in body["brokers"]] == [("gw", 9001), ("gw", 9002)]
+    assert book.learned == {1: ("10.0.0.1", 9092), 2: ("10.0.0.2", 9092)}
+
+
+def test_find_coordinator_old_and_batched_versions() -> None:
+    old = {"error_code": 0, "node_id": 3, "host": "10.0.0.3", "port": 9092}
+    _run(ApiKey.FIND_COORDINATOR, old, 3)
+    assert (old["host"], old["port"]) == ("gw", 9003)
+    batched = {"coordinators": [{"key": "g", "node_id": 4, "host": "10.0.0.4", "port": 1},
+                                {"key": "h", "node_id": -1, "host": "leak", "port": 7}]}
+    _run(ApiKey.FIND_COORDINATOR, batched, 4)
+    assert [(c["host"], c["port"]) for c in batched["coordinators"]] == [("gw", 9004), ("", -1)]
+
+
+def test_describe_cluster_uses_broker_id() -> None:
+    body = {"brokers": [{"broker_id": 5, "host": "10.0.0.5", "port": 9092, "rack": None}]}
+    _run(ApiKey.DESCRIBE_CLUSTER, body, 1)
+    assert (body["brokers"][0]["host"], body["brokers"][0]["port"]) == ("gw", 9005)
+
+
+def test_produce_and_fetch_rewrite_only_when_node_endpoints_are_present() -> None:
+    assert not needs_rewrite(ApiKey.PRODUCE, 9)  # no node_endpoints before v10
+    assert needs_rewrite(ApiKey.PRODUCE, 10)
+    assert not needs_rewrite(ApiKey.FETCH, 15)
+    assert needs_rewrite(ApiKey.FETCH, 16)
+    empty = {"responses": [], "node_endpoints": []}
+    assert _run(ApiKey.FETCH, empty, 16)[0] is False
+    body = {"node_endpoints": [{"node_id": 6, "host": "10.0.0.6", "port": 9092, "rack": None}]}
+    assert _run(ApiKey.PRODUCE, body, 10)[0] is True
+    assert (body["node_endpoints"][0]["host"], body["node_endpoints"][0]["port"]) == ("gw", 9006)
+
+
+def test_apis_without_endpoints_are_never_decoded() -> None:
+    assert not needs_rewrite(ApiKey.OFFSET_COMMIT, 8)
+    assert not needs_rewrite(ApiKey.LIST_OFFSETS, 7)

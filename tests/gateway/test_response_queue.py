@@ -1,0 +1,47 @@
+"""The per-connection response queue: order, id translation, acks=0."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.pending import ResponseQueue, with_correlation_id
+from protocol.errors import DecodeError
+
+
+def test_responses_are_released_in_request_order_even_when_the_upstream_answers_out_of_order() -> None:
+    q = ResponseQueue()
+    first = q.expect_upstream(100, 3, 12)
+    q.add_local(101, 18, 3, b"local")
+    second = q.expect_upstream(102, 3, 12)
+    slot = q.match_upstream(second)
+    assert slot is not None
+    slot.response, slot.ready = [b"second"], True
+    assert q.pop_ready() == []  # the head is still waiting
+    slot = q.match_upstream(first)
+    assert slot is not None and slot.correlation_id == 100
+    slot.response, slot.ready = [b"first"], True
+    assert q.pop_ready() == [b"first", b"local", b"second"]
+    assert len(q) == 0
+
+
+def test_upstream_ids_are_unique_even_when_client_ids_repeat() -> None:
+    q = ResponseQueue()
+    ids = {q.expect_upstream(7, 3, 12) for _ in range(100)}
+    assert len(ids) == 100
+
+
+def test_unsolicited_response_is_an_error_but_acks0_answers_are_dropped() -> None:
+    q = ResponseQueue()
+    silent = q.expect_nothing()
+    assert q.match_upstream(silent) is None
+    with pytest.raises(DecodeError):
+        q.match_upstream(silent)  # only once
+    with pytest.raises(DecodeError):
+        q.match_upstream(12345)
+
+
+def test_correlation_id_is_replaced_without_copying_the_payload() -> None:
+    wire = memoryview(b"\x00\x00\x00\x08" + b"\x00\x00\x00\x01" + b"body")
+    pieces = with_correlation_id(wire, 4, 42)
+    assert b"".join(bytes(p) for p in pieces) == b"\x00\x00\x00\x08\x00\x00\x00\x2abody"
+    assert isinstance(pieces[2], memoryview) and pieces[2].obj is wire.obj
