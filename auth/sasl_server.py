@@ -1,0 +1,263 @@
+"""The Kafka SASL server state machine (Kafka's SaslServerAuthenticator), sans-IO.
+
+Feed it each frame payload a connection receives before authentication completes (and
+SaslHandshake/SaslAuthenticate frames afterwards, for KIP-368 re-authentication); it
+returns a Step telling the gateway what to send, whether the client is now authenticated,
+or that the connection must close.  States follow Kafka:
+
+    INITIAL_REQUEST → HANDSHAKE_OR_VERSIONS_REQUEST → HANDSHAKE_REQUEST → AUTHENTICATE
+        → COMPLETE | FAILED;   COMPLETE → REAUTH_PROCESS_HANDSHAKE → AUTHENTICATE → COMPLETE
+                                                   ↘ REAUTH_BAD_MECHANISM
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from auth.mechanism import Challenge, Done, Failure, MechanismFactory, SaslContext, SaslMechanismServer
+from auth.principal import KafkaPrincipal, PrincipalBuilder, SaslAuthContext
+from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
+from protocol.header import decode_request_header, encode_response_header, peek_api, response_header_version
+from protocol.registry import api
+
+# Kafka error codes used here.
+ILLEGAL_SASL_STATE = 34
+UNSUPPORTED_SASL_MECHANISM = 33
+SASL_AUTHENTICATION_FAILED = 58
+
+_SIZE = struct.Struct(">i")
+
+
+class SaslState(enum.Enum):
+    INITIAL_REQUEST = "INITIAL_REQUEST"
+    HANDSHAKE_OR_VERSIONS_REQUEST = "HANDSHAKE_OR_VERSIONS_REQUEST"
+    HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"
+    AUTHENTICATE = "AUTHENTICATE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    REAUTH_PROCESS_HANDSHAKE = "REAUTH_PROCESS_HANDSHAKE"
+    REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
+
+
+@dataclass(slots=True, frozen=True)
+class Respond:
+    """Send ``frame`` (a complete frame: size prefix included) and keep going."""
+
+    frame: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class Authenticated:
+    """Send ``frame``; the connection now acts as ``principal`` until ``session_expiry_ms``."""
+
+    frame: bytes
+    principal: KafkaPrincipal
+    mechanism: str
+    session_expiry_ms: int | None  # wall clock; None = no re-authentication required
+    reauthenticated: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Close:
+    """Send ``frame`` if any (after the failure delay), then close; ``reason`` is for logs."""
+
+    reason: str
+    frame: bytes | None = None
+    authentication_failure: bool = False
+
+
+Step = Respond | Authenticated | Close
+
+
+@dataclass(slots=True)
+class SaslServerConfig:
+    mechanisms: Mapping[str, MechanismFactory]  # enabled mechanisms, by name
+    principal_builder: PrincipalBuilder
+    connections_max_reauth_ms: int = 0
+    # PLAIN sends the password in clear; Kafka allows it anywhere, ksgate only on TLS
+    # unless the operator says otherwise (ksgate.sasl.plain.allow.insecure).
+    allow_plain_without_tls: bool = False
+
+
+def _framed(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+class SaslServerAuthenticator:
+    """One per connection on a SASL listener."""
+
+    def __init__(self, config: SaslServerConfig, context: SaslContext,
+                 api_versions: Callable[[int, int], bytes]) -> None:
+        self._config = config
+        self._context = context
+        self._api_versions = api_versions  # (correlation id, version) -> response frame
+        self.state = SaslState.INITIAL_REQUEST
+        self._mechanism_name: str | None = None
+        self._server: SaslMechanismServer | None = None
+        self._kafka_headers = True  # False after SaslHandshake v0: raw tokens follow
+        self.principal: KafkaPrincipal | None = None
+        self.session_expiry_ms: int | None = None
+
+    @property
+    def enabled_mechanisms(self) -> list[str]:
+        return [name for name in self._config.mechanisms
+                if name != "PLAIN" or self._context.tls or self._config.allow_plain_without_tls]
+
+    # --- entry points ------------------------------------------------------------------
+
+    def on_frame(self, payload: memoryview) -> Step:
+        """A frame received while not authenticated (or a re-authentication frame)."""
+        try:
+            return self._dispatch(payload)
+        except DecodeError as exc:
+            self.state = SaslState.FAILED
+            return Close(f"unparsable frame during authentication: {exc}")
+
+    def session_expired(self, now_ms: int) -> bool:
+        return self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms
+
+    # --- state dispatch ----------------------------------------------------------------
+
+    def _dispatch(self, payload: memoryview) -> Step:
+        state = self.state
+        if state is SaslState.AUTHENTICATE and not self._kafka_headers:
+            return self._raw_token(bytes(payload))
+        key, version, correlation_id = peek_api(payload)
+        if state is SaslState.INITIAL_REQUEST:
+            self.state = state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+        if state is SaslState.COMPLETE:
+            if key != ApiKey.SASL_HANDSHAKE:
+                raise AssertionError("the gateway routes only re-authentication frames here")
+            self.state = state = SaslState.REAUTH_PROCESS_HANDSHAKE
+        if key == ApiKey.API_VERSIONS:
+            if state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
+                return self._fail_state(f"ApiVersions in state {state.value}")
+            self.state = SaslState.HANDSHAKE_REQUEST
+            return Respond(self._api_versions(correlation_id, version))
+        if key == ApiKey.SASL_HANDSHAKE:
+            if state not in (SaslState.HANDSHAKE_OR_VERSIONS_REQUEST, SaslState.HANDSHAKE_REQUEST,
+                             SaslState.REAUTH_PROCESS_HANDSHAKE):
+                return self._fail_state(f"SaslHandshake in state {state.value}")
+            return self._handshake(payload, version, correlation_id)
+        if key == ApiKey.SASL_AUTHENTICATE:
+            if state is not SaslState.AUTHENTICATE:
+                return self._illegal_authenticate(payload, version, correlation_id, state)
+            return self._authenticate(payload, version, correlation_id)
+        self.state = SaslState.FAILED
+        return Close(f"api key {key} before authentication completed (state {state.value})")
+
+    def _fail_state(self, reason: str) -> Close:
+        self.state = SaslState.FAILED
+        return Close(reason)
+
+    # --- SaslHandshake -----------------------------------------------------------------
+
+    def _handshake(self, payload: memoryview, version: int, correlation_id: int) -> Step:
+        header, schema = decode_request_header(payload)
+        body = schema.request_codec(version).decode(payload[header.size :])
+        mechanism = body["mechanism"]
+        enabled = self.enabled_mechanisms
+        reauth = self.state is SaslState.REAUTH_PROCESS_HANDSHAKE
+        if reauth and (version == 0 or mechanism != self._mechanism_name):
+            self.state = SaslState.REAUTH_BAD_MECHANISM
+            frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
+                                   {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
+            return Close(f"re-authentication changed mechanism {self._mechanism_name} → {mechanism}", frame,
+                         authentication_failure=True)
+        if mechanism not in enabled:
+            self.state = SaslState.FAILED
+            frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
+                                   {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
+            return Close(f"mechanism {mechanism!r} is not enabled on this listener", frame,
+                         authentication_failure=True)
+        self._mechanism_name = mechanism
+        self._server = self._config.mechanisms[mechanism].create(self._context)
+        self._kafka_headers = version >= 1
+        self.state = SaslState.AUTHENTICATE
+        return Respond(self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
+                                      {"error_code": 0, "mechanisms": enabled}))
+
+    # --- SaslAuthenticate --------------------------------------------------------------
+
+    def _illegal_authenticate(self, payload: memoryview, version: int, correlation_id: int,
+                              state: SaslState) -> Step:
+        self.state = SaslState.FAILED
+        frame = self._response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, {
+            "error_code": ILLEGAL_SASL_STATE,
+            "error_message": f"Unexpected SaslAuthenticate request in state {state.value}",
+            "auth_bytes": b"", "session_lifetime_ms": 0})
+        return Close(f"SaslAuthenticate in state {state.value}", frame)
+
+    def _authenticate(self, payload: memoryview, version: int, correlation_id: int) -> Step:
+        header, schema = decode_request_header(payload)
+        body = schema.request_codec(version).decode(payload[header.size :])
+        outcome = self._evaluate(bytes(body["auth_bytes"]))
+
+        def reply(error: int, message: str | None, data: bytes, lifetime: int = 0) -> bytes:
+            return self._response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, {
+                "error_code": error, "error_message": message, "auth_bytes": data,
+                "session_lifetime_ms": lifetime})
+
+        if isinstance(outcome, Challenge):
+            return Respond(reply(0, None, outcome.data))
+        if isinstance(outcome, Failure):
+            self.state = SaslState.FAILED
+            return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
+                         authentication_failure=True)
+        return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime))
+
+    def _raw_token(self, token: bytes) -> Step:
+        """SaslHandshake v0: tokens travel as bare length-prefixed frames."""
+        outcome = self._evaluate(token)
+        if isinstance(outcome, Challenge):
+            return Respond(_framed(outcome.data))
+        if isinstance(outcome, Failure):
+            self.state = SaslState.FAILED
+            return Close(outcome.reason, None, authentication_failure=True)
+        return self._complete(outcome, lambda _lifetime: _framed(outcome.final))
+
+    def _evaluate(self, token: bytes) -> Challenge | Done | Failure:
+        assert self._server is not None
+        return self._server.evaluate(token)
+
+    def _complete(self, done: Done, frame_for: Callable[[int], bytes]) -> Step:
+        assert self._mechanism_name is not None
+        principal = self._config.principal_builder.build(SaslAuthContext(
+            listener=self._context.listener, client_host=self._context.client_host,
+            mechanism=self._mechanism_name, authorization_id=done.authorization_id,
+            token_authenticated=done.token_authenticated, tls=self._context.tls))
+        reauthenticated = self.principal is not None
+        if reauthenticated and principal != self.principal:
+            self.state = SaslState.FAILED
+            return Close(f"re-authentication as {principal} on a connection of {self.principal}",
+                         frame_for(0), authentication_failure=True)
+        now = self._context.now_ms()
+        lifetime = self._session_lifetime_ms(done, now)
+        self.principal = principal
+        self.session_expiry_ms = now + lifetime if lifetime else None
+        self.state = SaslState.COMPLETE
+        self._server = None
+        return Authenticated(frame_for(lifetime), principal, self._mechanism_name, self.session_expiry_ms,
+                             reauthenticated)
+
+    def _session_lifetime_ms(self, done: Done, now_ms: int) -> int:
+        """KIP-368: min(credential expiry, connections.max.reauth.ms); 0 = no limit."""
+        limits = []
+        if self._config.connections_max_reauth_ms > 0:
+            limits.append(self._config.connections_max_reauth_ms)
+        if done.credential_expiry_ms is not None and self._config.connections_max_reauth_ms > 0:
+            limits.append(max(done.credential_expiry_ms - now_ms, 1))
+        return min(limits) if limits else 0
+
+    # --- encoding ----------------------------------------------------------------------
+
+    def _response(self, api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+        schema = api(api_key)
+        assert schema is not None
+        header = encode_response_header(correlation_id, response_header_version(api_key, schema.is_flexible(version)))
+        return _framed(header + bytes(schema.response_codec(version).encode(body)))
