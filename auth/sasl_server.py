@@ -22,8 +22,8 @@ from auth.mechanism import Challenge, Done, Failure, MechanismFactory, SaslConte
 from auth.principal import KafkaPrincipal, PrincipalBuilder, SaslAuthContext
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
-from protocol.header import decode_request_header, encode_response_header, peek_api, response_header_version
-from protocol.registry import api
+from protocol.header import decode_request_header, peek_api
+from protocol.messages import response_frame
 
 # Kafka error codes used here.
 ILLEGAL_SASL_STATE = 34
@@ -257,7 +257,4 @@ class SaslServerAuthenticator:
     # --- encoding ----------------------------------------------------------------------
 
     def _response(self, api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
-        schema = api(api_key)
-        assert schema is not None
-        header = encode_response_header(correlation_id, response_header_version(api_key, schema.is_flexible(version)))
-        return _framed(header + bytes(schema.response_codec(version).encode(body)))
+        return response_frame(api_key, version, correlation_id, body)

@@ -24,6 +24,7 @@ class ConfigError(ValueError):
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,6 +49,21 @@ class ListenerConfig:
     bind: Endpoint
     advertised: Endpoint
     node_port_base: int  # upstream node N is served on node_port_base + N - node_id_min
+    # The listener's effective ssl.*/sasl.* settings: globals overlaid with listener.name.<name>.*
+    settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def sasl_mechanisms(self) -> list[str]:
+        text = str(self.settings.get("sasl.enabled.mechanisms") or "")
+        return [m.strip().upper() for m in text.split(",") if m.strip()]
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,6 +76,17 @@ class UpstreamConfig:
     ssl_key_password: str | None = field(default=None, repr=False)
     ssl_endpoint_identification_algorithm: str = "https"
     connect_timeout_ms: int = 10_000
+    sasl_mechanism: str = "SCRAM-SHA-512"
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,6 +101,12 @@ class GatewayConfig:
     shutdown_timeout_ms: int = 10_000
     connections_max_idle_ms: int = 600_000
     log_level: str = "INFO"
+    sasl_server_max_receive_size: int = 524_288
+    connections_max_reauth_ms: int = 0
+    failed_authentication_delay_ms: int = 100
+    authentication_timeout_ms: int = 10_000
+    # Every validated key (defaults filled in), for the security set-up to read.
+    settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def node_port(self, listener: ListenerConfig, node_id: int) -> int:
@@ -101,6 +134,21 @@ def _str(key: str, v: Any) -> str:
     return str(v)
 
 
+def _bool(key: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise ConfigError(f"{key}: expected true or false, got {v!r}")
+
+
+def _optional_str(key: str, v: Any) -> str | None:
+    return None if v is None else _str(key, v)
+
+
 def _choice(*options: str) -> Callable[[str, Any], str]:
     def parse(key: str, v: Any) -> str:
         text = _str(key, v)
@@ -121,8 +169,34 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "shutdown.timeout.ms": (_int, 10_000),
     "connections.max.idle.ms": (_int, 600_000),
     "log.level": (_choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"),
+    # authentication (Kafka broker names where they exist; ksgate.* where Kafka has none)
+    "sasl.enabled.mechanisms": (_str, "SCRAM-SHA-256,SCRAM-SHA-512"),
+    "sasl.server.max.receive.size": (_int, 524_288),
+    "connections.max.reauth.ms": (_int, 0),
+    "connection.failed.authentication.delay.ms": (_int, 100),
+    "ksgate.authentication.timeout.ms": (_int, 10_000),
+    "ksgate.credentials.file": (_optional_str, None),
+    "ksgate.sasl.plain.allow.insecure": (_bool, False),
+    "ssl.principal.mapping.rules": (_str, "DEFAULT"),
+    "sasl.kerberos.principal.to.local.rules": (_str, "DEFAULT"),
+    "sasl.kerberos.service.name": (_str, "kafka"),
+    "ksgate.sasl.kerberos.keytab": (_optional_str, None),
+    "ksgate.sasl.kerberos.server.host": (_optional_str, None),
+    "sasl.oauthbearer.jwks.endpoint.url": (_optional_str, None),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": (_int, 3_600_000),
+    "sasl.oauthbearer.expected.audience": (_optional_str, None),
+    "sasl.oauthbearer.expected.issuer": (_optional_str, None),
+    "sasl.oauthbearer.clock.skew.seconds": (_int, 30),
+    "sasl.oauthbearer.sub.claim.name": (_str, "sub"),
+    "sasl.oauthbearer.scope.claim.name": (_str, "scope"),
+    "ksgate.oauthbearer.required.scopes": (_optional_str, None),
+    "ksgate.oauthbearer.static.keys": (_optional_str, None),
+    "ksgate.oauthbearer.unsecured": (_bool, False),
     "upstream.bootstrap.servers": (_str, None),
-    "upstream.security.protocol": (_choice("PLAINTEXT", "SSL"), "PLAINTEXT"),
+    "upstream.security.protocol": (_choice(*SECURITY_PROTOCOLS), "PLAINTEXT"),
+    "upstream.sasl.mechanism": (_choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "SCRAM-SHA-512"),
+    "upstream.sasl.username": (_optional_str, None),
+    "upstream.sasl.password": (_optional_str, None),
     "upstream.ssl.truststore.location": (_str, None),
     "upstream.ssl.keystore.location": (_str, None),
     "upstream.ssl.key.location": (_str, None),
@@ -130,8 +204,21 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "upstream.ssl.endpoint.identification.algorithm": (_str, "https"),
     "upstream.connect.timeout.ms": (_int, 10_000),
 }
-# listener.name.<name>.<suffix> keys, as Kafka spells per-listener settings.
-LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {"node.port.base": _int}
+# Keys a listener may override with listener.name.<name>.<key>, as Kafka spells them.
+# TLS keys are validated by auth.tls when the listener's context is built.
+TLS_KEYS = ("ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password", "ssl.key.location",
+            "ssl.key.password", "ssl.truststore.location", "ssl.truststore.type", "ssl.client.auth",
+            "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.allow.dn.changes", "ssl.allow.san.changes")
+for _key in TLS_KEYS:
+    KNOWN_KEYS[_key] = (_optional_str, None)
+LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {
+    "node.port.base": _int,
+    "sasl.enabled.mechanisms": _str,
+    "ssl.principal.mapping.rules": _str,
+    **{key: _optional_str for key in TLS_KEYS},
+}
+SECRET_KEYS = frozenset({"ssl.key.password", "ssl.keystore.password", "upstream.ssl.key.password",
+                         "upstream.sasl.password"})
 _LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
 
@@ -188,7 +275,8 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
     if settings["upstream.bootstrap.servers"] is None:
         raise ConfigError("upstream.bootstrap.servers: required (host:port[,host:port…])")
     _check_positive(settings, "socket.request.max.bytes", "queued.max.requests",
-                    "connection.buffer.max.bytes", "shutdown.timeout.ms")
+                    "connection.buffer.max.bytes", "shutdown.timeout.ms", "sasl.server.max.receive.size",
+                    "ksgate.authentication.timeout.ms")
     if settings["node.id.max"] < settings["node.id.min"]:
         raise ConfigError("node.id.max: must not be below node.id.min")
     listeners = _listeners(settings, per_listener)
@@ -203,7 +291,12 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         shutdown_timeout_ms=settings["shutdown.timeout.ms"],
         connections_max_idle_ms=settings["connections.max.idle.ms"],
         log_level=settings["log.level"],
-        raw=dict(values),
+        sasl_server_max_receive_size=settings["sasl.server.max.receive.size"],
+        connections_max_reauth_ms=settings["connections.max.reauth.ms"],
+        failed_authentication_delay_ms=settings["connection.failed.authentication.delay.ms"],
+        authentication_timeout_ms=settings["ksgate.authentication.timeout.ms"],
+        settings=dict(settings),
+        raw={k: ("<redacted>" if k in SECRET_KEYS else v) for k, v in values.items()},
     )
 
 
@@ -249,17 +342,25 @@ def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[s
         raise ConfigError(f"advertised.listeners/listener.name.*: unknown listener(s) {sorted(unknown)}")
     result = []
     for bind in binds:
-        if bind.security_protocol != "PLAINTEXT":
-            raise ConfigError(f"listeners: {bind.name} needs TLS/SASL support, which this build "
-                              f"does not have yet; use PLAINTEXT")
         adv = advertised.get(bind.name) or Endpoint(bind.name, bind.host or "localhost", bind.port)
         if adv.host in ("", "0.0.0.0", "::"):
             raise ConfigError(f"advertised.listeners: {bind.name} must advertise a routable host, "
                               f"not {adv.host!r}")
-        base = per_listener.get(bind.name, {}).get("node.port.base", bind.port + 1)
+        overrides = per_listener.get(bind.name, {})
+        base = overrides.get("node.port.base", bind.port + 1)
         if base <= 0:
             raise ConfigError(f"listener.name.{bind.name.lower()}.node.port.base: must be positive")
-        result.append(ListenerConfig(bind.name, bind.security_protocol, bind, adv, base))
+        effective = {key: settings[key] for key in LISTENER_KEYS if key in settings}
+        effective.update({k: v for k, v in overrides.items() if k != "node.port.base"})
+        listener = ListenerConfig(bind.name, bind.security_protocol, bind, adv, base, effective)
+        if listener.uses_sasl and not listener.sasl_mechanisms:
+            raise ConfigError(f"sasl.enabled.mechanisms: listener {bind.name} is {bind.security_protocol} "
+                              f"but enables no mechanism")
+        unknown_mechanisms = set(listener.sasl_mechanisms) - set(SASL_MECHANISMS)
+        if listener.uses_sasl and unknown_mechanisms:
+            raise ConfigError(f"sasl.enabled.mechanisms: unsupported {sorted(unknown_mechanisms)} "
+                              f"(supported: {', '.join(SASL_MECHANISMS)})")
+        result.append(listener)
     return tuple(result)
 
 
@@ -270,6 +371,9 @@ def _upstream(settings: Mapping[str, Any]) -> UpstreamConfig:
         if not host or not port.isdigit():
             raise ConfigError(f"upstream.bootstrap.servers: {item!r} is not host:port")
         servers.append((host.strip("[]"), int(port)))
+    if settings["upstream.security.protocol"] in ("SASL_PLAINTEXT", "SASL_SSL") and not (
+            settings["upstream.sasl.username"] and settings["upstream.sasl.password"]):
+        raise ConfigError("upstream.sasl.username/upstream.sasl.password: required for a SASL upstream")
     return UpstreamConfig(
         bootstrap_servers=tuple(servers),
         security_protocol=settings["upstream.security.protocol"],
@@ -279,4 +383,7 @@ def _upstream(settings: Mapping[str, Any]) -> UpstreamConfig:
         ssl_key_password=settings["upstream.ssl.key.password"],
         ssl_endpoint_identification_algorithm=settings["upstream.ssl.endpoint.identification.algorithm"],
         connect_timeout_ms=settings["upstream.connect.timeout.ms"],
+        sasl_mechanism=settings["upstream.sasl.mechanism"],
+        sasl_username=settings["upstream.sasl.username"],
+        sasl_password=settings["upstream.sasl.password"],
     )

@@ -13,15 +13,9 @@ import ssl
 import struct
 from typing import Any
 
+from gateway.config import UpstreamConfig
 from protocol.api_keys import ApiKey
-from protocol.header import (
-    RequestHeader,
-    decode_response_header,
-    encode_request_header,
-    request_header_version,
-    response_header_version,
-)
-from protocol.registry import api
+from protocol.messages import decode_response, request_frame
 
 CLIENT_ID = "ksgate"
 
@@ -50,23 +44,24 @@ class UpstreamClient:
         return cls(reader, writer, timeout_s)
 
     async def request(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        schema = api(api_key)
-        assert schema is not None
         correlation_id = self._next_correlation
         self._next_correlation += 1
-        header = RequestHeader(api_key, version, correlation_id, CLIENT_ID,
-                               request_header_version(schema, version), 0)
-        payload = encode_request_header(header) + bytes(schema.request_codec(version).encode(body))
-        self._writer.write(struct.pack(">i", len(payload)) + payload)
+        self._writer.write(request_frame(api_key, version, correlation_id, body, CLIENT_ID))
         try:
             size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self._timeout))[0]
             data = memoryview(await asyncio.wait_for(self._reader.readexactly(size), self._timeout))
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
             raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
-        got, offset = decode_response_header(data, response_header_version(api_key, schema.is_flexible(version)))
+        got, response = decode_response(data, api_key, version)
         if got != correlation_id:
             raise UpstreamError(f"upstream answered correlation id {got}, expected {correlation_id}")
-        return schema.response_codec(version).decode(data[offset:])
+        return response
+
+    async def authenticate(self, config: UpstreamConfig) -> None:
+        """SASL as the gateway's service principal (after ApiVersions, like any client)."""
+        from gateway.upstream_auth import sasl_exchange
+
+        await sasl_exchange(self.request, config)
 
     async def close(self) -> None:
         self._writer.close()

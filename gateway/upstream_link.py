@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol, cast
 
 from protocol.errors import DecodeError
@@ -20,12 +21,14 @@ class UpstreamOwner(Protocol):
 
 
 class UpstreamLink(asyncio.Protocol):
-    __slots__ = ("_owner", "_splitter", "transport")
+    __slots__ = ("_owner", "_splitter", "auth_inbox", "transport")
 
     def __init__(self, owner: UpstreamOwner, max_frame_bytes: int) -> None:
         self._owner = owner
         self._splitter = FrameSplitter(max_frame_bytes)
         self.transport: asyncio.Transport | None = None
+        # While the gateway authenticates itself to the upstream, frames go here instead.
+        self.auth_inbox: Callable[[Frame], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
@@ -37,7 +40,10 @@ class UpstreamLink(asyncio.Protocol):
         except DecodeError as exc:
             self._owner.on_upstream_error(f"upstream framing: {exc}")
             return
-        if frames:
+        if frames and self.auth_inbox is not None:
+            for frame in frames:
+                self.auth_inbox(frame)
+        elif frames:
             self._owner.on_upstream_frames(frames)
 
     def pause_writing(self) -> None:

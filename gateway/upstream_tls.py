@@ -8,7 +8,7 @@ from gateway.config import ConfigError, UpstreamConfig
 
 
 def upstream_ssl_context(config: UpstreamConfig) -> ssl.SSLContext | None:
-    if config.security_protocol == "PLAINTEXT":
+    if not config.uses_tls:
         return None
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=config.ssl_truststore_location)
     context.minimum_version = ssl.TLSVersion.TLSv1_2

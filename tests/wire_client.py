@@ -6,24 +6,9 @@ import socket
 import struct
 from typing import Any
 
-from protocol.header import (
-    RequestHeader,
-    decode_response_header,
-    encode_request_header,
-    request_header_version,
-    response_header_version,
-)
-from protocol.registry import api
+from protocol.messages import decode_response, request_frame
 
-
-def request_frame(api_key: int, version: int, correlation_id: int, body: dict[str, Any],
-                  client_id: str = "wire-test") -> bytes:
-    schema = api(api_key)
-    assert schema is not None
-    header = RequestHeader(api_key, version, correlation_id, client_id,
-                           request_header_version(schema, version), 0)
-    payload = encode_request_header(header) + bytes(schema.request_codec(version).encode(body))
-    return struct.pack(">i", len(payload)) + payload
+__all__ = ["WireClient", "request_frame"]
 
 
 class WireClient:
@@ -49,12 +34,7 @@ class WireClient:
         return self._exactly(size)
 
     def read_response(self, api_key: int, version: int) -> tuple[int, dict[str, Any]]:
-        schema = api(api_key)
-        assert schema is not None
-        payload = memoryview(self.read_frame())
-        correlation_id, offset = decode_response_header(
-            payload, response_header_version(api_key, schema.is_flexible(version)))
-        return correlation_id, schema.response_codec(version).decode(payload[offset:])
+        return decode_response(self.read_frame(), api_key, version)
 
     def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
         """True when the gateway closes the connection (EOF) without sending anything."""
