@@ -131,8 +131,8 @@ class SaslServerAuthenticator:
         if state is SaslState.INITIAL_REQUEST:
             self.state = state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
         if state is SaslState.COMPLETE:
-            if key != ApiKey.SASL_HANDSHAKE:
-                raise AssertionError("the gateway routes only re-authentication frames here")
+            if key != ApiKey.SASL_HANDSHAKE:  # re-authentication must start with a handshake
+                return self._illegal_authenticate(payload, version, correlation_id, state)
             self.state = state = SaslState.REAUTH_PROCESS_HANDSHAKE
         if key == ApiKey.API_VERSIONS:
             if state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:

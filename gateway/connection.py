@@ -1,8 +1,9 @@
-"""One client connection: frames in, the request pipeline, relay, responses out in order.
+"""One client connection: frames in, authentication, the request pipeline, relay, responses out.
 
-The connection owns its upstream link.  Reading from either side pauses while the other
-side's write buffer is over its bound, and while too many requests are in flight, so the
-memory a connection can hold is bounded.
+The connection owns its upstream link, which is opened only once the client has
+authenticated.  Reading from either side pauses while the other side's write buffer is
+over its bound, and while too many requests are in flight, so the memory a connection can
+hold is bounded; before authentication frames are limited to sasl.server.max.receive.size.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import asyncio
 import itertools
 from typing import Any, cast
 
+from auth.first_frame import diagnose_non_kafka
+from auth.principal import KafkaPrincipal
+from auth.sasl_server import Authenticated, Close, SaslServerAuthenticator
+from gateway.authentication import authenticate_frame, new_authenticator, principal_at_connect
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
 from gateway.pending import ResponseQueue, WireBytes
@@ -44,6 +49,11 @@ class ClientConnection(asyncio.Protocol):
         self._backlog: list[WireBytes] = []
         self.drained = asyncio.Event()
         self.drained.set()
+        self.client_host = "?"
+        self.security = ctx.security[listener_name]
+        self.principal: KafkaPrincipal | None = None
+        self.authenticator: SaslServerAuthenticator | None = None
+        self._auth_timer: asyncio.TimerHandle | None = None
 
     # --- client socket events ------------------------------------------------------
 
@@ -51,8 +61,24 @@ class ClientConnection(asyncio.Protocol):
         # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
         self.transport = tr = cast(asyncio.Transport, transport)
         peer = tr.get_extra_info("peername")
+        self.client_host = str(peer[0]) if peer else "?"
         self.log = self.log.bind(client=f"{peer[0]}:{peer[1]}" if peer else "?")
         tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+        try:
+            self.principal = principal_at_connect(self, self.security)
+        except Exception as exc:  # e.g. no ssl.principal.mapping.rules rule matched the DN
+            self.abort(f"cannot build a principal: {exc}")
+            return
+        if self.principal is not None:
+            self.log = self.log.bind(principal=str(self.principal))
+            self._start_upstream()
+            return
+        self.authenticator = new_authenticator(self, self.security)
+        self.splitter.limit = self.ctx.config.sasl_server_max_receive_size
+        self._auth_timer = asyncio.get_running_loop().call_later(
+            self.ctx.config.authentication_timeout_ms / 1000, self.abort, "authentication timed out")
+
+    def _start_upstream(self) -> None:
         self.set_read_paused("connecting", True)
         asyncio.get_running_loop().create_task(self._connect_upstream())
 
@@ -93,7 +119,11 @@ class ClientConnection(asyncio.Protocol):
         try:
             frames = self.splitter.feed(data)
         except FrameTooLarge as exc:
-            self.abort(f"request too large: {exc} (socket.request.max.bytes)")
+            if self.principal is None:
+                self.abort(f"frame too large before authentication ({exc}; sasl.server.max.receive.size): "
+                           f"{diagnose_non_kafka(data)}")
+            else:
+                self.abort(f"request too large: {exc} (socket.request.max.bytes)")
             return
         except DecodeError as exc:
             self.abort(f"bad framing: {exc}")
@@ -102,6 +132,11 @@ class ClientConnection(asyncio.Protocol):
             return
         outgoing: list[WireBytes] = []
         for frame in frames:
+            if self.principal is None:
+                if self._closing:
+                    return
+                authenticate_frame(self, frame)
+                continue
             try:
                 relay = handle_request(self, frame)
             except PipelineRefusal as exc:
@@ -133,6 +168,8 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         self.log.info("client_disconnected", in_flight=len(self.responses))
         if self.upstream is not None and self.upstream.transport is not None:
             self.upstream.transport.close()
@@ -164,6 +201,39 @@ class ClientConnection(asyncio.Protocol):
         if not self._closing:
             self.log.info("upstream_disconnected", error=repr(exc) if exc else None)
             self.abort("upstream closed the connection")
+
+    # --- authentication ------------------------------------------------------------
+
+    def on_authenticated(self, step: Authenticated) -> None:
+        first = self.principal is None
+        self.principal = step.principal
+        self.log = self.log.bind(principal=str(step.principal))
+        self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
+                      session_expiry_ms=step.session_expiry_ms)
+        if first:
+            if self._auth_timer is not None:
+                self._auth_timer.cancel()
+            self.splitter.limit = self.ctx.config.socket_request_max_bytes
+            self._start_upstream()
+
+    def refuse_authentication(self, step: Close) -> None:
+        """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
+        self.log.warning("authentication_failed", reason=step.reason,
+                         mechanism_failure=step.authentication_failure)
+        self.set_read_paused("auth-failed", True)
+        self._closing = True
+        delay = self.ctx.config.failed_authentication_delay_ms / 1000 if step.authentication_failure else 0
+
+        def finish() -> None:
+            if step.frame is not None:
+                self.responses.add_local(0, 0, 0, step.frame)
+                self._flush()
+            self.close()
+
+        if delay:
+            asyncio.get_running_loop().call_later(delay, finish)
+        else:
+            finish()
 
     # --- helpers -------------------------------------------------------------------
 

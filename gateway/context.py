@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway.api_versions import VersionRanges
+from gateway.authentication import ListenerSecurity
 from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
 
@@ -33,6 +34,7 @@ class GatewayContext:
     upstream_ssl: ssl.SSLContext | None
     negotiated: VersionRanges = field(default_factory=dict)
     address_books: dict[str, ListenerAddressBook] = field(default_factory=dict)
+    security: dict[str, ListenerSecurity] = field(default_factory=dict)
     next_connection_id: Callable[[], int] = field(default=lambda: 0)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:

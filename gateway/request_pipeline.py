@@ -12,14 +12,18 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
+from auth.mechanism import wall_clock_ms
+from auth.sasl_server import ILLEGAL_SASL_STATE
 from gateway.address_rewrite import REWRITERS, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
+from gateway.authentication import apply_step
 from gateway.config import ConfigError
 from gateway.pending import WireBytes, with_correlation_id
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.header import decode_request_header, decode_response_header, peek_api, response_header_version
+from protocol.messages import response_frame
 from protocol.registry import api
 
 if TYPE_CHECKING:
@@ -52,6 +56,11 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         response = api_versions_response(correlation_id, version, conn.ctx.negotiated, conn.ctx.cluster.features)
         conn.responses.add_local(correlation_id, key, version, _framed(response))
         return None
+    if key in _SASL_APIS:
+        _sasl_after_authentication(conn, frame, key, version, correlation_id)
+        return None
+    if conn.authenticator is not None and conn.authenticator.session_expired(wall_clock_ms()):
+        raise PipelineRefusal("session expired without re-authentication (connections.max.reauth.ms)")
     try:
         header, schema = decode_request_header(payload)
         check_negotiated(key, version, conn.ctx.negotiated)
@@ -70,6 +79,28 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
     else:
         upstream_id = conn.responses.expect_upstream(correlation_id, key, version)
     return with_correlation_id(wire, _REQUEST_CORRELATION_AT, upstream_id)
+
+
+_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+
+
+def _sasl_after_authentication(conn: ClientConnection, frame: Frame, key: int, version: int,
+                               correlation_id: int) -> None:
+    """SASL frames are never relayed: they would authenticate to the upstream itself.
+
+    On a SASL listener they are KIP-368 re-authentication; elsewhere Kafka answers
+    ILLEGAL_SASL_STATE.
+    """
+    if conn.authenticator is not None:
+        apply_step(conn, conn.authenticator.on_frame(frame.payload))
+        return
+    schema = api(key)
+    if schema is None or not schema.supports(version):
+        raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")
+    body: dict[str, object] = {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []} if key == ApiKey.SASL_HANDSHAKE \
+        else {"error_code": ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
+              "error_message": "SASL is not enabled on this listener"}
+    conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id, body))
 
 
 def transform_response(conn: ClientConnection, frame: Frame) -> None:

@@ -12,6 +12,7 @@ from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.connection import ClientConnection
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
+from gateway.security_setup import build_security, credential_store
 from gateway.upstream_client import UpstreamClient, UpstreamError
 from gateway.upstream_tls import upstream_ssl_context
 from protocol.api_keys import ApiKey
@@ -30,6 +31,7 @@ class Gateway:
     def __post_init__(self) -> None:
         cluster = ClusterView()
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream))
+        self.ctx.security = build_security(self.config, credential_store(self.config))
         cluster.on_new_node.append(self._open_node_listeners)
 
     async def start(self) -> None:
@@ -91,7 +93,8 @@ class Gateway:
         sock = _bound_socket(listener.bind.host, port)
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            lambda: self._new_connection(listener.name, node_id), sock=sock, backlog=1024)
+            lambda: self._new_connection(listener.name, node_id), sock=sock, backlog=1024,
+            ssl=self.ctx.security[listener.name].ssl_context)
         self._servers[key] = server
         log.info("listening", listener=listener.name, node=node_id, address=f"{listener.bind.host}:{port}")
 

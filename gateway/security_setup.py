@@ -1,0 +1,114 @@
+"""Builds each listener's ListenerSecurity (TLS context, SASL mechanisms, principal builder).
+
+Mechanism modules are imported only when a listener enables them, so a gateway without
+Kerberos or OAuth configured never needs their libraries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from auth.credentials import CredentialStore
+from auth.mechanism import MechanismFactory
+from auth.principal_builder import DefaultPrincipalBuilder
+from auth.sasl_server import SaslServerConfig
+from gateway.authentication import ListenerSecurity
+from gateway.config import ConfigError, GatewayConfig, ListenerConfig
+
+
+def build_security(config: GatewayConfig, store: CredentialStore | None) -> dict[str, ListenerSecurity]:
+    builder = _principal_builder(config.settings)
+    return {listener.name: _listener_security(config, listener, builder, store) for listener in config.listeners}
+
+
+def _principal_builder(settings: Mapping[str, Any]) -> DefaultPrincipalBuilder:
+    ssl_mapper: Callable[[str], str] = _identity
+    short_name: Callable[[str], str] = _identity
+    if settings["ssl.principal.mapping.rules"].strip().upper() != "DEFAULT":
+        from auth.ssl_principal_mapping import SslPrincipalMapper
+
+        ssl_mapper = SslPrincipalMapper.from_rules(settings["ssl.principal.mapping.rules"]).principal_name
+    # GSSAPI ids are always shortened (DEFAULT keeps the first component in the default realm).
+    short_name = _kerberos_short_namer(settings["sasl.kerberos.principal.to.local.rules"])
+    return DefaultPrincipalBuilder(ssl_mapper=ssl_mapper, kerberos_short_name=short_name)
+
+
+def _identity(name: str) -> str:
+    return name
+
+
+def _kerberos_short_namer(rules: str) -> Callable[[str], str]:
+    def short_name(principal: str) -> str:
+        from auth.kerberos_rules import KerberosShortNamer
+
+        return KerberosShortNamer.from_rules(rules).short_name(principal)
+
+    return short_name
+
+
+def _listener_security(config: GatewayConfig, listener: ListenerConfig, builder: DefaultPrincipalBuilder,
+                       store: CredentialStore | None) -> ListenerSecurity:
+    if listener.settings.get("ssl.principal.mapping.rules", "DEFAULT").strip().upper() != "DEFAULT":
+        from auth.ssl_principal_mapping import SslPrincipalMapper
+
+        mapper = SslPrincipalMapper.from_rules(listener.settings["ssl.principal.mapping.rules"])
+        builder = DefaultPrincipalBuilder(ssl_mapper=mapper.principal_name,
+                                          kerberos_short_name=builder.kerberos_short_name)
+    security = ListenerSecurity(principal_builder=builder)
+    if listener.uses_tls:
+        security.ssl_context = _tls_context(listener)
+    if listener.uses_sasl:
+        mechanisms = {name: _mechanism(name, config, store) for name in listener.sasl_mechanisms}
+        security.sasl = SaslServerConfig(
+            mechanisms=mechanisms, principal_builder=builder,
+            connections_max_reauth_ms=config.connections_max_reauth_ms,
+            allow_plain_without_tls=bool(config.settings["ksgate.sasl.plain.allow.insecure"]))
+    return security
+
+
+def _tls_context(listener: ListenerConfig) -> Any:
+    from auth.tls import TlsContextProvider
+
+    tls_settings = {k: v for k, v in listener.settings.items() if k.startswith("ssl.") and v is not None}
+    if "ssl.keystore.location" not in tls_settings:
+        raise ConfigError(f"ssl.keystore.location: listener {listener.name} is {listener.security_protocol} "
+                          f"and needs a server certificate")
+    return TlsContextProvider.from_settings(tls_settings)
+
+
+def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None) -> MechanismFactory:
+    settings = config.settings
+    if name in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if store is None:
+            raise ConfigError(f"ksgate.credentials.file: {name} needs a credential store")
+        if name == "PLAIN":
+            from auth.plain import PlainMechanism
+
+            return PlainMechanism(store)
+        from auth.scram import ScramMechanism
+
+        return ScramMechanism(name, store)
+    if name == "OAUTHBEARER":
+        from auth.oauthbearer import build_oauthbearer_from_config
+
+        return build_oauthbearer_from_config(settings)
+    if name == "GSSAPI":
+        from auth.gssapi_mechanism import GssapiMechanism
+        from auth.kerberos_rules import KerberosShortNamer
+
+        return GssapiMechanism(service_name=settings["sasl.kerberos.service.name"],
+                               keytab=settings["ksgate.sasl.kerberos.keytab"],
+                               server_host=settings["ksgate.sasl.kerberos.server.host"],
+                               short_namer=KerberosShortNamer.from_rules(
+                                   settings["sasl.kerberos.principal.to.local.rules"]))
+    raise ConfigError(f"sasl.enabled.mechanisms: unsupported mechanism {name}")
+
+
+def credential_store(config: GatewayConfig) -> CredentialStore | None:
+    path = config.settings["ksgate.credentials.file"]
+    if path is None:
+        return None
+    from auth.file_store import FileCredentialStore
+
+    return FileCredentialStore(path)
