@@ -28,7 +28,7 @@ class PlainCredential:
 
     salt: bytes = field(repr=False)
     hash: bytes = field(repr=False)
-    iterations: int = 100_000
+    iterations: int = 4096
 
 
 class CredentialStore(Protocol):

@@ -6,19 +6,10 @@ exchange is complete); a server that fails to prove itself raises Authentication
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import secrets
 from dataclasses import dataclass, field
 
 from auth.errors import AuthenticationFailed
-
-_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-
-
-def _saslname(name: str) -> str:
-    return name.replace("=", "=3D").replace(",", "=2C")
+from auth.scram import MIN_ITERATIONS, ScramClient
 
 
 @dataclass(slots=True)
@@ -35,66 +26,52 @@ class PlainClient:
         return None
 
 
-@dataclass(slots=True)
-class ScramClient:
-    mechanism: str
-    username: str
-    password: str = field(repr=False)
-    nonce: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-    extensions: dict[str, str] = field(default_factory=dict)
-    _bare: str = field(default="", init=False)
-    _server_signature: bytes | None = field(default=None, init=False, repr=False)
-    _done: bool = field(default=False, init=False)
+class ScramClientSession:
+    """first()/respond() over auth.scram.ScramClient, refusing weak server parameters."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self._client = ScramClient(mechanism, username, password)
+        self._step = 0
+
+    def __repr__(self) -> str:
+        return "ScramClientSession(...)"
 
     def first(self) -> bytes:
-        ext = "".join(f",{k}={v}" for k, v in self.extensions.items())
-        self._bare = f"n={_saslname(self.username)},r={self.nonce}{ext}"
-        return f"n,,{self._bare}".encode()
+        return self._client.first_message()
 
     def respond(self, challenge: bytes) -> bytes | None:
-        if self._done:
-            if challenge:
-                raise AuthenticationFailed("SCRAM server sent data after completion")
-            return None
-        if self._server_signature is None:
-            return self._client_final(challenge.decode())
-        return self._verify_server_final(challenge.decode())
-
-    def _client_final(self, server_first: str) -> bytes:
-        attrs = dict(part.split("=", 1) for part in server_first.split(",") if "=" in part)
-        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), int(attrs.get("i", "0"))
-        if not nonce.startswith(self.nonce) or len(nonce) == len(self.nonce):
-            raise AuthenticationFailed("SCRAM server nonce does not extend the client nonce")
-        if iterations < 4096:
-            raise AuthenticationFailed(f"SCRAM iteration count {iterations} is below 4096")
-        name = _HASHES[self.mechanism]
-        salted = hashlib.pbkdf2_hmac(name, self.password.encode(), base64.b64decode(salt), iterations)
-        client_key = hmac.digest(salted, b"Client Key", name)
-        stored_key = hashlib.new(name, client_key).digest()
-        without_proof = f"c=biws,r={nonce}"
-        auth_message = f"{self._bare},{server_first},{without_proof}".encode()
-        signature = hmac.digest(stored_key, auth_message, name)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        server_key = hmac.digest(salted, b"Server Key", name)
-        self._server_signature = hmac.digest(server_key, auth_message, name)
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-    def _verify_server_final(self, server_final: str) -> bytes | None:
-        if server_final.startswith("e="):
-            raise AuthenticationFailed(f"SCRAM server error: {server_final[2:]}")
-        expected = b"v=" + base64.b64encode(self._server_signature or b"")
-        if not hmac.compare_digest(server_final.encode(), expected):
-            raise AuthenticationFailed("SCRAM server signature does not verify")
-        self._done = True
+        self._step += 1
+        try:
+            if self._step == 1:
+                iterations = _iterations(challenge)
+                if iterations < MIN_ITERATIONS:
+                    raise AuthenticationFailed(f"SCRAM iteration count {iterations} is below {MIN_ITERATIONS}")
+                return self._client.final_message(challenge)
+            if self._step == 2:
+                if challenge.startswith(b"e="):
+                    raise AuthenticationFailed(f"SCRAM server error: {challenge[2:].decode(errors='replace')}")
+                self._client.verify_server_final(challenge)
+                return None
+        except (ValueError, KeyError) as exc:
+            raise AuthenticationFailed(f"SCRAM server misbehaved: {exc}") from None
+        if challenge:
+            raise AuthenticationFailed("SCRAM server sent data after completion")
         return None
 
 
-SaslClient = PlainClient | ScramClient
+def _iterations(server_first: bytes) -> int:
+    for part in server_first.split(b","):
+        if part.startswith(b"i="):
+            return int(part[2:])
+    raise AuthenticationFailed("SCRAM server-first has no iteration count")
+
+
+SaslClient = PlainClient | ScramClientSession
 
 
 def sasl_client(mechanism: str, username: str, password: str) -> SaslClient:
     if mechanism == "PLAIN":
         return PlainClient(username, password)
-    if mechanism in _HASHES:
-        return ScramClient(mechanism, username, password)
+    if mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        return ScramClientSession(mechanism, username, password)
     raise ValueError(f"unsupported client mechanism {mechanism}")

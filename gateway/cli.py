@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.logs import configure_logging, get_logger
 from gateway.server import Gateway
+from gateway.users_command import add_users_parser
 from gateway.upstream_client import UpstreamError
 
 
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--port", type=int, default=9092, help="gateway bootstrap port")
     quick.add_argument("--upstream", default=None, help="use this broker (host:port) instead of an embedded one")
     quick.set_defaults(func=_cmd_quickstart)
+    add_users_parser(sub)
     return parser
 
 

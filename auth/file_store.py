@@ -1,0 +1,322 @@
+"""A CredentialStore kept in a JSON file of derived keys (never passwords), reloaded when the file changes.
+
+Writes go to a temp file that is fsynced and renamed over the old one, so readers never see half a file.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from auth.credentials import SCRAM_MECHANISMS, PlainCredential, ScramCredential
+from auth.plain import plain_credential
+from auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("ksgate.auth")
+
+FORMAT_VERSION = 1
+PLAIN = "PLAIN"
+ALL_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+RELOAD_INTERVAL_S = 1.0
+
+_Signature = tuple[int, int, int]  # (mtime_ns, size, inode)
+
+
+class CredentialFileError(ValueError):
+    """The credential file cannot be read or does not follow the format; says where, never what."""
+
+
+@dataclass(slots=True, frozen=True)
+class _UserEntry:
+    plain: PlainCredential | None = None
+    scram: Mapping[str, ScramCredential] = field(default_factory=dict)
+
+    @property
+    def mechanisms(self) -> list[str]:
+        return [m for m in ALL_MECHANISMS if (m == PLAIN and self.plain is not None) or m in self.scram]
+
+
+# --- the file format --------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _field_bytes(record: Mapping[str, Any], key: str, where: str) -> bytes:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise CredentialFileError(f"{where}: '{key}' must be a base64 string")
+    try:
+        decoded = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise CredentialFileError(f"{where}: '{key}' is not valid base64") from None
+    if not decoded:
+        raise CredentialFileError(f"{where}: '{key}' is empty")
+    return decoded
+
+
+def _field_iterations(record: Mapping[str, Any], where: str) -> int:
+    value = record.get("iterations")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise CredentialFileError(f"{where}: 'iterations' must be a positive integer")
+    return value
+
+
+def _parse(data: bytes) -> dict[str, _UserEntry]:
+    try:
+        document = json.loads(data)
+    except json.JSONDecodeError as exc:  # its message gives a position, never content
+        raise CredentialFileError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except UnicodeDecodeError:
+        raise CredentialFileError("not valid UTF-8") from None
+    if not isinstance(document, dict) or document.get("version") != FORMAT_VERSION:
+        raise CredentialFileError(f"expected an object with \"version\": {FORMAT_VERSION}")
+    users = document.get("users")
+    if not isinstance(users, dict):
+        raise CredentialFileError("'users' must be an object")
+    parsed: dict[str, _UserEntry] = {}
+    for user, records in users.items():
+        if not isinstance(records, dict):
+            raise CredentialFileError(f"user {user!r}: expected an object of mechanisms")
+        plain: PlainCredential | None = None
+        scram: dict[str, ScramCredential] = {}
+        for mechanism, record in records.items():
+            where = f"user {user!r}, {mechanism}"
+            if not isinstance(record, dict):
+                raise CredentialFileError(f"{where}: expected an object")
+            if mechanism == PLAIN:
+                plain = PlainCredential(_field_bytes(record, "salt", where), _field_bytes(record, "hash", where),
+                                        _field_iterations(record, where))
+            elif mechanism in SCRAM_MECHANISMS:
+                scram[mechanism] = ScramCredential(
+                    _field_bytes(record, "salt", where), _field_bytes(record, "stored_key", where),
+                    _field_bytes(record, "server_key", where), _field_iterations(record, where))
+            else:
+                raise CredentialFileError(f"{where}: unknown mechanism")
+        parsed[user] = _UserEntry(plain, scram)
+    return parsed
+
+
+def _serialize(users: Mapping[str, _UserEntry]) -> bytes:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for user, entry in users.items():
+        records: dict[str, dict[str, Any]] = {}
+        if entry.plain is not None:
+            records[PLAIN] = {"salt": _b64(entry.plain.salt), "hash": _b64(entry.plain.hash),
+                              "iterations": entry.plain.iterations}
+        for mechanism, cred in entry.scram.items():
+            records[mechanism] = {"salt": _b64(cred.salt), "stored_key": _b64(cred.stored_key),
+                                  "server_key": _b64(cred.server_key), "iterations": cred.iterations}
+        out[user] = records
+    text = json.dumps({"version": FORMAT_VERSION, "users": out}, indent=2, sort_keys=True)
+    return (text + "\n").encode("utf-8")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same directory, fsync, rename over: the old file survives any crash."""
+    directory = path.parent
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.chmod(tmp_name, 0o600)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    # Make the rename itself durable; some file systems cannot fsync a directory.
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _validate_user(user: str) -> None:
+    if not user or any(unicodedata.category(c).startswith("C") for c in user):
+        raise ValueError("user name must be non-empty and free of control characters")
+
+
+# --- the store --------------------------------------------------------------------------
+
+
+class FileCredentialStore:
+    """CredentialStore over a JSON file; a long-running gateway sees edits within ``reload_interval_s``.
+
+    A missing file is an empty store.  A file that is corrupt at construction raises
+    CredentialFileError; one that becomes corrupt later is logged and the previous content kept.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.monotonic,
+                 reload_interval_s: float = RELOAD_INTERVAL_S) -> None:
+        self._path = Path(path)
+        self._clock = clock
+        self._interval = reload_interval_s
+        self._lock = threading.Lock()
+        self._users: dict[str, _UserEntry] = {}
+        self._signature: _Signature | None = None
+        loaded = self._load()
+        if loaded is None:
+            log.info("credential file %s does not exist yet: no users", self._path)
+        else:
+            self._signature, self._users = loaded
+        self._next_check = clock() + reload_interval_s
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"FileCredentialStore(path={str(self._path)!r}, users={len(self._users)})"
+
+    # --- CredentialStore -------------------------------------------------------------
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        entry = self._entry(user)
+        return entry.scram.get(mechanism) if entry is not None else None
+
+    def plain_credential(self, user: str) -> PlainCredential | None:
+        entry = self._entry(user)
+        return entry.plain if entry is not None else None
+
+    def users(self) -> list[str]:
+        self._maybe_reload()
+        return sorted(self._users)
+
+    def mechanisms(self, user: str) -> list[str]:
+        """The mechanisms ``user`` has credentials for (empty for an unknown user)."""
+        entry = self._entry(user)
+        return entry.mechanisms if entry is not None else []
+
+    def _entry(self, user: str) -> _UserEntry | None:
+        self._maybe_reload()
+        return self._users.get(user)
+
+    # --- reloading -------------------------------------------------------------------
+
+    def _maybe_reload(self) -> None:
+        now = self._clock()
+        if now < self._next_check:
+            return
+        self._next_check = now + self._interval
+        self.reload_if_changed()
+
+    def reload_if_changed(self) -> bool:
+        """Re-read the file if its (mtime, size, inode) changed; True if the content was replaced."""
+        with self._lock:
+            try:
+                st = os.stat(self._path)
+            except FileNotFoundError:
+                if self._signature is None:
+                    return False
+                log.warning("credential file %s was removed: no users can authenticate", self._path)
+                self._signature, self._users = None, {}
+                return True
+            except OSError as exc:
+                log.error("credential file %s cannot be checked, keeping %d users: %s",
+                          self._path, len(self._users), exc)
+                return False
+            if (st.st_mtime_ns, st.st_size, st.st_ino) == self._signature:
+                return False
+            try:
+                loaded = self._load()
+            except (OSError, CredentialFileError) as exc:
+                log.error("credential file %s could not be reloaded, keeping the previous %d users: %s",
+                          self._path, len(self._users), exc)
+                # Remember this version so the same broken file is reported once, not every second.
+                self._signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+                return False
+            if loaded is None:  # removed between stat and open; the next check sees it
+                return False
+            self._signature, self._users = loaded
+            log.info("credential file %s reloaded: %d users", self._path, len(self._users))
+            return True
+
+    def _load(self) -> tuple[_Signature, dict[str, _UserEntry]] | None:
+        """Read and parse; the signature comes from the same open file, so it matches the content."""
+        try:
+            with open(self._path, "rb") as file:
+                st = os.fstat(file.fileno())
+                data = file.read()
+        except FileNotFoundError:
+            return None
+        try:
+            users = _parse(data)
+        except CredentialFileError as exc:
+            raise CredentialFileError(f"{self._path}: {exc}") from None
+        return (st.st_mtime_ns, st.st_size, st.st_ino), users
+
+    # --- mutators (the ``ksgate users`` command) ------------------------------------
+
+    def upsert_user(self, user: str, password: str, mechanisms: Sequence[str] = ALL_MECHANISMS,
+                    iterations: int = DEFAULT_ITERATIONS) -> None:
+        """Create or replace ``user`` with exactly ``mechanisms``; ``iterations`` applies to SCRAM."""
+        _validate_user(user)
+        if not password:
+            raise ValueError("password must not be empty")
+        unknown = [m for m in mechanisms if m not in ALL_MECHANISMS]
+        if unknown or not mechanisms:
+            raise ValueError(f"mechanisms must be a non-empty subset of {', '.join(ALL_MECHANISMS)}")
+        if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise ValueError(f"SCRAM iterations must be within {MIN_ITERATIONS}..{MAX_ITERATIONS}")
+        # Derive outside the file lock: PBKDF2 is the slow part.
+        entry = _UserEntry(
+            plain=plain_credential(password) if PLAIN in mechanisms else None,
+            scram={m: scram_credential(m, password, iterations=iterations) for m in SCRAM_MECHANISMS
+                   if m in mechanisms})
+        with self._file_lock():
+            users = self._read_for_update()
+            users[user] = entry
+            _write_atomic(self._path, _serialize(users))
+        self.reload_if_changed()
+
+    def delete_user(self, user: str) -> bool:
+        """Remove ``user``; False if there was no such user."""
+        with self._file_lock():
+            users = self._read_for_update()
+            if users.pop(user, None) is None:
+                return False
+            _write_atomic(self._path, _serialize(users))
+        self.reload_if_changed()
+        return True
+
+    def _read_for_update(self) -> dict[str, _UserEntry]:
+        """The file's current content (not our cache): another process may have written it."""
+        loaded = self._load()
+        return dict(loaded[1]) if loaded is not None else {}
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """Serialise concurrent ``ksgate users`` commands so neither loses the other's change."""
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        lock_path = self._path.with_name(f".{self._path.name}.lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)

@@ -1,0 +1,134 @@
+"""SASL/PLAIN server: Kafka's messages for each failure, and unknown users that look like wrong passwords."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from auth.credentials import PlainCredential
+from auth.mechanism import Done, Failure, SaslContext, SaslMechanismServer
+from auth.plain import (
+    AUTHZID_MISMATCH_MESSAGE,
+    INVALID_CREDENTIALS_MESSAGE,
+    PlainMechanism,
+    plain_credential,
+)
+
+CONTEXT = SaslContext(listener="SASL_SSL", client_host="127.0.0.1", tls=True)
+FAST = 1000  # iterations for test credentials; production uses the 100 000 default
+
+
+class PlainStore:
+    def __init__(self, users: dict[str, PlainCredential]) -> None:
+        self.users = users
+
+    def scram_credential(self, user: str, mechanism: str) -> None:
+        return None
+
+    def plain_credential(self, user: str) -> PlainCredential | None:
+        return self.users.get(user)
+
+
+def server(users: dict[str, str] | None = None) -> SaslMechanismServer:
+    store = PlainStore({name: plain_credential(pw, iterations=FAST)
+                        for name, pw in (users or {"alice": "s3cret"}).items()})
+    return PlainMechanism(store).create(CONTEXT)
+
+
+def evaluate(message: bytes, users: dict[str, str] | None = None) -> Done | Failure:
+    outcome = server(users).evaluate(message)
+    assert isinstance(outcome, Done | Failure)
+    return outcome
+
+
+def test_correct_password_authenticates_as_authcid() -> None:
+    assert evaluate(b"\0alice\0s3cret") == Done(authorization_id="alice")
+
+
+def test_authzid_equal_to_authcid_is_accepted() -> None:
+    assert evaluate(b"alice\0alice\0s3cret") == Done(authorization_id="alice")
+
+
+def test_utf8_names_and_passwords_work() -> None:
+    users = {"jürgen": "pässwörd✓"}
+    assert evaluate("\0jürgen\0pässwörd✓".encode(), users) == Done(authorization_id="jürgen")
+
+
+def test_wrong_password_fails_with_kafkas_message() -> None:
+    outcome = evaluate(b"\0alice\0wrong")
+    assert isinstance(outcome, Failure)
+    assert outcome.client_message == INVALID_CREDENTIALS_MESSAGE
+    assert "wrong" not in outcome.reason
+
+
+def test_unknown_user_fails_exactly_like_a_wrong_password() -> None:
+    wrong = evaluate(b"\0alice\0wrong")
+    unknown = evaluate(b"\0mallory\0wrong")
+    assert isinstance(wrong, Failure) and isinstance(unknown, Failure)
+    assert unknown.client_message == wrong.client_message
+
+
+def test_unknown_user_still_pays_for_a_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import auth.plain
+
+    calls: list[int] = []
+    real = auth.plain._derive
+
+    def counting(password: str, salt: bytes, iterations: int, size: int) -> bytes:
+        calls.append(iterations)
+        return real(password, salt, 1, size)  # keep the test fast; only the call matters
+
+    plain = server()
+    monkeypatch.setattr(auth.plain, "_derive", counting)
+    assert isinstance(plain.evaluate(b"\0mallory\0whatever"), Failure)
+    assert calls == [auth.plain.PLAIN_DEFAULT_ITERATIONS]
+
+
+def test_authzid_different_from_authcid_fails_after_a_correct_password() -> None:
+    outcome = evaluate(b"admin\0alice\0s3cret")
+    assert isinstance(outcome, Failure) and outcome.client_message == AUTHZID_MISMATCH_MESSAGE
+
+
+def test_authzid_mismatch_with_a_wrong_password_reveals_nothing_more() -> None:
+    outcome = evaluate(b"admin\0alice\0wrong")
+    assert isinstance(outcome, Failure) and outcome.client_message == INVALID_CREDENTIALS_MESSAGE
+
+
+@pytest.mark.parametrize(("message", "client_message"), [
+    (b"alice\0s3cret", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),
+    (b"alices3cret", "Invalid SASL/PLAIN response: expected 3 tokens, got 1"),
+    (b"\0alice\0s3cret\0extra", "Invalid SASL/PLAIN response: expected 3 tokens, got 4"),
+    (b"\0\0\0\0\0", "Invalid SASL/PLAIN response: expected 3 tokens, got 4"),
+    (b"\0\0s3cret", "Authentication failed: username not specified"),
+    (b"\0alice\0", "Authentication failed: password not specified"),
+    (b"\0alice\0\xff", INVALID_CREDENTIALS_MESSAGE),
+])
+def test_malformed_messages_fail_with_kafkas_messages(message: bytes, client_message: str) -> None:
+    outcome = evaluate(message)
+    assert isinstance(outcome, Failure)
+    assert outcome.client_message == client_message
+
+
+def test_a_second_message_after_success_fails() -> None:
+    plain = server()
+    assert isinstance(plain.evaluate(b"\0alice\0s3cret"), Done)
+    assert isinstance(plain.evaluate(b"\0alice\0s3cret"), Failure)
+
+
+def test_plain_credential_is_pbkdf2_hmac_sha512_and_hides_its_bytes() -> None:
+    import hashlib
+
+    credential = plain_credential("pw", salt=b"salt" * 8, iterations=FAST)
+    assert credential.hash == hashlib.pbkdf2_hmac("sha512", b"pw", b"salt" * 8, FAST)
+    assert credential.iterations == FAST
+    text = repr(credential)
+    assert base64.b64encode(credential.hash).decode() not in text and repr(credential.hash) not in text
+
+
+def test_plain_credentials_get_fresh_random_salts() -> None:
+    assert plain_credential("pw", iterations=FAST).salt != plain_credential("pw", iterations=FAST).salt
+
+
+def test_factory_name_is_plain() -> None:
+    assert PlainMechanism(PlainStore({})).name == "PLAIN"
