@@ -101,6 +101,7 @@ class ClientConnection(asyncio.Protocol):
             assert link.transport is not None
             link.transport.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
             self.upstream = link
+            self.ctx.counters.upstream_connections += 1
             self.log = self.log.bind(upstream=f"{host}:{port}")
             if self._backlog:
                 link.transport.writelines(self._backlog)
@@ -220,6 +221,7 @@ class ClientConnection(asyncio.Protocol):
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
         self.log.warning("authentication_failed", reason=step.reason,
                          mechanism_failure=step.authentication_failure)
+        self.ctx.counters.authentication_failures += 1
         self.set_read_paused("auth-failed", True)
         self._closing = True
         delay = self.ctx.config.failed_authentication_delay_ms / 1000 if step.authentication_failure else 0

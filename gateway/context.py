@@ -28,6 +28,15 @@ class ListenerAddressBook:
 
 
 @dataclass(slots=True)
+class Counters:
+    """Plain counters (the metrics endpoint exports them; tests read them)."""
+
+    upstream_connections: int = 0
+    relayed_requests: int = 0
+    authentication_failures: int = 0
+
+
+@dataclass(slots=True)
 class GatewayContext:
     config: GatewayConfig
     cluster: ClusterView
@@ -35,6 +44,7 @@ class GatewayContext:
     negotiated: VersionRanges = field(default_factory=dict)
     address_books: dict[str, ListenerAddressBook] = field(default_factory=dict)
     security: dict[str, ListenerSecurity] = field(default_factory=dict)
+    counters: Counters = field(default_factory=Counters)
     next_connection_id: Callable[[], int] = field(default=lambda: 0)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:

@@ -78,6 +78,7 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         upstream_id = conn.responses.expect_nothing()  # the client expects no response
     else:
         upstream_id = conn.responses.expect_upstream(correlation_id, key, version)
+    conn.ctx.counters.relayed_requests += 1
     return with_correlation_id(wire, _REQUEST_CORRELATION_AT, upstream_id)
 
 

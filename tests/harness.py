@@ -39,12 +39,12 @@ def free_port_block(size: int = 128) -> int:
 class GatewayThread:
     """A started gateway; ``bootstrap`` is its client address. Stop with ``stop()``."""
 
-    def __init__(self, upstream: str, extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, upstream: str, extra: Mapping[str, Any] | None = None, protocol: str = "PLAINTEXT") -> None:
         self.port = free_port()
         settings = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"{protocol}://127.0.0.1:{self.port}",
             "upstream.bootstrap.servers": upstream,
-            "listener.name.plaintext.node.port.base": free_port_block(),
+            f"listener.name.{protocol.lower()}.node.port.base": free_port_block(),
             "shutdown.timeout.ms": 3000,
         }
         settings.update(extra or {})
