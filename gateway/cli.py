@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.logs import configure_logging, get_logger
 from gateway.server import Gateway
-from gateway.users_command import add_users_parser
 from gateway.upstream_client import UpstreamError
+from gateway.users_command import add_users_parser
 
 
 def install_event_loop_policy() -> None:
