@@ -39,10 +39,16 @@ def _identity(name: str) -> str:
 
 
 def _kerberos_short_namer(rules: str) -> Callable[[str], str]:
-    def short_name(principal: str) -> str:
-        from auth.kerberos_rules import KerberosShortNamer
+    """Parsed on first use, so a gateway without GSSAPI never needs the krb5 configuration."""
+    namer: list[Callable[[str], str]] = []
 
-        return KerberosShortNamer.from_rules(rules).short_name(principal)
+    def short_name(principal: str) -> str:
+        if not namer:
+            from auth.gssapi_mechanism import default_realm
+            from auth.kerberos_rules import KerberosShortNamer
+
+            namer.append(KerberosShortNamer.from_rules(default_realm(), rules).short_name)
+        return namer[0](principal)
 
     return short_name
 
@@ -94,14 +100,14 @@ def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None) 
 
         return build_oauthbearer_from_config(settings)
     if name == "GSSAPI":
-        from auth.gssapi_mechanism import GssapiMechanism
+        from auth.gssapi_mechanism import GssapiMechanism, default_realm
         from auth.kerberos_rules import KerberosShortNamer
 
         return GssapiMechanism(service_name=settings["sasl.kerberos.service.name"],
                                keytab=settings["ksgate.sasl.kerberos.keytab"],
                                server_host=settings["ksgate.sasl.kerberos.server.host"],
                                short_namer=KerberosShortNamer.from_rules(
-                                   settings["sasl.kerberos.principal.to.local.rules"]))
+                                   default_realm(), settings["sasl.kerberos.principal.to.local.rules"]))
     raise ConfigError(f"sasl.enabled.mechanisms: unsupported mechanism {name}")
 
 

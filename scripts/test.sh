@@ -4,10 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages: an MIT Kerberos KDC and headers (for the GSSAPI tests) and a JRE
-# (for the PySpark pipeline tests). Installed only when missing, and only as root.
+# System packages: an MIT Kerberos KDC and headers (GSSAPI tests), and kcat with Cyrus SASL's
+# GSSAPI module: the pip confluent-kafka wheel's librdkafka has no GSSAPI, Debian's does.
+# Installed only when missing, and only as root.
 need=()
-for pkg in krb5-kdc krb5-admin-server krb5-user libkrb5-dev; do
+for pkg in krb5-kdc krb5-admin-server krb5-user libkrb5-dev kcat libsasl2-modules-gssapi-mit; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

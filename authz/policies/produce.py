@@ -1,0 +1,86 @@
+"""Produce: WRITE on each topic; WRITE on the transactional id when batches are transactional.
+
+As Kafka's handleProduceRequest: a transactional batch without WRITE on the transactional
+id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; otherwise partitions
+of topics without WRITE fail with TOPIC_AUTHORIZATION_FAILED and the rest is relayed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from authz.model import AclOperation, ResourceType
+from authz.request_policy import (
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    Action,
+    Answer,
+    AuthzView,
+    Body,
+    Refuse,
+    Relay,
+    Rewrite,
+    Verdict,
+)
+from authz.response_defaults import default_item, default_response
+from protocol.api_keys import ApiKey
+from protocol.record_batch import is_transactional
+
+
+def _topic_key(topic: Body, version: int) -> Any:
+    return topic["topic_id"] if version >= 13 else topic["name"]
+
+
+def _topic_name(topic: Body, version: int, view: AuthzView) -> str | None:
+    return view.topic_name(topic["topic_id"]) if version >= 13 else topic["name"]
+
+
+def _error_entry(topic: Body, version: int, error: int) -> Body:
+    entry = default_item(ApiKey.PRODUCE, version, "responses")
+    if version >= 13:
+        entry["topic_id"] = topic["topic_id"]
+    else:
+        entry["name"] = topic["name"]
+    partition = default_item(ApiKey.PRODUCE, version, "responses", "partition_responses")
+    entry["partition_responses"] = [{**partition, "index": p["index"], "error_code": error,
+                                     "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+                                    for p in topic["partition_data"]]
+    return entry
+
+
+def _all_failed(request: Body, version: int, error: int) -> Verdict:
+    if request["acks"] == 0:
+        return Refuse("denied Produce with acks=0 (Kafka closes the connection)")
+    response = default_response(ApiKey.PRODUCE, version)
+    response["responses"] = [_error_entry(t, version, error) for t in request["topic_data"]]
+    return Answer(response)
+
+
+def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
+    topics = request["topic_data"]
+    transactional = any(is_transactional(p["records"]) for t in topics for p in t["partition_data"])
+    if transactional:
+        txn_id = request["transactional_id"]
+        if txn_id is None or not view.allowed(Action(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)):
+            return _all_failed(request, version, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    allowed: list[Body] = []
+    denied: list[Body] = []
+    for topic in topics:
+        name = _topic_name(topic, version, view)
+        ok = name is not None and view.allowed(Action(AclOperation.WRITE, ResourceType.TOPIC, name))
+        (allowed if ok else denied).append(topic)
+    if not denied:
+        return Relay()
+    if not allowed:
+        return _all_failed(request, version, TOPIC_AUTHORIZATION_FAILED)
+    if request["acks"] == 0:
+        return Refuse("partly denied Produce with acks=0 (Kafka closes the connection)")
+
+    def merge(response: Body) -> Body:
+        errors = {_topic_key(t, version): _error_entry(t, version, TOPIC_AUTHORIZATION_FAILED) for t in denied}
+        relayed = {_topic_key(r, version): r for r in response["responses"]}
+        response["responses"] = [relayed.get(_topic_key(t, version)) or errors[_topic_key(t, version)]
+                                 for t in topics]
+        return response
+
+    return Rewrite({**request, "topic_data": allowed}, merge)

@@ -1,0 +1,94 @@
+"""The contract of per-API authorization: what a request needs, and what happens to it.
+
+Each relayed API has one policy (see ``authz/policies/``).  A policy looks at the decoded
+request, asks the AuthzView about Kafka actions, and returns a Verdict:
+
+* ``Relay``   — everything authorized: relay the original bytes (the fast path), optionally
+                post-process the response (e.g. Metadata filtering, *_authorized_operations);
+* ``Rewrite`` — partly authorized: relay ``request`` (only the authorized part) and merge
+                Kafka's per-item errors for the rest back into the response, in client order;
+* ``Answer``  — nothing to relay: the gateway answers with ``response`` itself;
+* ``Refuse``  — close the connection (e.g. a denied acks=0 Produce, as Kafka does).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from authz.model import AclOperation, ResourceType
+
+CLUSTER_NAME = "kafka-cluster"
+
+Body = dict[str, Any]
+ResponseHook = Callable[[Body], Body]
+
+
+@dataclass(slots=True, frozen=True)
+class Action:
+    operation: AclOperation
+    resource_type: ResourceType
+    name: str
+
+
+@dataclass(slots=True, frozen=True)
+class Relay:
+    on_response: ResponseHook | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Rewrite:
+    request: Body
+    on_response: ResponseHook
+
+
+@dataclass(slots=True, frozen=True)
+class Answer:
+    response: Body
+
+
+@dataclass(slots=True, frozen=True)
+class Refuse:
+    reason: str
+
+
+Verdict = Relay | Rewrite | Answer | Refuse
+
+
+class AuthzView(Protocol):
+    """What a policy may ask while deciding about one request of one connection.
+
+    Every call is an authorization decision and is audited by the implementation.
+    """
+
+    def allowed(self, action: Action) -> bool: ...
+
+    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Kafka's authorizeByResourceType: may the principal do ``operation`` on some resource?"""
+        ...
+
+    def authorized_operations(self, resource_type: ResourceType, name: str,
+                              candidates: Iterable[AclOperation]) -> int:
+        """The bit field Kafka puts in *_authorized_operations (bit n set = operation code n allowed)."""
+        ...
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of a topic id, or None when no topic has that id (→ UNKNOWN_TOPIC_ID)."""
+        ...
+
+
+class ApiPolicy(Protocol):
+    def __call__(self, request: Body, version: int, view: AuthzView) -> Verdict: ...
+
+
+# Kafka's error codes the policies use.
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+DELEGATION_TOKEN_AUTHORIZATION_FAILED = 65
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
+INVALID_REQUEST = 42
