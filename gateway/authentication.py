@@ -19,6 +19,7 @@ from gateway.api_versions import api_versions_response
 from protocol.framing import Frame
 
 if TYPE_CHECKING:
+    from auth.tls import TlsContextProvider
     from gateway.connection import ClientConnection
 
 
@@ -28,7 +29,12 @@ class ListenerSecurity:
 
     principal_builder: PrincipalBuilder
     sasl: SaslServerConfig | None = None
-    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    tls: TlsContextProvider | None = field(default=None, repr=False)
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        # The provider's contexts hand every new handshake to the newest context (hot reload).
+        return self.tls.context if self.tls is not None else None
 
 
 def principal_at_connect(conn: ClientConnection, security: ListenerSecurity) -> KafkaPrincipal | None:

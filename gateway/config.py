@@ -207,7 +207,8 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
 # Keys a listener may override with listener.name.<name>.<key>, as Kafka spells them.
 # TLS keys are validated by auth.tls when the listener's context is built.
 TLS_KEYS = ("ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password", "ssl.key.location",
-            "ssl.key.password", "ssl.truststore.location", "ssl.truststore.type", "ssl.client.auth",
+            "ssl.key.password", "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password",
+            "ssl.client.auth",
             "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.allow.dn.changes", "ssl.allow.san.changes")
 for _key in TLS_KEYS:
     KNOWN_KEYS[_key] = (_optional_str, None)
@@ -217,7 +218,8 @@ LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {
     "ssl.principal.mapping.rules": _str,
     **{key: _optional_str for key in TLS_KEYS},
 }
-SECRET_KEYS = frozenset({"ssl.key.password", "ssl.keystore.password", "upstream.ssl.key.password",
+SECRET_KEYS = frozenset({"ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+                         "upstream.ssl.key.password",
                          "upstream.sasl.password"})
 _LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")

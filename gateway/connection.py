@@ -211,6 +211,8 @@ class ClientConnection(asyncio.Protocol):
         self.log = self.log.bind(principal=str(step.principal))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
                       session_expiry_ms=step.session_expiry_ms)
+        key = str(step.principal)
+        self.ctx.counters.authenticated[key] = self.ctx.counters.authenticated.get(key, 0) + 1
         if first:
             if self._auth_timer is not None:
                 self._auth_timer.cancel()

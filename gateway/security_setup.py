@@ -7,7 +7,7 @@ Kerberos or OAuth configured never needs their libraries.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
 from auth.mechanism import MechanismFactory
@@ -15,6 +15,9 @@ from auth.principal_builder import DefaultPrincipalBuilder
 from auth.sasl_server import SaslServerConfig
 from gateway.authentication import ListenerSecurity
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
+
+if TYPE_CHECKING:
+    from auth.tls import TlsContextProvider
 
 
 def build_security(config: GatewayConfig, store: CredentialStore | None) -> dict[str, ListenerSecurity]:
@@ -63,7 +66,7 @@ def _listener_security(config: GatewayConfig, listener: ListenerConfig, builder:
                                           kerberos_short_name=builder.kerberos_short_name)
     security = ListenerSecurity(principal_builder=builder)
     if listener.uses_tls:
-        security.ssl_context = _tls_context(listener)
+        security.tls = _tls_provider(listener)
     if listener.uses_sasl:
         mechanisms = {name: _mechanism(name, config, store) for name in listener.sasl_mechanisms}
         security.sasl = SaslServerConfig(
@@ -73,14 +76,18 @@ def _listener_security(config: GatewayConfig, listener: ListenerConfig, builder:
     return security
 
 
-def _tls_context(listener: ListenerConfig) -> Any:
-    from auth.tls import TlsContextProvider
+def _tls_provider(listener: ListenerConfig) -> TlsContextProvider:
+    from auth.tls import TlsConfigError, TlsContextProvider
 
-    tls_settings = {k: v for k, v in listener.settings.items() if k.startswith("ssl.") and v is not None}
+    tls_settings = {k: v for k, v in listener.settings.items()
+                    if k.startswith("ssl.") and k != "ssl.principal.mapping.rules" and v is not None}
     if "ssl.keystore.location" not in tls_settings:
         raise ConfigError(f"ssl.keystore.location: listener {listener.name} is {listener.security_protocol} "
                           f"and needs a server certificate")
-    return TlsContextProvider.from_settings(tls_settings)
+    try:
+        return TlsContextProvider.from_settings(tls_settings)
+    except TlsConfigError as exc:
+        raise ConfigError(f"listener {listener.name}: {exc}") from None
 
 
 def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None) -> MechanismFactory:

@@ -39,10 +39,13 @@ def free_port_block(size: int = 128) -> int:
 class GatewayThread:
     """A started gateway; ``bootstrap`` is its client address. Stop with ``stop()``."""
 
-    def __init__(self, upstream: str, extra: Mapping[str, Any] | None = None, protocol: str = "PLAINTEXT") -> None:
+    def __init__(self, upstream: str, extra: Mapping[str, Any] | None = None, protocol: str = "PLAINTEXT",
+                 advertised_host: str = "127.0.0.1") -> None:
         self.port = free_port()
+        self.host = advertised_host
         settings = {
             "listeners": f"{protocol}://127.0.0.1:{self.port}",
+            "advertised.listeners": f"{protocol}://{advertised_host}:{self.port}",
             "upstream.bootstrap.servers": upstream,
             f"listener.name.{protocol.lower()}.node.port.base": free_port_block(),
             "shutdown.timeout.ms": 3000,
@@ -57,7 +60,7 @@ class GatewayThread:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> GatewayThread:
         configure_logging("WARNING")
