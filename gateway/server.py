@@ -26,7 +26,25 @@ class Gateway:
     ctx: GatewayContext = field(init=False)
     _servers: dict[tuple[str, int | None], asyncio.base_events.Server] = field(default_factory=dict)
     _connections: set[ClientConnection] = field(default_factory=set)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopping: bool = False
+
+    # How often certificate files are checked for changes (SIGHUP reloads at once).
+    FILE_POLL_S = 5.0
+
+    async def reload_tls(self) -> None:
+        """Re-read every listener's certificates; new connections get them, open ones keep theirs."""
+        for name, security in self.ctx.security.items():
+            if security.tls is not None:
+                changed = await asyncio.to_thread(security.tls.reload)
+                log.info("tls_reloaded", listener=name, accepted=changed)
+
+    async def _watch_files(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.FILE_POLL_S)
+            for security in self.ctx.security.values():
+                if security.tls is not None:
+                    await asyncio.to_thread(security.tls.reload_if_changed)
 
     def __post_init__(self) -> None:
         cluster = ClusterView()
@@ -36,6 +54,7 @@ class Gateway:
 
     async def start(self) -> None:
         await self.probe_upstream()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
         for listener in self.config.listeners:
             await self._listen(listener, None)
         for node_id in sorted(self.ctx.cluster.nodes):
@@ -113,6 +132,8 @@ class Gateway:
     async def shutdown(self) -> None:
         """Stop accepting, let in-flight requests finish (bounded), then close everything."""
         self._stopping = True
+        for task in self._tasks:
+            task.cancel()
         for server in self._servers.values():
             server.close()
         for conn in list(self._connections):
@@ -120,8 +141,8 @@ class Gateway:
         waits = [asyncio.ensure_future(c.drained.wait()) for c in self._connections]
         if waits:
             _, pending = await asyncio.wait(waits, timeout=self.config.shutdown_timeout_ms / 1000)
-            for task in pending:
-                task.cancel()
+            for waiter in pending:
+                waiter.cancel()
         for conn in list(self._connections):
             conn.close()
         for server in self._servers.values():
