@@ -71,6 +71,7 @@ class ClientConnection(asyncio.Protocol):
             return
         if self.principal is not None:
             self.log = self.log.bind(principal=str(self.principal))
+            self._count_principal(self.principal)
             self._start_upstream()
             return
         self.authenticator = new_authenticator(self, self.security)
@@ -211,13 +212,16 @@ class ClientConnection(asyncio.Protocol):
         self.log = self.log.bind(principal=str(step.principal))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
                       session_expiry_ms=step.session_expiry_ms)
-        key = str(step.principal)
-        self.ctx.counters.authenticated[key] = self.ctx.counters.authenticated.get(key, 0) + 1
+        self._count_principal(step.principal)
         if first:
             if self._auth_timer is not None:
                 self._auth_timer.cancel()
             self.splitter.limit = self.ctx.config.socket_request_max_bytes
             self._start_upstream()
+
+    def _count_principal(self, principal: KafkaPrincipal) -> None:
+        key = str(principal)
+        self.ctx.counters.authenticated[key] = self.ctx.counters.authenticated.get(key, 0) + 1
 
     def refuse_authentication(self, step: Close) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
