@@ -20,7 +20,9 @@ from gateway.context import GatewayContext
 from gateway.logs import get_logger
 from gateway.pending import ResponseQueue, WireBytes
 from gateway.request_pipeline import PipelineRefusal, handle_request, transform_response
+from gateway.upstream_auth import LinkRequester, UpstreamAuthError, sasl_exchange
 from gateway.upstream_link import UpstreamLink
+from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.framing import Frame, FrameSplitter, FrameTooLarge
 
@@ -101,6 +103,8 @@ class ClientConnection(asyncio.Protocol):
                 return
             assert link.transport is not None
             link.transport.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+            if config.uses_sasl and not await self._authenticate_upstream(link):
+                return
             self.upstream = link
             self.ctx.counters.upstream_connections += 1
             self.log = self.log.bind(upstream=f"{host}:{port}")
@@ -110,6 +114,22 @@ class ClientConnection(asyncio.Protocol):
             self.set_read_paused("connecting", False)
             return
         self.abort("no upstream broker reachable")
+
+    async def _authenticate_upstream(self, link: UpstreamLink) -> bool:
+        """SASL as the gateway's service principal before any client request is relayed."""
+        assert link.transport is not None
+        transport = link.transport
+        requester = LinkRequester(transport.write, self.ctx.config.upstream.connect_timeout_ms / 1000)
+        link.auth_inbox = requester.deliver
+        version = min(2, self.ctx.cluster.api_ranges.get(ApiKey.SASL_AUTHENTICATE, (0, 2))[1])
+        try:
+            await sasl_exchange(requester, self.ctx.config.upstream, version)
+        except (TimeoutError, UpstreamAuthError, DecodeError) as exc:
+            transport.close()
+            self.abort(f"upstream authentication failed: {exc!r}")
+            return False
+        link.auth_inbox = None
+        return not self._closing
 
     def _upstream_targets(self) -> list[tuple[str, int]]:
         if self.node_id is None:

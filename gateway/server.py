@@ -13,6 +13,7 @@ from gateway.connection import ClientConnection
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
 from gateway.security_setup import build_security, credential_store
+from gateway.upstream_auth import UpstreamAuthError
 from gateway.upstream_client import UpstreamClient, UpstreamError
 from gateway.upstream_tls import upstream_ssl_context
 from protocol.api_keys import ApiKey
@@ -78,6 +79,8 @@ class Gateway:
                     "client_software_name": "ksgate", "client_software_version": "0.1.0"})
                 self.ctx.cluster.learn_api_versions(versions)
                 self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges)
+                if self.config.upstream.uses_sasl:
+                    await client.authenticate(self.config.upstream)
                 metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
                 metadata = await client.request(ApiKey.METADATA, metadata_version, {
                     "topics": [], "allow_auto_topic_creation": False,
@@ -86,7 +89,7 @@ class Gateway:
                 for broker in metadata["brokers"]:
                     self.ctx.cluster.learn_node(broker["node_id"], broker["host"], broker["port"])
                 return
-            except UpstreamError as exc:
+            except (UpstreamError, UpstreamAuthError) as exc:
                 errors.append(str(exc))
             finally:
                 await client.close()
