@@ -55,7 +55,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
 
     configure_logging("INFO")
     install_event_loop_policy()
-    return run_quickstart(args.dir, args.port, args.upstream)
+    return run_quickstart(args.dir, args.port, args.upstream, args.listener_protocol)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--dir", default="./quickstart", help="where to write client property files")
     quick.add_argument("--port", type=int, default=9092, help="gateway bootstrap port")
     quick.add_argument("--upstream", default=None, help="use this broker (host:port) instead of an embedded one")
+    quick.add_argument("--listener-protocol", default="SASL_SSL", type=str.upper,
+                       choices=("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"), help="the gateway listener's protocol")
     quick.set_defaults(func=_cmd_quickstart)
     add_users_parser(sub)
     return parser
