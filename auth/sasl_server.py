@@ -69,6 +69,9 @@ class Close:
     reason: str
     frame: bytes | None = None
     authentication_failure: bool = False
+    # A short, stable class for audit and metrics: bad_credentials, unsupported_mechanism,
+    # illegal_state, reauthentication_refused, malformed.
+    failure_class: str = "illegal_state"
 
 
 Step = Respond | Authenticated | Close
@@ -82,6 +85,21 @@ class SaslServerConfig:
     # PLAIN sends the password in clear; Kafka allows it anywhere, ksgate only on TLS
     # unless the operator says otherwise (ksgate.sasl.plain.allow.insecure).
     allow_plain_without_tls: bool = False
+
+
+def claimed_user(mechanism: str, first_token: bytes) -> str | None:
+    """The user name in a PLAIN or SCRAM first message, unvalidated; None otherwise."""
+    try:
+        if mechanism == "PLAIN":
+            parts = first_token.split(b"\x00")
+            return parts[1].decode("utf-8")[:256] if len(parts) == 3 else None
+        if mechanism.startswith("SCRAM-"):
+            for part in first_token.split(b","):
+                if part.startswith(b"n="):
+                    return part[2:].decode("utf-8").replace("=2C", ",").replace("=3D", "=")[:256]
+    except UnicodeDecodeError:
+        return None
+    return None
 
 
 def _framed(payload: bytes) -> bytes:
@@ -100,8 +118,13 @@ class SaslServerAuthenticator:
         self._mechanism_name: str | None = None
         self._server: SaslMechanismServer | None = None
         self._kafka_headers = True  # False after SaslHandshake v0: raw tokens follow
+        self._attempted_user: str | None = None
         self.principal: KafkaPrincipal | None = None
         self.session_expiry_ms: int | None = None
+
+    @property
+    def mechanism(self) -> str | None:
+        return self._mechanism_name
 
     @property
     def enabled_mechanisms(self) -> list[str]:
@@ -116,7 +139,7 @@ class SaslServerAuthenticator:
             return self._dispatch(payload)
         except DecodeError as exc:
             self.state = SaslState.FAILED
-            return Close(f"unparsable frame during authentication: {exc}")
+            return Close(f"unparsable frame during authentication: {exc}", failure_class="malformed")
 
     def session_expired(self, now_ms: int) -> bool:
         return self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms
@@ -168,13 +191,13 @@ class SaslServerAuthenticator:
             frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
                                    {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
             return Close(f"re-authentication changed mechanism {self._mechanism_name} → {mechanism}", frame,
-                         authentication_failure=True)
+                         authentication_failure=True, failure_class="reauthentication_refused")
         if mechanism not in enabled:
             self.state = SaslState.FAILED
             frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
                                    {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
             return Close(f"mechanism {mechanism!r} is not enabled on this listener", frame,
-                         authentication_failure=True)
+                         authentication_failure=True, failure_class="unsupported_mechanism")
         self._mechanism_name = mechanism
         self._server = self._config.mechanisms[mechanism].create(self._context)
         self._kafka_headers = version >= 1
@@ -208,7 +231,7 @@ class SaslServerAuthenticator:
         if isinstance(outcome, Failure):
             self.state = SaslState.FAILED
             return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
-                         authentication_failure=True)
+                         authentication_failure=True, failure_class="bad_credentials")
         return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime))
 
     def _raw_token(self, token: bytes) -> Step:
@@ -218,12 +241,18 @@ class SaslServerAuthenticator:
             return Respond(_framed(outcome.data))
         if isinstance(outcome, Failure):
             self.state = SaslState.FAILED
-            return Close(outcome.reason, None, authentication_failure=True)
+            return Close(outcome.reason, None, authentication_failure=True, failure_class="bad_credentials")
         return self._complete(outcome, lambda _lifetime: _framed(outcome.final))
 
     def _evaluate(self, token: bytes) -> Challenge | Done | Failure:
         assert self._server is not None
+        if self._attempted_user is None and self._mechanism_name is not None:
+            self._attempted_user = claimed_user(self._mechanism_name, token)
         return self._server.evaluate(token)
+
+    @property
+    def attempted_user(self) -> str | None:
+        return self._attempted_user
 
     def _complete(self, done: Done, frame_for: Callable[[int], bytes]) -> Step:
         assert self._mechanism_name is not None
@@ -235,7 +264,7 @@ class SaslServerAuthenticator:
         if reauthenticated and principal != self.principal:
             self.state = SaslState.FAILED
             return Close(f"re-authentication as {principal} on a connection of {self.principal}",
-                         frame_for(0), authentication_failure=True)
+                         frame_for(0), authentication_failure=True, failure_class="reauthentication_refused")
         now = self._context.now_ms()
         lifetime = self._session_lifetime_ms(done, now)
         self.principal = principal

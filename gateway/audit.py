@@ -1,0 +1,81 @@
+"""The audit log: one JSON line per authorization decision and per authentication attempt.
+
+Written to its own rotating file, apart from the operational log; the schema is documented
+in docs/audit-log.md and is what the PySpark pipeline reads.  Like Kafka's authorizer
+logger, denials are always recorded and allowed decisions only when enabled.  Payloads and
+secrets are never recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def _now_iso() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+@dataclass(slots=True)
+class AuditLog:
+    """Writes audit events; a disabled log (no file) drops them at the cost of one branch."""
+
+    path: str | None = None
+    record_allowed: bool = False
+    max_bytes: int = 100 * 1024 * 1024
+    backups: int = 10
+    _logger: logging.Logger | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.path is None:
+            return
+        logger = logging.getLogger(f"ksgate.audit.{id(self)}")
+        logger.propagate = False  # never mixed into the operational log
+        logger.setLevel(logging.INFO)
+        handler = logging.handlers.RotatingFileHandler(self.path, maxBytes=self.max_bytes,
+                                                       backupCount=self.backups, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        self._logger = logger
+
+    @property
+    def enabled(self) -> bool:
+        return self._logger is not None
+
+    def _write(self, event: dict[str, Any]) -> None:
+        assert self._logger is not None
+        self._logger.info(json.dumps(event, separators=(",", ":"), default=str))
+
+    def authorization(self, *, principal: str, client_host: str, client_port: int, listener: str,
+                      api_key: int, api_name: str, api_version: int, operation: str, resource_type: str,
+                      resource_name: str, pattern_type: str | None, allowed: bool, rule: str) -> None:
+        if self._logger is None or (allowed and not self.record_allowed):
+            return
+        self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "authorization",
+                     "principal": principal, "client_host": client_host, "client_port": client_port,
+                     "listener": listener, "api_key": api_key, "api_name": api_name, "api_version": api_version,
+                     "operation": operation, "resource_type": resource_type, "resource_name": resource_name,
+                     "pattern_type": pattern_type, "decision": "ALLOWED" if allowed else "DENIED", "rule": rule})
+
+    def authentication(self, *, principal: str | None, attempted_user: str | None, client_host: str,
+                       client_port: int, listener: str, mechanism: str | None, succeeded: bool,
+                       failure: str | None = None) -> None:
+        if self._logger is None:
+            return
+        self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "authentication",
+                     "principal": principal, "attempted_user": attempted_user, "client_host": client_host,
+                     "client_port": client_port, "listener": listener, "mechanism": mechanism,
+                     "decision": "SUCCEEDED" if succeeded else "FAILED", "failure": failure})
+
+    def close(self) -> None:
+        if self._logger is not None:
+            for handler in list(self._logger.handlers):
+                handler.close()
+                self._logger.removeHandler(handler)
