@@ -1,0 +1,343 @@
+"""Where ACL bindings live between restarts: the AclStore protocol and a JSON-file implementation.
+
+Writes are atomic (temp file, fsync, rename, fsync dir); external edits are picked up by polling.
+
+File format (field names as Kafka's AccessControlEntryRecord; enum values by name, any case,
+or by wire code)::
+
+    {"version": 1, "acls": [{"resourceType": "TOPIC", "resourceName": "orders",
+      "patternType": "LITERAL", "principal": "User:alice", "host": "*",
+      "operation": "READ", "permissionType": "ALLOW"}]}
+
+A file that cannot be read, parsed or validated as a whole is never partly applied: at
+``load()`` that is an ``AclStoreError``; at ``reload_if_changed()`` the last good state stays
+in force and the problem is logged on ``ksgate.authz``.  A vanished file is treated the same
+way (deleting the file must not silently drop DENY rules).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, Protocol
+
+from authz.model import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AclValidationError,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    parse_enum,
+    validate_binding,
+    validate_filter,
+)
+
+log = logging.getLogger("ksgate.authz")
+
+FORMAT_VERSION = 1
+
+AclChangeListener = Callable[[Sequence[AclBinding], Sequence[AclBinding]], None]
+"""Called with ``(added, removed)`` after each change, in the order the changes happened.
+
+The signature matches ``StandardAuthorizer.apply``, so ``store.subscribe(authorizer.apply)``
+keeps an authorizer in step with a store.
+"""
+
+
+class AclStoreError(Exception):
+    """The ACL store could not be read or written; the previous state is still in force."""
+
+
+class AclStore(Protocol):
+    def load(self) -> list[AclBinding]:
+        """(Re)read every binding from the backing storage."""
+        ...
+
+    def add(self, bindings: Iterable[AclBinding]) -> None:
+        """Validate and persist ``bindings``; ones already present are ignored."""
+        ...
+
+    def remove_matching(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        """Delete every binding matching any of ``filters``; return what was deleted."""
+        ...
+
+    def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
+        """Call ``callback(added, removed)`` after every change; returns an unsubscribe function."""
+        ...
+
+
+def binding_to_json(binding: AclBinding) -> dict[str, str]:
+    pattern, entry = binding.pattern, binding.entry
+    return {
+        "resourceType": pattern.resource_type.name,
+        "resourceName": pattern.name,
+        "patternType": pattern.pattern_type.name,
+        "principal": entry.principal,
+        "host": entry.host,
+        "operation": entry.operation.name,
+        "permissionType": entry.permission_type.name,
+    }
+
+
+def _enum_field(kind: Any, raw: object, field: str) -> Any:
+    if isinstance(raw, bool):
+        raise AclValidationError(f"{field}: expected a name or code, got {raw!r}")
+    if isinstance(raw, int):
+        try:
+            return kind(raw)
+        except ValueError:
+            raise AclValidationError(f"{field}: unknown code {raw}") from None
+    if isinstance(raw, str):
+        return parse_enum(kind, raw)
+    raise AclValidationError(f"{field}: expected a name or code, got {raw!r}")
+
+
+def _str_field(obj: dict[str, Any], field: str) -> str:
+    value = obj.get(field)
+    if not isinstance(value, str):
+        raise AclValidationError(f"{field}: expected a string, got {value!r}")
+    return value
+
+
+def binding_from_json(obj: object) -> AclBinding:
+    """One validated binding from its JSON object; AclValidationError if it is not acceptable."""
+    if not isinstance(obj, dict):
+        raise AclValidationError(f"expected an object, got {obj!r}")
+    host = obj.get("host", "*")
+    if not isinstance(host, str):
+        raise AclValidationError(f"host: expected a string, got {host!r}")
+    binding = AclBinding(
+        ResourcePattern(
+            _enum_field(ResourceType, obj.get("resourceType"), "resourceType"),
+            _str_field(obj, "resourceName"),
+            _enum_field(PatternType, obj.get("patternType", "LITERAL"), "patternType"),
+        ),
+        AccessControlEntry(
+            _str_field(obj, "principal"),
+            host,
+            _enum_field(AclOperation, obj.get("operation"), "operation"),
+            _enum_field(AclPermissionType, obj.get("permissionType"), "permissionType"),
+        ),
+    )
+    validate_binding(binding)
+    return binding
+
+
+def encode_acl_file(bindings: Iterable[AclBinding]) -> bytes:
+    document = {"version": FORMAT_VERSION, "acls": [binding_to_json(b) for b in bindings]}
+    return (json.dumps(document, indent=2) + "\n").encode()
+
+
+def decode_acl_file(data: bytes) -> list[AclBinding]:
+    """Every binding of an ACL file, deduplicated in file order; AclStoreError for any defect."""
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AclStoreError(f"not valid JSON: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("acls"), list):
+        raise AclStoreError('expected an object with an "acls" list')
+    if document.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise AclStoreError(f"unsupported version {document.get('version')!r}")
+    out: dict[AclBinding, None] = {}
+    for i, obj in enumerate(document["acls"]):
+        try:
+            out[binding_from_json(obj)] = None
+        except AclValidationError as exc:
+            raise AclStoreError(f"acls[{i}]: {exc}") from None
+    return list(out)
+
+
+def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` so that readers (and a crash) see the old or the new file, whole."""
+    directory = path.parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), mode)
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+_Signature = tuple[int, int, int, int, int]
+
+
+def _signature(st: os.stat_result) -> _Signature:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class FileAclStore:
+    """ACLs in one JSON file (mode 0600).  Thread-safe; listeners run in change order."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._bindings: dict[AclBinding, None] = {}
+        self._seen: _Signature | None = None  # the file version _bindings reflects (or last refused)
+        self._disk_ok = True
+        self._listeners: list[AclChangeListener] = []
+
+    @property
+    def bindings(self) -> list[AclBinding]:
+        """The last good state, without touching the disk."""
+        with self._lock:
+            return list(self._bindings)
+
+    def load(self) -> list[AclBinding]:
+        """Read the file (missing = no ACLs yet); AclStoreError if it is unreadable or invalid."""
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                log.info("ACL file %s does not exist yet: no ACLs", self.path)
+                self._replace_state([], None)
+                return []
+            bindings = self._read()
+            self._replace_state(bindings, _signature(st))
+            return list(self._bindings)
+
+    def _read(self) -> list[AclBinding]:
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise AclStoreError(f"cannot read ACL file {self.path}: {exc}") from exc
+        try:
+            return decode_acl_file(data)
+        except AclStoreError as exc:
+            raise AclStoreError(f"ACL file {self.path}: {exc}") from None
+
+    def _replace_state(self, bindings: list[AclBinding], signature: _Signature | None) -> None:
+        new = dict.fromkeys(bindings)
+        added = [b for b in new if b not in self._bindings]
+        removed = [b for b in self._bindings if b not in new]
+        self._bindings = new
+        self._seen = signature
+        self._disk_ok = True
+        if added or removed:
+            self._notify(added, removed)
+
+    def reload_if_changed(self) -> bool:
+        """Pick up an external edit if the file changed (inode, size, mtime or ctime).
+
+        Returns True when a new good state was adopted.  A bad file keeps the last good
+        state; it is logged once per version of the file.
+        """
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                if self._seen is not None and self._disk_ok:
+                    log.error("ACL file %s disappeared; keeping the %d ACLs last loaded",
+                              self.path, len(self._bindings))
+                    self._disk_ok = False
+                return False
+            signature = _signature(st)
+            if signature == self._seen:
+                return False
+            try:
+                bindings = self._read()
+            except AclStoreError as exc:
+                log.error("%s; keeping the %d ACLs last loaded", exc, len(self._bindings))
+                self._seen = signature
+                self._disk_ok = False
+                return False
+            self._replace_state(bindings, signature)
+            log.info("reloaded %d ACLs from %s", len(self._bindings), self.path)
+            return True
+
+    def _ensure_current(self) -> None:
+        """Adopt external edits before a write, so a write never clobbers them."""
+        self.reload_if_changed()
+        if not self._disk_ok:
+            raise AclStoreError(f"ACL file {self.path} is unreadable or missing; fix it before changing ACLs")
+
+    def _persist(self, bindings: Iterable[AclBinding]) -> _Signature:
+        try:
+            write_atomically(self.path, encode_acl_file(bindings))
+            return _signature(os.stat(self.path))
+        except OSError as exc:
+            raise AclStoreError(f"cannot write ACL file {self.path}: {exc}") from exc
+
+    def add(self, bindings: Iterable[AclBinding]) -> None:
+        bindings = list(bindings)
+        for binding in bindings:
+            validate_binding(binding)
+        with self._lock:
+            self._ensure_current()
+            added = [b for b in dict.fromkeys(bindings) if b not in self._bindings]
+            if not added:
+                return
+            new = {**self._bindings, **dict.fromkeys(added)}
+            self._seen = self._persist(new)
+            self._bindings = new
+            self._notify(added, [])
+
+    def remove_matching(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        filters = list(filters)
+        for binding_filter in filters:
+            validate_filter(binding_filter)
+        with self._lock:
+            self._ensure_current()
+            removed = [b for b in self._bindings if any(f.matches(b) for f in filters)]
+            if not removed:
+                return []
+            gone = set(removed)
+            new = {b: None for b in self._bindings if b not in gone}
+            self._seen = self._persist(new)
+            self._bindings = new
+            self._notify([], removed)
+            return removed
+
+    def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock, suppress(ValueError):
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def _notify(self, added: Sequence[AclBinding], removed: Sequence[AclBinding]) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(added, removed)
+            except Exception:
+                log.exception("ACL change listener %r failed", listener)
+
+
+class AclSink(Protocol):
+    """What ``attach`` feeds: StandardAuthorizer fits."""
+
+    def load(self, bindings: Iterable[AclBinding]) -> None: ...
+
+    def apply(self, added: Iterable[AclBinding], removed: Iterable[AclBinding]) -> None: ...
+
+
+def attach(store: AclStore, authorizer: AclSink) -> Callable[[], None]:
+    """Load ``store`` into ``authorizer`` (making it ready), then keep it in step; returns unsubscribe.
+
+    Call it before anything else changes the store: a change between the two steps would be missed.
+    """
+    authorizer.load(store.load())
+    return store.subscribe(authorizer.apply)
