@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
 
 CLUSTER_NAME = "kafka-cluster"
@@ -62,6 +63,11 @@ class AuthzView(Protocol):
 
     Every call is an authorization decision and is audited by the implementation.
     """
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who is asking (delegation tokens compare it with a token's owner)."""
+        ...
 
     def allowed(self, action: Action) -> bool: ...
 

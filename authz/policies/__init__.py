@@ -1,0 +1,30 @@
+"""Every API's authorization policy, assembled from the per-area modules."""
+
+from __future__ import annotations
+
+from authz.policies import admin, data, groups, produce
+from authz.request_policy import ApiPolicy
+from protocol.api_keys import ApiKey
+
+_MODULES = (admin, data, groups)
+
+
+def all_policies() -> dict[int, ApiPolicy]:
+    policies: dict[int, ApiPolicy] = {ApiKey.PRODUCE: produce.authorize_produce}
+    for module in _MODULES:
+        overlap = set(policies) & set(module.POLICIES)
+        if overlap:
+            raise AssertionError(f"api keys with two policies: {sorted(overlap)}")
+        policies.update(module.POLICIES)
+    return policies
+
+
+def table() -> list[tuple[int, str, str, str]]:
+    """Kafka's 'Operations and Resources on Protocols' table, as ksgate enforces it."""
+    rows: list[tuple[int, str, str, str]] = [
+        (ApiKey.PRODUCE, "WRITE", "TRANSACTIONAL_ID", "the transactional id, when batches are transactional"),
+        (ApiKey.PRODUCE, "WRITE", "TOPIC", "each topic"),
+    ]
+    for module in _MODULES:
+        rows.extend(module.TABLE)
+    return rows

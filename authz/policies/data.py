@@ -1,0 +1,833 @@
+"""Topic data and lifecycle: Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers,
+DescribeTopicPartitions, ShareFetch, ShareAcknowledge, CreateTopics, DeleteTopics, CreatePartitions, as Kafka 4.x."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from authz.model import AclOperation, ResourceType
+from authz.request_policy import (
+    CLUSTER_NAME,
+    GROUP_AUTHORIZATION_FAILED,
+    INVALID_REQUEST,
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Action,
+    Answer,
+    ApiPolicy,
+    AuthzView,
+    Body,
+    Relay,
+    ResponseHook,
+    Rewrite,
+    Verdict,
+)
+from authz.response_defaults import default_item, default_response
+from protocol.api_keys import ApiKey
+
+Op = AclOperation
+TOPIC = ResourceType.TOPIC
+ZERO_UUID = uuid.UUID(int=0)
+NOT_REQUESTED = -2147483648  # the schema default of every *_authorized_operations field
+UNKNOWN_SERVER_ERROR = -1
+INVALID_TOPIC_EXCEPTION = 17
+# Kafka's Errors.message() texts, which ApiError(error) puts in error_message fields.
+TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
+UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# AclEntry.supportedOperations: the candidates of the *_authorized_operations bit fields.
+TOPIC_OPERATIONS = (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                    Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+CLUSTER_OPERATIONS = (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                      Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)
+
+# A slot of the client's order: an error entry the gateway answers, or (None, key) = the relayed entries for key.
+Slot = tuple[Body | None, Hashable]
+TopicsStep = Callable[[list[Body]], list[Body]]
+
+
+# --- shared helpers -----------------------------------------------------------------------------------
+
+class _Checker:
+    """One operation on topics, asked once per name per request (as Kafka's filterByAuthorized does)."""
+
+    def __init__(self, view: AuthzView, operation: AclOperation, resource_type: ResourceType = TOPIC) -> None:
+        self._view, self._operation, self._type = view, operation, resource_type
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, name: str) -> bool:
+        if name not in self._seen:
+            self._seen[name] = self._view.allowed(Action(self._operation, self._type, name))
+        return self._seen[name]
+
+
+def _cluster_allows(view: AuthzView, operation: AclOperation) -> bool:
+    return view.allowed(Action(operation, ResourceType.CLUSTER, CLUSTER_NAME))
+
+
+def _by_name(entry: Body) -> tuple[Hashable, ...]:
+    return (entry["name"],)
+
+
+def _merge(slots: Sequence[Slot], relayed: list[Body],
+           keys: Callable[[Body], Iterable[Hashable]] = _by_name) -> list[Body]:
+    """The response items in the client's order: gateway errors in place, upstream items at their key's first
+    slot, and any upstream item no slot claimed (e.g. fetch-session partitions) at the end."""
+    index: dict[Hashable, list[int]] = {}
+    for pos, entry in enumerate(relayed):
+        for key in keys(entry):
+            index.setdefault(key, []).append(pos)
+    used: set[int] = set()
+    out: list[Body] = []
+    for error, key in slots:
+        if error is not None:
+            out.append(error)
+            continue
+        for pos in index.get(key, ()):
+            if pos not in used:
+                used.add(pos)
+                out.append(relayed[pos])
+    out.extend(entry for pos, entry in enumerate(relayed) if pos not in used)
+    return out
+
+
+def _split(api_key: ApiKey, version: int, request: Body, field: str, response_field: str,
+           errors: list[Body | None], key: Callable[[Body], Hashable] = lambda item: item["name"],
+           response_keys: Callable[[Body], Iterable[Hashable]] = _by_name) -> Verdict:
+    """Relay, answer or split a request whose items (``request[field]``) are authorized one by one."""
+    items = request[field]
+    if all(error is None for error in errors):
+        return Relay()
+    slots = [(error, key(item)) for item, error in zip(items, errors, strict=True)]
+    if all(error is not None for error in errors):
+        response = default_response(api_key, version)
+        response[response_field] = [error for error, _ in slots]
+        return Answer(response)
+
+    def merge(response: Body) -> Body:
+        response[response_field] = _merge(slots, response[response_field], response_keys)
+        return response
+
+    kept = [item for item, error in zip(items, errors, strict=True) if error is None]
+    return Rewrite({**request, field: kept}, merge)
+
+
+def _fill(entry: Body, **fields: Any) -> Body:
+    """Set the fields the entry's version has (default_item holds exactly those)."""
+    entry.update((name, value) for name, value in fields.items() if name in entry)
+    return entry
+
+
+def _partition_errors(api_key: ApiKey, version: int, path: tuple[str, ...], indexes: Iterable[int],
+                      **fields: Any) -> list[Body]:
+    out = []
+    for index in indexes:
+        partition = _fill(default_item(api_key, version, *path), **fields)
+        partition[_index_field(partition)] = index
+        out.append(partition)
+    return out
+
+
+def _index_field(partition: Body) -> str:
+    return "partition_index" if "partition_index" in partition else "partition"
+
+
+def _java_order(name: str) -> bytes:
+    """Java's String.compareTo order (UTF-16 code units), which Kafka uses to sort and page topics."""
+    return name.encode("utf-16-be", "surrogatepass")
+
+
+def _topic_name_problem(name: str) -> str | None:
+    """Kafka's Topic.validate reason, or None for a legal topic name."""
+    if not name:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name.encode("utf-16-le", "surrogatepass")) // 2 > 249:
+        return f"the length of '{name}' is longer than the max allowed length 249"
+    if any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in name):
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def _dedupe(names: Iterable[Hashable]) -> list[Any]:
+    return list(dict.fromkeys(names))
+
+
+# --- Fetch (1) ----------------------------------------------------------------------------------------
+
+def _fetch_key(topic: Body, version: int) -> Hashable:
+    key: Hashable = topic["topic_id"] if version >= 13 else topic["topic"]
+    return key
+
+
+def _fetch_read_error(topic: Body, version: int, view: AuthzView, read: _Checker) -> int | None:
+    """Request topics and response topics have the same key fields, so this serves both."""
+    name = view.topic_name(topic["topic_id"]) if version >= 13 else topic["topic"]
+    if name is None:
+        return UNKNOWN_TOPIC_ID
+    return None if read(name) else TOPIC_AUTHORIZATION_FAILED
+
+
+def _fetch_error_entry(topic: Body, version: int, error: int, indexes: Iterable[int]) -> Body:
+    entry = default_item(ApiKey.FETCH, version, "responses")
+    entry["topic_id" if version >= 13 else "topic"] = _fetch_key(topic, version)
+    # FetchResponse.partitionResponse: high watermark -1; the down-conversion step then sets empty records.
+    entry["partitions"] = _partition_errors(ApiKey.FETCH, version, ("responses", "partitions"), indexes,
+                                            error_code=error, high_watermark=-1, records=b"")
+    return entry
+
+
+def _fetch_replica_id(request: Body, version: int) -> int:
+    replica_id: int = request["replica_state"]["replica_id"] if version >= 15 else request["replica_id"]
+    return replica_id
+
+
+def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
+    follower = _fetch_replica_id(request, version) >= 0
+    if follower and _cluster_allows(view, Op.CLUSTER_ACTION):
+        return Relay()
+    read = _Checker(view, Op.READ)
+
+    def error_of(topic: Body) -> int | None:
+        # A follower without CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED on every partition, unknown ids too.
+        return TOPIC_AUTHORIZATION_FAILED if follower else _fetch_read_error(topic, version, view, read)
+
+    topics = request["topics"]
+    denied = {i: _fetch_error_entry(t, version, e, (p["partition"] for p in t["partitions"]))
+              for i, t in enumerate(topics) if (e := error_of(t)) is not None}
+    # Kafka authorizes every partition of the fetch session, not only those this request names: an
+    # incremental response may carry session partitions, which are checked again here.
+    incremental = version >= 7 and request["session_epoch"] > 0
+    session = incremental or (version >= 7 and request["session_id"] != 0)
+    relayed_keys = {_fetch_key(t, version) for i, t in enumerate(topics) if i not in denied}
+    slots = [(denied.get(i), _fetch_key(t, version)) for i, t in enumerate(topics)]
+
+    def guard(entry: Body) -> Body:
+        error = None if _fetch_key(entry, version) in relayed_keys else error_of(entry)
+        return entry if error is None else _fetch_error_entry(
+            entry, version, error, (p["partition_index"] for p in entry["partitions"]))
+
+    def finish(response: Body) -> Body:
+        if response.get("error_code", 0) != 0:  # a session error carries no partitions (SessionErrorContext)
+            return response
+        upstream = [guard(e) for e in response["responses"]] if incremental else response["responses"]
+        response["responses"] = _merge(slots, upstream, lambda e: (_fetch_key(e, version),))
+        return response
+
+    if not denied:
+        return Relay(finish if incremental else None)
+    if len(denied) == len(topics) and not session:
+        response = default_response(ApiKey.FETCH, version)
+        response["responses"] = [denied[i] for i in range(len(topics))]
+        return Answer(response)
+    # Within a fetch session the upstream must still see the request (epoch, forgotten topics), even when
+    # no topic of it is authorized.
+    return Rewrite({**request, "topics": [t for i, t in enumerate(topics) if i not in denied]}, finish)
+
+
+# --- ListOffsets (2), OffsetForLeaderEpoch (23), DeleteRecords (21), DescribeProducers (61) -----------
+
+def authorize_list_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
+    describe = _Checker(view, Op.DESCRIBE)
+
+    def error(topic: Body) -> Body:
+        entry = {**default_item(ApiKey.LIST_OFFSETS, version, "topics"), "name": topic["name"]}
+        entry["partitions"] = _partition_errors(
+            ApiKey.LIST_OFFSETS, version, ("topics", "partitions"),
+            (p["partition_index"] for p in topic["partitions"]), error_code=TOPIC_AUTHORIZATION_FAILED)
+        return entry
+
+    errors = [None if describe(t["name"]) else error(t) for t in request["topics"]]
+    return _split(ApiKey.LIST_OFFSETS, version, request, "topics", "topics", errors)
+
+
+def authorize_offset_for_leader_epoch(request: Body, version: int, view: AuthzView) -> Verdict:
+    # KIP-320: CLUSTER_ACTION (brokers) authorizes everything, whatever the replica id; else DESCRIBE per topic.
+    if _cluster_allows(view, Op.CLUSTER_ACTION):
+        return Relay()
+    describe = _Checker(view, Op.DESCRIBE)
+
+    def error(topic: Body) -> Body:
+        entry = {**default_item(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, "topics"), "topic": topic["topic"]}
+        entry["partitions"] = _partition_errors(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, version, ("topics", "partitions"),
+            (p["partition"] for p in topic["partitions"]), error_code=TOPIC_AUTHORIZATION_FAILED)
+        return entry
+
+    errors = [None if describe(t["topic"]) else error(t) for t in request["topics"]]
+    return _split(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, request, "topics", "topics", errors,
+                  key=lambda t: t["topic"], response_keys=lambda t: (t["topic"],))
+
+
+def authorize_delete_records(request: Body, version: int, view: AuthzView) -> Verdict:
+    delete = _Checker(view, Op.DELETE)
+
+    def error(topic: Body) -> Body:
+        entry = {**default_item(ApiKey.DELETE_RECORDS, version, "topics"), "name": topic["name"]}
+        entry["partitions"] = _partition_errors(
+            ApiKey.DELETE_RECORDS, version, ("topics", "partitions"),
+            (p["partition_index"] for p in topic["partitions"]),
+            low_watermark=-1, error_code=TOPIC_AUTHORIZATION_FAILED)
+        return entry
+
+    errors = [None if delete(t["name"]) else error(t) for t in request["topics"]]
+    return _split(ApiKey.DELETE_RECORDS, version, request, "topics", "topics", errors)
+
+
+def authorize_describe_producers(request: Body, version: int, view: AuthzView) -> Verdict:
+    read = _Checker(view, Op.READ)
+
+    def error(topic: Body, code: int, message: str) -> Body:
+        entry = {**default_item(ApiKey.DESCRIBE_PRODUCERS, version, "topics"), "name": topic["name"]}
+        entry["partitions"] = _partition_errors(
+            ApiKey.DESCRIBE_PRODUCERS, version, ("topics", "partitions"), topic["partition_indexes"],
+            error_code=code, error_message=message)
+        return entry
+
+    def check(topic: Body) -> Body | None:
+        # As handleDescribeProducersRequest: an illegal name fails before (and without) authorization.
+        problem = _topic_name_problem(topic["name"])
+        if problem is not None:
+            return error(topic, INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
+        return None if read(topic["name"]) else error(topic, TOPIC_AUTHORIZATION_FAILED,
+                                                       TOPIC_AUTHORIZATION_FAILED_MESSAGE)
+
+    errors = [check(t) for t in request["topics"]]
+    return _split(ApiKey.DESCRIBE_PRODUCERS, version, request, "topics", "topics", errors)
+
+
+# --- Metadata (3) -------------------------------------------------------------------------------------
+
+def _metadata_topic(version: int, error: int, name: str | None, topic_id: uuid.UUID, internal: bool) -> Body:
+    return _fill(default_item(ApiKey.METADATA, version, "topics"), error_code=error, name=name,
+                 topic_id=topic_id, is_internal=internal, partitions=[])
+
+
+def _metadata_operations(request: Body, version: int, view: AuthzView, response: Body, upstream: list[Body]) -> None:
+    """Kafka computes the bit fields for this principal; the upstream's (the gateway's own) never pass."""
+    if version < 8:
+        return
+    if version <= 10:
+        cluster = NOT_REQUESTED
+        if request["include_cluster_authorized_operations"]:
+            cluster = view.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) \
+                if _cluster_allows(view, Op.DESCRIBE) else 0
+        response["cluster_authorized_operations"] = cluster
+    include = request["include_topic_authorized_operations"]
+    for topic in upstream:
+        topic["topic_authorized_operations"] = NOT_REQUESTED if not include or topic["name"] is None \
+            else view.authorized_operations(TOPIC, topic["name"], TOPIC_OPERATIONS)
+
+
+def authorize_metadata(request: Body, version: int, view: AuthzView, *,
+                       auto_create_topics_enable: bool = True) -> Verdict:
+    """``auto_create_topics_enable`` is the upstream's auto.create.topics.enable (Kafka's default: true)."""
+    topics = request["topics"]
+    if topics is None or (version == 0 and not topics):
+        return _metadata_all_topics(request, version, view)
+    if 10 <= version <= 11 and any(t["name"] is None or t["topic_id"] != ZERO_UUID for t in topics):
+        return _metadata_error_answer(topics, version, INVALID_REQUEST)
+    if version >= 12 and any(t["topic_id"] != ZERO_UUID for t in topics):
+        return _metadata_by_id(request, version, view)
+    if any(t["name"] is None for t in topics):
+        # Kafka authorizes the null name, which fails (NPE) into getErrorResponse(UNKNOWN_SERVER_ERROR).
+        return _metadata_error_answer(topics, version, UNKNOWN_SERVER_ERROR)
+    return _metadata_by_name(request, version, view, auto_create_topics_enable)
+
+
+def _metadata_error_answer(topics: list[Body], version: int, error: int) -> Verdict:
+    # MetadataRequest.getErrorResponse: every topic, a null name as "".
+    response = default_response(ApiKey.METADATA, version)
+    response["topics"] = [_metadata_topic(version, error, t["name"] or "", t["topic_id"], False) for t in topics]
+    return Answer(response)
+
+
+def _metadata_all_topics(request: Body, version: int, view: AuthzView) -> Verdict:
+    describe = _Checker(view, Op.DESCRIBE)
+
+    def hook(response: Body) -> Body:
+        # For all-topics requests Kafka silently leaves out topics the principal may not describe.
+        response["topics"] = [t for t in response["topics"] if t["name"] is not None and describe(t["name"])]
+        _metadata_operations(request, version, view, response, response["topics"])
+        return response
+
+    return Relay(hook)
+
+
+def _metadata_by_id(request: Body, version: int, view: AuthzView) -> Verdict:
+    # With any topic id present Kafka serves the ids only: entries naming a topic without an id are ignored.
+    describe = _Checker(view, Op.DESCRIBE)
+    entries = {t["topic_id"]: t for t in reversed(request["topics"]) if t["topic_id"] != ZERO_UUID}
+    slots: list[Slot] = []
+    kept: list[Body] = []
+    for topic_id in _dedupe(t["topic_id"] for t in request["topics"] if t["topic_id"] != ZERO_UUID):
+        name = view.topic_name(topic_id)
+        if name is None:
+            slots.append((_metadata_topic(version, UNKNOWN_TOPIC_ID, None, topic_id, False), topic_id))
+        elif not describe(name):
+            # Topic ids are not secret: Kafka answers with the id, but without the name.
+            slots.append((_metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, None, topic_id, False), topic_id))
+        else:
+            slots.append((None, topic_id))
+            kept.append(entries[topic_id])
+    return _metadata_verdict(_MetadataPlan(request, version, view, slots, keys=lambda t: (t["topic_id"],)),
+                             {**request, "topics": kept}, relay=len(kept) == len(request["topics"]))
+
+
+def _metadata_by_name(request: Body, version: int, view: AuthzView, auto_create: bool) -> Verdict:
+    describe = _Checker(view, Op.DESCRIBE)
+    names = _dedupe(t["name"] for t in request["topics"])
+    allowed = [n for n in names if describe(n)]
+    # A missing topic is auto-created only with CREATE on the cluster or on the topic. The gateway cannot tell
+    # whether a topic exists, so it asks for every describable name and keeps the upstream from creating
+    # those it may not create.
+    uncreatable: set[str] = set()
+    if allowed and request["allow_auto_topic_creation"] and not _cluster_allows(view, Op.CREATE):
+        create = _Checker(view, Op.CREATE)
+        uncreatable = {n for n in allowed if not create(n)}
+    slots: list[Slot] = [(None, n) if describe(n) else (
+        _metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, False), n) for n in names]
+    plan = _MetadataPlan(request, version, view, slots, keys=_by_name)
+    rewritten = {**request, "topics": [t for t in request["topics"] if describe(t["name"])]}
+    if uncreatable and version >= 4:
+        rewritten["allow_auto_topic_creation"] = False
+    elif uncreatable:  # v0-3 cannot switch creation off: ask for all topics (never auto-created), pick ours
+        rewritten["topics"] = [] if version == 0 else None
+        plan.pick = lambda topics: _metadata_pick(topics, allowed, version)
+    if uncreatable and auto_create:
+        plan.convert = lambda topics: [_metadata_uncreated(t, version) if t["name"] in uncreatable else t
+                                       for t in topics]
+    return _metadata_verdict(plan, rewritten, relay=not uncreatable and len(allowed) == len(names))
+
+
+def _metadata_uncreated(topic: Body, version: int) -> Body:
+    # Kafka: a missing topic the principal may not create is TOPIC_AUTHORIZATION_FAILED (with auto-creation on).
+    if topic["error_code"] not in (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION):
+        return topic
+    name = topic["name"]
+    return _metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, name in INTERNAL_TOPICS)
+
+
+def _metadata_pick(upstream: list[Body], names: list[str], version: int) -> list[Body]:
+    """From an all-topics response, the entries of ``names``; a missing one as Kafka reports it uncreated."""
+    by_name = {t["name"]: t for t in upstream}
+    picked = []
+    for name in names:
+        error = INVALID_TOPIC_EXCEPTION if _topic_name_problem(name) else UNKNOWN_TOPIC_OR_PARTITION
+        picked.append(by_name.get(name) or _metadata_topic(version, error, name, ZERO_UUID, name in INTERNAL_TOPICS))
+    return picked
+
+
+@dataclass(slots=True)
+class _MetadataPlan:
+    """How the upstream's topics become the client's: pick (v0-3 all-topics detour), bit fields for what the
+    upstream described, convert (uncreatable topics), then merge with the gateway's errors in client order."""
+
+    request: Body
+    version: int
+    view: AuthzView
+    slots: list[Slot]
+    keys: Callable[[Body], Iterable[Hashable]]
+    pick: TopicsStep | None = None
+    convert: TopicsStep | None = None
+
+    def __call__(self, response: Body) -> Body:
+        topics = response["topics"] if self.pick is None else self.pick(response["topics"])
+        _metadata_operations(self.request, self.version, self.view, response, topics)
+        if self.convert is not None:
+            topics = self.convert(topics)
+        response["topics"] = _merge(self.slots, topics, self.keys)
+        return response
+
+
+def _metadata_verdict(plan: _MetadataPlan, rewritten: Body, *, relay: bool) -> Verdict:
+    if relay:
+        return Relay(plan if plan.version >= 8 else None)
+    if all(error is not None for error, _ in plan.slots):
+        response = default_response(ApiKey.METADATA, plan.version)
+        response["topics"] = [error for error, _ in plan.slots]
+        _metadata_operations(plan.request, plan.version, plan.view, response, [])  # the cluster's, if asked
+        return Answer(response)
+    return Rewrite(rewritten, plan)
+
+
+# --- DescribeTopicPartitions (75) ---------------------------------------------------------------------
+
+def _dtp_topic(version: int, error: int, name: str) -> Body:
+    return _fill(default_item(ApiKey.DESCRIBE_TOPIC_PARTITIONS, version, "topics"), error_code=error,
+                 name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
+
+
+def _dtp_answer(version: int, topics: list[Body]) -> Answer:
+    response = default_response(ApiKey.DESCRIBE_TOPIC_PARTITIONS, version)
+    response.update(topics=topics, next_cursor=None)
+    return Answer(response)
+
+
+def _dtp_operations(topics: list[Body], view: AuthzView) -> None:
+    for topic in topics:
+        topic["topic_authorized_operations"] = view.authorized_operations(TOPIC, topic["name"], TOPIC_OPERATIONS)
+
+
+def authorize_describe_topic_partitions(request: Body, version: int, view: AuthzView) -> Verdict:
+    topics, cursor = request["topics"], request["cursor"]
+    if not topics:
+        if cursor is not None and cursor["partition_index"] < 0:
+            return _dtp_answer(version, [])
+        return _dtp_all_topics(view)
+    start = cursor["topic_name"] if cursor is not None else ""
+    names = sorted({t["name"] for t in topics if _java_order(t["name"]) >= _java_order(start)}, key=_java_order)
+    if cursor is not None and (start not in names or cursor["partition_index"] < 0):
+        # InvalidRequestException → DescribeTopicPartitionsRequest.getErrorResponse: every requested topic.
+        return _dtp_answer(version, [_dtp_topic(version, INVALID_REQUEST, t["name"]) for t in topics])
+    describe = _Checker(view, Op.DESCRIBE)
+    allowed = [n for n in names if describe(n)]
+    denied = [n for n in names if not describe(n)]
+
+    def finish(response: Body) -> Body:
+        _dtp_operations(response["topics"], view)
+        # Kafka authorizes lazily while paging: a denied topic sorting after the page's last topic (the next
+        # cursor) is reported on the page that reaches it.
+        limit = response["next_cursor"]
+        response["topics"] += [_dtp_topic(version, TOPIC_AUTHORIZATION_FAILED, n) for n in denied
+                               if limit is None or _java_order(n) < _java_order(limit["topic_name"])]
+        return response
+
+    if not denied:
+        return Relay(finish)
+    if not allowed:
+        return _dtp_answer(version, [_dtp_topic(version, TOPIC_AUTHORIZATION_FAILED, n) for n in denied])
+    permitted = set(allowed)
+    rewritten = {**request, "topics": [t for t in topics if t["name"] in permitted]}
+    if cursor is not None and start in denied:
+        rewritten["cursor"] = None  # its partition index only concerned the denied topic; the rest are > start
+    return Rewrite(rewritten, finish)
+
+
+def _dtp_all_topics(view: AuthzView) -> Verdict:
+    describe = _Checker(view, Op.DESCRIBE)
+
+    def hook(response: Body) -> Body:
+        kept = [t for t in response["topics"] if t["name"] is not None and describe(t["name"])]
+        _dtp_operations(kept, view)
+        response["topics"] = kept
+        cursor = response["next_cursor"]
+        if cursor is not None and not describe(cursor["topic_name"]):
+            # Never name a topic the client may not describe. The smallest string after the last topic shown
+            # resumes the listing there; with nothing shown, the listing ends (see the report on paging).
+            response["next_cursor"] = {**cursor, "topic_name": kept[-1]["name"] + "\x00", "partition_index": 0} \
+                if kept else None
+        return response
+
+    return Relay(hook)
+
+
+# --- ShareFetch (78), ShareAcknowledge (79) -----------------------------------------------------------
+
+def _share_group_refusal(api_key: ApiKey, request: Body, version: int, view: AuthzView) -> Answer | None:
+    group = request["group_id"]
+    if group is None:
+        error = UNKNOWN_SERVER_ERROR  # Kafka authorizes the null group id, which fails (NPE)
+    elif view.allowed(Action(Op.READ, ResourceType.GROUP, group)):
+        return None
+    else:
+        error = GROUP_AUTHORIZATION_FAILED
+    # ShareFetchRequest/ShareAcknowledgeRequest.getErrorResponse: only the top-level error code.
+    response = default_response(api_key, version)
+    response["error_code"] = error
+    return Answer(response)
+
+
+def _share_topic_error(topic: Body, view: AuthzView, read: _Checker) -> int | None:
+    name = view.topic_name(topic["topic_id"])
+    if name is None:
+        return UNKNOWN_TOPIC_ID
+    return None if read(name) else TOPIC_AUTHORIZATION_FAILED
+
+
+def _share_error_entry(api_key: ApiKey, version: int, topic_id: uuid.UUID, indexes: Iterable[int],
+                       **fields: Any) -> Body:
+    entry = {**default_item(api_key, version, "responses"), "topic_id": topic_id}
+    entry["partitions"] = _partition_errors(api_key, version, ("responses", "partitions"), indexes, **fields)
+    return entry
+
+
+def _share_verdict(request: Body, errors: dict[int, Body], guard: TopicsStep | None = None) -> Verdict:
+    """Relay unless something is denied; never answer alone, since the share session epoch must advance."""
+    topics = request["topics"]
+    slots = [(errors.get(i), t["topic_id"]) for i, t in enumerate(topics)]
+
+    def finish(response: Body) -> Body:
+        if response["error_code"] != 0:  # a request-level error carries no partitions
+            return response
+        upstream = response["responses"] if guard is None else guard(response["responses"])
+        response["responses"] = _merge(slots, upstream, lambda e: (e["topic_id"],))
+        return response
+
+    if not errors:
+        return Relay(None if guard is None else finish)
+    return Rewrite({**request, "topics": [t for i, t in enumerate(topics) if i not in errors]}, finish)
+
+
+def authorize_share_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
+    refusal = _share_group_refusal(ApiKey.SHARE_FETCH, request, version, view)
+    if refusal is not None:
+        return refusal
+    read = _Checker(view, Op.READ)
+    topics = request["topics"]
+    # With acknowledgements anywhere in the request, every denied partition also fails its acknowledgement.
+    acks = any(p["acknowledgement_batches"] for t in topics for p in t["partitions"])
+
+    def entry(topic_id: uuid.UUID, indexes: Iterable[int], error: int, ack_error: int) -> Body:
+        return _share_error_entry(ApiKey.SHARE_FETCH, version, topic_id, indexes, error_code=error,
+                                  acknowledge_error_code=ack_error, records=b"")
+
+    errors = {i: entry(t["topic_id"], (p["partition_index"] for p in t["partitions"]), e, e if acks else 0)
+              for i, t in enumerate(topics) if (e := _share_topic_error(t, view, read)) is not None}
+    relayed_ids = {t["topic_id"] for i, t in enumerate(topics) if i not in errors}
+
+    def guard(responses: list[Body]) -> list[Body]:
+        # Kafka authorizes the share session's partitions too; an incremental response may carry them.
+        out = []
+        for r in responses:
+            e = None if r["topic_id"] in relayed_ids else _share_topic_error(r, view, read)
+            out.append(r if e is None else entry(r["topic_id"], (p["partition_index"] for p in r["partitions"]), e, 0))
+        return out
+
+    return _share_verdict(request, errors, guard if request["share_session_epoch"] > 0 else None)
+
+
+def authorize_share_acknowledge(request: Body, version: int, view: AuthzView) -> Verdict:
+    refusal = _share_group_refusal(ApiKey.SHARE_ACKNOWLEDGE, request, version, view)
+    if refusal is not None:
+        return refusal
+    read = _Checker(view, Op.READ)
+    errors = {i: _share_error_entry(ApiKey.SHARE_ACKNOWLEDGE, version, t["topic_id"],
+                                    (p["partition_index"] for p in t["partitions"]), error_code=e)
+              for i, t in enumerate(request["topics"]) if (e := _share_topic_error(t, view, read)) is not None}
+    return _share_verdict(request, errors)
+
+
+# --- CreateTopics (19), CreatePartitions (37), DeleteTopics (20) --------------------------------------
+
+def _named_verdict(api_key: ApiKey, version: int, request: Body, field: str, response_field: str,
+                   errors: dict[str, Body], hook: TopicsStep | None = None) -> Verdict:
+    """For the controller APIs, which answer once per distinct name."""
+    items = request[field]
+    slots = [(errors.get(name), name) for name in _dedupe(t["name"] for t in items)]
+    if not errors:
+        return Relay(None if hook is None else _field_hook(response_field, hook))
+    if all(error is not None for error, _ in slots):
+        response = default_response(api_key, version)
+        response[response_field] = [error for error, _ in slots]
+        return Answer(response)
+
+    def merge(response: Body) -> Body:
+        relayed = response[response_field] if hook is None else hook(response[response_field])
+        response[response_field] = _merge(slots, relayed)
+        return response
+
+    return Rewrite({**request, field: [t for t in items if t["name"] not in errors]}, merge)
+
+
+def _field_hook(field: str, hook: TopicsStep) -> ResponseHook:
+    def apply(response: Body) -> Body:
+        response[field] = hook(response[field])
+        return response
+    return apply
+
+
+def _duplicates(names: Iterable[str]) -> set[str]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Verdict:
+    # As the KRaft controller's createTopics (ControllerApis): duplicates and __cluster_metadata are refused
+    # before authorization; CREATE on the cluster authorizes every topic, else CREATE per topic.
+    names = [t["name"] for t in request["topics"]]
+    duplicates = _duplicates(names)
+    create = _Checker(view, Op.CREATE)
+    cluster = _cluster_allows(view, Op.CREATE)
+
+    def error(name: str, code: int, message: str) -> Body:
+        return _fill(default_item(ApiKey.CREATE_TOPICS, version, "topics"), name=name, error_code=code,
+                     error_message=message)
+
+    errors: dict[str, Body] = {}
+    for name in _dedupe(names):
+        if name in duplicates:
+            errors[name] = error(name, INVALID_REQUEST, "Duplicate topic name.")
+        elif name == CLUSTER_METADATA_TOPIC:
+            errors[name] = error(name, INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        elif not cluster and not create(name):
+            errors[name] = error(name, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    # Kafka asks DESCRIBE_CONFIGS for every name it considered (even those refused); it matters from v5.
+    describe_configs = _Checker(view, Op.DESCRIBE_CONFIGS)
+    considered = [n for n in _dedupe(names) if n not in duplicates and n != CLUSTER_METADATA_TOPIC]
+    hidden = {n for n in considered if not describe_configs(n) and n not in errors and version >= 5}
+
+    def hide_configs(results: list[Body]) -> list[Body]:
+        # Without DESCRIBE_CONFIGS a created topic's settings are withheld (ReplicationControlManager).
+        for result in results:
+            if result["name"] in hidden and result["error_code"] == 0:
+                result.update(configs=[], num_partitions=-1, replication_factor=-1,
+                              topic_config_error_code=TOPIC_AUTHORIZATION_FAILED)
+        return results
+
+    return _named_verdict(ApiKey.CREATE_TOPICS, version, request, "topics", "topics", errors,
+                          hide_configs if hidden else None)
+
+
+def authorize_create_partitions(request: Body, version: int, view: AuthzView) -> Verdict:
+    names = [t["name"] for t in request["topics"]]
+    duplicates = _duplicates(names)
+    alter = _Checker(view, Op.ALTER)
+
+    def error(name: str, code: int, message: str | None) -> Body:
+        return _fill(default_item(ApiKey.CREATE_PARTITIONS, version, "results"), name=name, error_code=code,
+                     error_message=message)
+
+    errors: dict[str, Body] = {}
+    for name in _dedupe(names):
+        if name in duplicates:
+            errors[name] = error(name, INVALID_REQUEST, "Duplicate topic name.")
+        elif not alter(name):
+            errors[name] = error(name, TOPIC_AUTHORIZATION_FAILED, None)
+    return _named_verdict(ApiKey.CREATE_PARTITIONS, version, request, "topics", "results", errors)
+
+
+def authorize_delete_topics(request: Body, version: int, view: AuthzView) -> Verdict:
+    refs: list[tuple[str | None, uuid.UUID]] = [(t["name"], t["topic_id"]) for t in request["topics"]] \
+        if version >= 6 else [(name, ZERO_UUID) for name in request["topic_names"]]
+    decide = _DeleteTopicsDecider(version, view, refs)
+    slots: list[Slot] = []
+    kept: list[int] = []
+    for i, (name, topic_id) in enumerate(refs):
+        slot = decide(name, topic_id)
+        if slot is not None:
+            slots.append(slot)
+            if slot[0] is None:
+                kept.append(i)
+    if len(kept) == len(refs):
+        return Relay()
+    if not kept:
+        response = default_response(ApiKey.DELETE_TOPICS, version)
+        response["responses"] = [error for error, _ in slots]
+        return Answer(response)
+
+    def merge(response: Body) -> Body:
+        response["responses"] = _merge(slots, response["responses"],
+                                       lambda r: (("name", r["name"]), ("id", r.get("topic_id", ZERO_UUID))))
+        return response
+
+    field = "topics" if version >= 6 else "topic_names"
+    return Rewrite({**request, field: [request[field][i] for i in kept]}, merge)
+
+
+class _DeleteTopicsDecider:
+    """The KRaft controller's deleteTopics checks, entry by entry: (error entry | None, merge key), or None for
+    a repeated entry that Kafka answers only once."""
+
+    def __init__(self, version: int, view: AuthzView, refs: list[tuple[str | None, uuid.UUID]]) -> None:
+        self.version, self.view = version, view
+        self.duplicate_names = _duplicates(n for n, i in refs if n is not None and i == ZERO_UUID)
+        self.duplicate_ids = {i for i, c in Counter(i for n, i in refs if n is None and i != ZERO_UUID).items()
+                              if c > 1}
+        self.answered: set[Hashable] = set()
+        # DELETE on the cluster makes every topic describable and deletable.
+        self.cluster = _cluster_allows(view, Op.DELETE)
+        self.describe, self.delete = _Checker(view, Op.DESCRIBE), _Checker(view, Op.DELETE)
+
+    def error(self, name: str | None, topic_id: uuid.UUID, code: int, message: str) -> Body:
+        return _fill(default_item(ApiKey.DELETE_TOPICS, self.version, "responses"), name=name, topic_id=topic_id,
+                     error_code=code, error_message=message)
+
+    def __call__(self, name: str | None, topic_id: uuid.UUID) -> Slot | None:
+        if name is None and topic_id == ZERO_UUID:
+            return self.error(None, ZERO_UUID, INVALID_REQUEST, "Neither topic name nor id were specified."), None
+        if name is not None and topic_id != ZERO_UUID:
+            return self.error(name, topic_id, INVALID_REQUEST,
+                              "You may not specify both topic name and topic id."), None
+        key: Hashable = ("id", topic_id) if name is None else ("name", name)
+        if key in self.answered:
+            return None
+        self.answered.add(key)
+        if name is None:
+            return self.by_id(topic_id)
+        return self.by_name(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Slot:
+        if topic_id in self.duplicate_ids:
+            return self.error(None, topic_id, INVALID_REQUEST, "Duplicate topic id."), None
+        name = self.view.topic_name(topic_id)
+        if name is None:
+            return self.error(None, topic_id, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE), None
+        describable, deletable = self.cluster or self.describe(name), self.cluster or self.delete(name)
+        if deletable:
+            return None, ("id", topic_id)
+        # The name is revealed only to a principal that may describe the topic.
+        shown = name if describable else None
+        return self.error(shown, topic_id, TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE), None
+
+    def by_name(self, name: str) -> Slot:
+        if name in self.duplicate_names:
+            return self.error(name, ZERO_UUID, INVALID_REQUEST, "Duplicate topic name."), None
+        describable, deletable = self.cluster or self.describe(name), self.cluster or self.delete(name)
+        # Kafka answers UNKNOWN_TOPIC_OR_PARTITION for a describable topic that does not exist; the gateway
+        # cannot know, so a describable but undeletable name is always TOPIC_AUTHORIZATION_FAILED.
+        if describable and deletable:
+            return None, ("name", name)
+        return self.error(name, ZERO_UUID, TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE), None
+
+
+POLICIES: dict[int, ApiPolicy] = {
+    ApiKey.FETCH: authorize_fetch,
+    ApiKey.LIST_OFFSETS: authorize_list_offsets,
+    ApiKey.METADATA: authorize_metadata,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: authorize_offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: authorize_delete_records,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: authorize_describe_topic_partitions,
+    ApiKey.SHARE_FETCH: authorize_share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: authorize_share_acknowledge,
+    ApiKey.CREATE_TOPICS: authorize_create_topics,
+    ApiKey.DELETE_TOPICS: authorize_delete_topics,
+    ApiKey.CREATE_PARTITIONS: authorize_create_partitions,
+    ApiKey.DESCRIBE_PRODUCERS: authorize_describe_producers,
+}
+
+TABLE = [
+    (ApiKey.FETCH, "READ", "TOPIC", "each fetched topic (consumer fetch); topic ids (v13+) are resolved to names"),
+    (ApiKey.FETCH, "CLUSTER_ACTION", "CLUSTER", "follower fetch (replica id >= 0); without it every partition "
+                                                "fails with TOPIC_AUTHORIZATION_FAILED"),
+    (ApiKey.LIST_OFFSETS, "DESCRIBE", "TOPIC", "each topic"),
+    (ApiKey.METADATA, "DESCRIBE", "TOPIC", "each named topic; all-topics requests silently omit topics without it"),
+    (ApiKey.METADATA, "CREATE", "CLUSTER", "auto-creation of a missing named topic (allow_auto_topic_creation)"),
+    (ApiKey.METADATA, "CREATE", "TOPIC", "auto-creation of a missing named topic, when CREATE on the cluster "
+                                         "is not allowed"),
+    (ApiKey.METADATA, "DESCRIBE", "CLUSTER", "cluster_authorized_operations (v8-10) when requested; 0 without it"),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "CLUSTER_ACTION", "CLUSTER", "authorizes every topic (brokers)"),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "DESCRIBE", "TOPIC", "each topic, when CLUSTER_ACTION is not allowed"),
+    (ApiKey.DELETE_RECORDS, "DELETE", "TOPIC", "each topic"),
+    (ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DESCRIBE", "TOPIC", "each topic; the all-topics form silently omits "
+                                                            "topics without it"),
+    (ApiKey.SHARE_FETCH, "READ", "GROUP", "the share group, checked first"),
+    (ApiKey.SHARE_FETCH, "READ", "TOPIC", "each topic fetched or acknowledged"),
+    (ApiKey.SHARE_ACKNOWLEDGE, "READ", "GROUP", "the share group, checked first"),
+    (ApiKey.SHARE_ACKNOWLEDGE, "READ", "TOPIC", "each topic acknowledged"),
+    (ApiKey.CREATE_TOPICS, "CREATE", "CLUSTER", "authorizes every topic"),
+    (ApiKey.CREATE_TOPICS, "CREATE", "TOPIC", "each topic, when CREATE on the cluster is not allowed"),
+    (ApiKey.CREATE_TOPICS, "DESCRIBE_CONFIGS", "TOPIC", "to see a created topic's configs (v5+); without it "
+                                                        "topic_config_error_code is TOPIC_AUTHORIZATION_FAILED"),
+    (ApiKey.DELETE_TOPICS, "DELETE", "CLUSTER", "authorizes every topic"),
+    (ApiKey.DELETE_TOPICS, "DELETE", "TOPIC", "each topic, by name or id"),
+    (ApiKey.DELETE_TOPICS, "DESCRIBE", "TOPIC", "each topic; a topic named by id without it fails without its name"),
+    (ApiKey.CREATE_PARTITIONS, "ALTER", "TOPIC", "each topic"),
+    (ApiKey.DESCRIBE_PRODUCERS, "READ", "TOPIC", "each topic"),
+]
