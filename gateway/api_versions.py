@@ -13,23 +13,34 @@ from protocol.header import encode_response_header
 from protocol.registry import all_apis, api
 
 UNSUPPORTED_VERSION = 35
+# Answered by the gateway before any policy runs, whatever the upstream supports.
+GATEWAY_HANDLED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 VersionRanges = dict[int, tuple[int, int]]
 
 
-def negotiate(upstream: VersionRanges) -> VersionRanges:
-    """Per api key, the overlap of the upstream's range and the gateway's schemas."""
+def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None = None) -> VersionRanges:
+    """Per api key, the overlap of the upstream's range and the gateway's schemas.
+
+    With authorization on (``policed`` = (APIs with a policy, APIs the gateway serves
+    itself)), an API without a policy is not offered, and a gateway-served API is offered
+    over its whole schema range whatever the upstream supports.
+    """
+    with_policy, served_here = policed if policed is not None else (None, set())
+    served_here = set(served_here) | GATEWAY_HANDLED
     ranges: VersionRanges = {}
     for key, schema in all_apis().items():
-        if key in INTERNAL_APIS or key not in upstream:
+        if key in INTERNAL_APIS:
+            continue
+        if key in served_here:
+            ranges[key] = (schema.min_version, schema.max_version)
+            continue
+        if key not in upstream or (with_policy is not None and key not in with_policy):
             continue
         low = max(schema.min_version, upstream[key][0])
         high = min(schema.max_version, upstream[key][1])
         if low <= high:
             ranges[key] = (low, high)
-    # The gateway answers ApiVersions itself, so its own range is what it can encode.
-    versions = all_apis()[ApiKey.API_VERSIONS]
-    ranges[ApiKey.API_VERSIONS] = (versions.min_version, versions.max_version)
     return ranges
 
 

@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from gateway.acls_command import add_acls_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.logs import configure_logging, get_logger
 from gateway.server import Gateway
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"), help="the gateway listener's protocol")
     quick.set_defaults(func=_cmd_quickstart)
     add_users_parser(sub)
+    add_acls_parser(sub)
     return parser
 
 

@@ -6,6 +6,7 @@ passes through, before addresses are rewritten.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,15 @@ class ClusterView:
     # Feature fields of the upstream's ApiVersions response, passed on to clients.
     features: dict[str, Any] = field(default_factory=dict)
     on_new_node: list[Callable[[int], None]] = field(default_factory=list)
+    # Topic ids seen in Metadata/DescribeTopicPartitions responses: how requests naming
+    # topics by id are authorized by name.
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+
+    def learn_topics(self, topics: list[dict[str, Any]]) -> None:
+        for topic in topics:
+            topic_id, name = topic.get("topic_id"), topic.get("name")
+            if topic_id is not None and name and topic_id.int:
+                self.topic_names[topic_id] = name
 
     def learn_node(self, node_id: int, host: str, port: int) -> None:
         known = self.nodes.get(node_id)

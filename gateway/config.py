@@ -109,6 +109,14 @@ class GatewayConfig:
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def authorization_enabled(self) -> bool:
+        return bool(str(self.settings.get("authorizer.class.name", "")).strip())
+
+    @property
+    def super_users(self) -> list[str]:
+        return [u.strip() for u in str(self.settings.get("super.users", "")).split(";") if u.strip()]
+
     def node_port(self, listener: ListenerConfig, node_id: int) -> int:
         if not self.node_id_min <= node_id <= self.node_id_max:
             raise ConfigError(
@@ -192,6 +200,15 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.oauthbearer.required.scopes": (_optional_str, None),
     "ksgate.oauthbearer.static.keys": (_optional_str, None),
     "ksgate.oauthbearer.unsecured": (_bool, False),
+    # authorization (Kafka's names) and the audit log
+    "authorizer.class.name": (_str, "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    "super.users": (_str, ""),
+    "allow.everyone.if.no.acl.found": (_bool, False),
+    "ksgate.acl.file": (_optional_str, None),
+    "ksgate.audit.log.file": (_optional_str, None),
+    "ksgate.audit.log.allowed": (_bool, False),
+    "ksgate.audit.log.max.bytes": (_int, 100 * 1024 * 1024),
+    "ksgate.audit.log.backups": (_int, 10),
     "upstream.bootstrap.servers": (_str, None),
     "upstream.security.protocol": (_choice(*SECURITY_PROTOCOLS), "PLAINTEXT"),
     "upstream.sasl.mechanism": (_choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "SCRAM-SHA-512"),
@@ -282,6 +299,13 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
     if settings["node.id.max"] < settings["node.id.min"]:
         raise ConfigError("node.id.max: must not be below node.id.min")
     listeners = _listeners(settings, per_listener)
+    authorizer = settings["authorizer.class.name"].strip()
+    if authorizer and authorizer.rsplit(".", 1)[-1] != "StandardAuthorizer":
+        raise ConfigError(f"authorizer.class.name: only StandardAuthorizer (or empty: no authorization) "
+                          f"is available, got {authorizer!r}")
+    for user in filter(None, (u.strip() for u in settings["super.users"].split(";"))):
+        if ":" not in user:
+            raise ConfigError(f"super.users: {user!r} is not Type:name (entries are separated by ';')")
     return GatewayConfig(
         listeners=listeners,
         upstream=_upstream(settings),

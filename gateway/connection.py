@@ -52,6 +52,7 @@ class ClientConnection(asyncio.Protocol):
         self.drained = asyncio.Event()
         self.drained.set()
         self.client_host = "?"
+        self.client_port = 0
         self.security = ctx.security[listener_name]
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
@@ -64,6 +65,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = tr = cast(asyncio.Transport, transport)
         peer = tr.get_extra_info("peername")
         self.client_host = str(peer[0]) if peer else "?"
+        self.client_port = int(peer[1]) if peer else 0
         self.log = self.log.bind(client=f"{peer[0]}:{peer[1]}" if peer else "?")
         tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
         try:
@@ -232,22 +234,32 @@ class ClientConnection(asyncio.Protocol):
         self.log = self.log.bind(principal=str(step.principal))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
                       session_expiry_ms=step.session_expiry_ms)
-        self._count_principal(step.principal)
+        self._count_principal(step.principal, step.mechanism)
         if first:
             if self._auth_timer is not None:
                 self._auth_timer.cancel()
             self.splitter.limit = self.ctx.config.socket_request_max_bytes
             self._start_upstream()
 
-    def _count_principal(self, principal: KafkaPrincipal) -> None:
+    def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
         key = str(principal)
         self.ctx.counters.authenticated[key] = self.ctx.counters.authenticated.get(key, 0) + 1
+        if self.ctx.authorization is not None:
+            self.ctx.authorization.audit.authentication(
+                principal=key, attempted_user=None, client_host=self.client_host, client_port=self.client_port,
+                listener=self.listener.name, mechanism=mechanism or self.listener.security_protocol, succeeded=True)
 
     def refuse_authentication(self, step: Close) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
         self.log.warning("authentication_failed", reason=step.reason,
                          mechanism_failure=step.authentication_failure)
         self.ctx.counters.authentication_failures += 1
+        if self.ctx.authorization is not None:
+            self.ctx.authorization.audit.authentication(
+                principal=None, attempted_user=self.authenticator.attempted_user if self.authenticator else None,
+                client_host=self.client_host, client_port=self.client_port, listener=self.listener.name,
+                mechanism=self.authenticator.mechanism if self.authenticator else None,
+                succeeded=False, failure=step.failure_class)
         self.set_read_paused("auth-failed", True)
         self._closing = True
         delay = self.ctx.config.failed_authentication_delay_ms / 1000 if step.authentication_failure else 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from gateway.api_versions import VersionRanges
 from gateway.authentication import ListenerSecurity
+from gateway.authorization import GatewayAuthorization
 from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
 
@@ -46,6 +47,7 @@ class GatewayContext:
     address_books: dict[str, ListenerAddressBook] = field(default_factory=dict)
     security: dict[str, ListenerSecurity] = field(default_factory=dict)
     counters: Counters = field(default_factory=Counters)
+    authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
     next_connection_id: Callable[[], int] = field(default=lambda: 0)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from protocol.errors import DecodeError
 
@@ -29,6 +31,8 @@ class Slot:
     api_version: int
     response: list[WireBytes] = field(default_factory=list)  # frame pieces, once known
     ready: bool = False
+    # Post-processing of the upstream's response (authorization merges and filters).
+    hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 # How many acks=0 produce ids are remembered in case the upstream answers them anyway.
@@ -49,10 +53,11 @@ class ResponseQueue:
     def __len__(self) -> int:
         return len(self._slots)
 
-    def expect_upstream(self, correlation_id: int, api_key: int, api_version: int) -> int:
+    def expect_upstream(self, correlation_id: int, api_key: int, api_version: int,
+                        hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
         """Open a slot for a relayed request; returns the correlation id to send upstream."""
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        slot = Slot(correlation_id, api_key, api_version)
+        slot = Slot(correlation_id, api_key, api_version, hook=hook)
         self._slots.append(slot)
         self._awaiting[self._next_id] = slot
         return self._next_id

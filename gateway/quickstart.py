@@ -51,6 +51,9 @@ def prepare(plan: QuickstartPlan) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "listeners": f"{plan.protocol}://127.0.0.1:{plan.port}",
         "advertised.listeners": f"{plan.protocol}://localhost:{plan.port}",
+        # Record allowed decisions too, so `ksgate audit recommend` has something to learn from.
+        "ksgate.audit.log.file": str(plan.directory / "audit.log"),
+        "ksgate.audit.log.allowed": True,
     }
     if plan.uses_sasl:
         from auth.file_store import FileCredentialStore
@@ -64,10 +67,51 @@ def prepare(plan: QuickstartPlan) -> dict[str, Any]:
                          "ksgate.credentials.file": str(users)})
         if not plan.uses_tls:
             settings["ksgate.sasl.plain.allow.insecure"] = True  # a local demo on loopback
+    if plan.uses_sasl:
+        settings.update({"super.users": "User:admin", "ksgate.acl.file": str(_seed_acls(plan.directory))})
+    else:
+        settings["authorizer.class.name"] = ""  # everyone is ANONYMOUS on PLAINTEXT: nothing to authorize by
     if plan.uses_tls:
         server_cert, server_key, _ = _tls_files(plan.directory)
         settings.update({"ssl.keystore.location": str(server_cert), "ssl.key.location": str(server_key)})
     return settings
+
+
+def quickstart_acls() -> list[Any]:
+    """alice: ALL on topics demo-*, READ on groups demo-*, IDEMPOTENT_WRITE on the cluster;
+    bob: READ and DESCRIBE on topics demo-*, READ on groups demo-*.  admin is a super user."""
+    from authz.model import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    def allow(principal: str, resource: ResourceType, name: str, op: AclOperation,
+              pattern: PatternType = PatternType.PREFIXED) -> AclBinding:
+        return AclBinding(ResourcePattern(resource, name, pattern),
+                          AccessControlEntry(principal, "*", op, AclPermissionType.ALLOW))
+
+    return [
+        allow("User:alice", ResourceType.TOPIC, "demo-", AclOperation.ALL),
+        allow("User:alice", ResourceType.GROUP, "demo-", AclOperation.READ),
+        allow("User:alice", ResourceType.CLUSTER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE, PatternType.LITERAL),
+        allow("User:bob", ResourceType.TOPIC, "demo-", AclOperation.READ),
+        allow("User:bob", ResourceType.TOPIC, "demo-", AclOperation.DESCRIBE),
+        allow("User:bob", ResourceType.GROUP, "demo-", AclOperation.READ),
+    ]
+
+
+def _seed_acls(directory: Path) -> Path:
+    from authz.acl_store import FileAclStore
+
+    path = directory / "acls.json"
+    if not path.exists():
+        FileAclStore(path).add(quickstart_acls())
+    return path
 
 
 def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
@@ -105,6 +149,8 @@ def usage_text(plan: QuickstartPlan) -> str:
     return f"""
 ksgate is up: clients connect to {plan.bootstrap} ({plan.protocol})
 users: admin, alice, bob (password: <name>-secret); client settings in {plan.directory}/
+ACLs: admin is a super user; alice owns topics demo-*; bob may read them (groups demo-*).
+audit log: {plan.directory}/audit.log
 
   kcat -F {props} -L
 

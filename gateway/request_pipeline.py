@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING
 
 from auth.mechanism import wall_clock_ms
 from auth.sasl_server import ILLEGAL_SASL_STATE
+from authz.request_policy import Answer, Refuse, Rewrite
 from gateway.address_rewrite import REWRITERS, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
+from gateway.authorize_stage import LOCAL_HANDLERS, authorize
 from gateway.config import ConfigError
 from gateway.pending import WireBytes, with_correlation_id
 from protocol.api_keys import ApiKey
@@ -74,15 +76,36 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         # Trailing bytes after the body: Kafka ignores them, so we accept the request,
         # but relay the canonical encoding so the upstream sees exactly what we parsed.
         wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(body)))
+    hook = None
+    shared = conn.ctx.authorization
+    if shared is not None:
+        verdict = authorize(conn, shared, key, version, body)
+        if isinstance(verdict, Refuse):
+            raise PipelineRefusal(verdict.reason)
+        if isinstance(verdict, Answer):
+            conn.responses.add_local(correlation_id, key, version,
+                                     response_frame(key, version, correlation_id, verdict.response))
+            return None
+        if isinstance(verdict, Rewrite):
+            wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(verdict.request)))
+        hook = verdict.on_response
+        local = LOCAL_HANDLERS.get(key)
+        if local is not None:
+            answer = local(shared, body, version)
+            conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id,
+                                                                                  answer))
+            return None
     if key == ApiKey.PRODUCE and body["acks"] == 0:
         upstream_id = conn.responses.expect_nothing()  # the client expects no response
     else:
-        upstream_id = conn.responses.expect_upstream(correlation_id, key, version)
+        upstream_id = conn.responses.expect_upstream(correlation_id, key, version, hook)
     conn.ctx.counters.relayed_requests += 1
     return with_correlation_id(wire, _REQUEST_CORRELATION_AT, upstream_id)
 
 
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+# Responses that reveal topic ids, and so feed the id → name cache authorization uses.
+_TOPIC_ID_SOURCES = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 
 
 def _sasl_after_authentication(conn: ClientConnection, frame: Frame, key: int, version: int,
@@ -113,7 +136,8 @@ def transform_response(conn: ClientConnection, frame: Frame) -> None:
     if slot is None:
         return
     slot.ready = True
-    if not needs_rewrite(slot.api_key, slot.api_version):
+    rewrite = needs_rewrite(slot.api_key, slot.api_version)
+    if not rewrite and slot.hook is None:  # the fast path: relay the bytes untouched
         slot.response = with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
         return
     schema = api(slot.api_key)
@@ -122,10 +146,17 @@ def transform_response(conn: ClientConnection, frame: Frame) -> None:
     _, header_size = decode_response_header(payload, header_version)
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(payload[header_size:])
-    try:
-        changed = REWRITERS[slot.api_key](body, slot.api_version, conn.ctx.address_book(conn.listener))
-    except ConfigError as exc:
-        raise PipelineRefusal(str(exc)) from None
+    if slot.api_key in _TOPIC_ID_SOURCES:
+        conn.ctx.cluster.learn_topics(body.get("topics") or [])
+    changed = False
+    if rewrite:
+        try:
+            changed = REWRITERS[slot.api_key](body, slot.api_version, conn.ctx.address_book(conn.listener))
+        except ConfigError as exc:
+            raise PipelineRefusal(str(exc)) from None
+    if slot.hook is not None:
+        body = slot.hook(body)
+        changed = True
     if not changed:
         slot.response = with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
         return

@@ -18,6 +18,7 @@ from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 
 if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
+    from gateway.authorization import GatewayAuthorization
 
 
 def build_security(config: GatewayConfig, store: CredentialStore | None) -> dict[str, ListenerSecurity]:
@@ -125,3 +126,27 @@ def credential_store(config: GatewayConfig) -> CredentialStore | None:
     from auth.file_store import FileCredentialStore
 
     return FileCredentialStore(path)
+
+
+def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None]
+                        ) -> GatewayAuthorization | None:
+    """The shared authorizer, ACL store, audit log and policies; None when authorization is off."""
+    from authz.acl_store import FileAclStore
+    from authz.authorizer import StandardAuthorizer
+    from authz.policies import all_policies
+    from gateway.audit import AuditLog
+    from gateway.authorization import GatewayAuthorization
+
+    settings = config.settings
+    audit = AuditLog(settings["ksgate.audit.log.file"], settings["ksgate.audit.log.allowed"],
+                     settings["ksgate.audit.log.max.bytes"], settings["ksgate.audit.log.backups"])
+    if not config.authorization_enabled:
+        return None
+    path = settings["ksgate.acl.file"]
+    if path is None:
+        raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept)")
+    store = FileAclStore(path)
+    authorizer = StandardAuthorizer(config.super_users, settings["allow.everyone.if.no.acl.found"])
+    authorizer.load(store.load())
+    store.subscribe(authorizer.apply)
+    return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh)

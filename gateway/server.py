@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from gateway.api_versions import negotiate
@@ -12,7 +13,7 @@ from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.connection import ClientConnection
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
-from gateway.security_setup import build_security, credential_store
+from gateway.security_setup import build_authorization, build_security, credential_store
 from gateway.upstream_auth import UpstreamAuthError
 from gateway.upstream_client import UpstreamClient, UpstreamError
 from gateway.upstream_tls import upstream_ssl_context
@@ -30,8 +31,54 @@ class Gateway:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopping: bool = False
 
-    # How often certificate files are checked for changes (SIGHUP reloads at once).
+    # How often certificate files are checked for changes (SIGHUP reloads at once), and
+    # ACL files (an external edit must apply within a second).
     FILE_POLL_S = 5.0
+    ACL_POLL_S = 0.5
+    TOPIC_REFRESH_MIN_INTERVAL_S = 1.0
+    _last_topic_refresh: float = 0.0
+
+    def _policed_apis(self) -> tuple[set[int], set[int]] | None:
+        """(APIs with a policy, APIs the gateway serves itself); None when authorization is off."""
+        if self.ctx.authorization is None:
+            return None
+        from gateway.authorize_stage import LOCAL_HANDLERS
+
+        return set(self.ctx.authorization.policies), set(LOCAL_HANDLERS)
+
+    def _request_topic_refresh(self) -> None:
+        """A request named an unknown topic id: learn the upstream's ids (at most once a second)."""
+        now = asyncio.get_running_loop().time()
+        if self._stopping or now - self._last_topic_refresh < self.TOPIC_REFRESH_MIN_INTERVAL_S:
+            return
+        self._last_topic_refresh = now
+        self._tasks.append(asyncio.get_running_loop().create_task(self._refresh_topics()))
+
+    async def _refresh_topics(self) -> None:
+        try:
+            await self._with_upstream(self._learn_topics)
+        except (UpstreamError, UpstreamAuthError) as exc:
+            log.warning("topic_refresh_failed", error=str(exc))
+
+    async def _learn_topics(self, client: UpstreamClient) -> None:
+        version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
+        metadata = await client.request(ApiKey.METADATA, version, {
+            "topics": None, "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+        self.ctx.cluster.learn_topics(metadata["topics"])
+
+    async def _with_upstream(self, action: Callable[[UpstreamClient], Awaitable[None]]) -> None:
+        timeout = self.config.upstream.connect_timeout_ms / 1000
+        host, port = self.config.upstream.bootstrap_servers[0]
+        client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout)
+        try:
+            await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
+                                                         "client_software_version": "0.1.0"})
+            if self.config.upstream.uses_sasl:
+                await client.authenticate(self.config.upstream)
+            await action(client)
+        finally:
+            await client.close()
 
     async def reload_tls(self) -> None:
         """Re-read every listener's certificates; new connections get them, open ones keep theirs."""
@@ -41,8 +88,15 @@ class Gateway:
                 log.info("tls_reloaded", listener=name, accepted=changed)
 
     async def _watch_files(self) -> None:
+        polls_per_tls_check = max(1, round(self.FILE_POLL_S / self.ACL_POLL_S))
+        tick = 0
         while not self._stopping:
-            await asyncio.sleep(self.FILE_POLL_S)
+            await asyncio.sleep(self.ACL_POLL_S)
+            tick += 1
+            if self.ctx.authorization is not None:
+                self.ctx.authorization.store.reload_if_changed()  # type: ignore[attr-defined]
+            if tick % polls_per_tls_check:
+                continue
             for security in self.ctx.security.values():
                 if security.tls is not None:
                     await asyncio.to_thread(security.tls.reload_if_changed)
@@ -51,6 +105,7 @@ class Gateway:
         cluster = ClusterView()
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream))
         self.ctx.security = build_security(self.config, credential_store(self.config))
+        self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh)
         cluster.on_new_node.append(self._open_node_listeners)
 
     async def start(self) -> None:
@@ -78,7 +133,7 @@ class Gateway:
                 versions = await client.request(ApiKey.API_VERSIONS, 3, {
                     "client_software_name": "ksgate", "client_software_version": "0.1.0"})
                 self.ctx.cluster.learn_api_versions(versions)
-                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges)
+                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis())
                 if self.config.upstream.uses_sasl:
                     await client.authenticate(self.config.upstream)
                 metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
@@ -150,6 +205,8 @@ class Gateway:
             conn.close()
         for server in self._servers.values():
             await server.wait_closed()
+        if self.ctx.authorization is not None:
+            self.ctx.authorization.audit.close()
         log.info("gateway_stopped")
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig, build_config
@@ -43,7 +45,13 @@ class GatewayThread:
                  advertised_host: str = "127.0.0.1") -> None:
         self.port = free_port()
         self.host = advertised_host
+        self.directory = Path(tempfile.mkdtemp(prefix="ksgate-test-"))
         settings = {
+            # Authorization is on everywhere (every request runs its policy); tests that are
+            # not about ACLs allow everything by default, as Kafka does with no ACLs.
+            "ksgate.acl.file": str(self.directory / "acls.json"),
+            "allow.everyone.if.no.acl.found": True,
+            "ksgate.audit.log.file": str(self.directory / "audit.log"),
             "listeners": f"{protocol}://127.0.0.1:{self.port}",
             "advertised.listeners": f"{protocol}://{advertised_host}:{self.port}",
             "upstream.bootstrap.servers": upstream,
