@@ -201,7 +201,9 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.oauthbearer.static.keys": (_optional_str, None),
     "ksgate.oauthbearer.unsecured": (_bool, False),
     # authorization (Kafka's names) and the audit log
-    "authorizer.class.name": (_str, "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    # Kafka's default: no authorizer. Carry authorizer.class.name over from server.properties
+    # (or set StandardAuthorizer) to authorize every request.
+    "authorizer.class.name": (_str, ""),
     "super.users": (_str, ""),
     "allow.everyone.if.no.acl.found": (_bool, False),
     "ksgate.acl.file": (_optional_str, None),
@@ -303,6 +305,9 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
     if authorizer and authorizer.rsplit(".", 1)[-1] != "StandardAuthorizer":
         raise ConfigError(f"authorizer.class.name: only StandardAuthorizer (or empty: no authorization) "
                           f"is available, got {authorizer!r}")
+    if authorizer and settings["ksgate.acl.file"] is None:
+        raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept); "
+                          "set authorizer.class.name to an empty string to run without authorization")
     for user in filter(None, (u.strip() for u in settings["super.users"].split(";"))):
         if ":" not in user:
             raise ConfigError(f"super.users: {user!r} is not Type:name (entries are separated by ';')")

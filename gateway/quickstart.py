@@ -68,9 +68,9 @@ def prepare(plan: QuickstartPlan) -> dict[str, Any]:
         if not plan.uses_tls:
             settings["ksgate.sasl.plain.allow.insecure"] = True  # a local demo on loopback
     if plan.uses_sasl:
-        settings.update({"super.users": "User:admin", "ksgate.acl.file": str(_seed_acls(plan.directory))})
-    else:
-        settings["authorizer.class.name"] = ""  # everyone is ANONYMOUS on PLAINTEXT: nothing to authorize by
+        settings.update({"authorizer.class.name": "StandardAuthorizer", "super.users": "User:admin",
+                         "ksgate.acl.file": str(_seed_acls(plan.directory))})
+    # PLAINTEXT: everyone is ANONYMOUS, so there is nobody to authorize by; no authorizer.
     if plan.uses_tls:
         server_cert, server_key, _ = _tls_files(plan.directory)
         settings.update({"ssl.keystore.location": str(server_cert), "ssl.key.location": str(server_key)})

@@ -109,6 +109,9 @@ class Gateway:
         cluster.on_new_node.append(self._open_node_listeners)
 
     async def start(self) -> None:
+        if self.ctx.authorization is None:
+            log.warning("authorization_disabled", hint="authorizer.class.name is empty: every authenticated "
+                        "client may do anything; set it to StandardAuthorizer to enforce ACLs")
         await self.probe_upstream()
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
         for listener in self.config.listeners:

@@ -49,6 +49,7 @@ class GatewayThread:
         settings = {
             # Authorization is on everywhere (every request runs its policy); tests that are
             # not about ACLs allow everything by default, as Kafka does with no ACLs.
+            "authorizer.class.name": "StandardAuthorizer",
             "ksgate.acl.file": str(self.directory / "acls.json"),
             "allow.everyone.if.no.acl.found": True,
             "ksgate.audit.log.file": str(self.directory / "audit.log"),

@@ -74,3 +74,16 @@ def test_node_ports_are_a_pure_function_of_config_so_instances_agree() -> None:
 def test_secrets_stay_out_of_reprs() -> None:
     config = build_config({**BASE, "upstream.ssl.key.password": "hunter2"})
     assert "hunter2" not in repr(config.upstream)
+
+
+def test_an_authorizer_needs_an_acl_file_and_super_users_must_be_principals() -> None:
+    with pytest.raises(ConfigError, match=r"ksgate\.acl\.file"):
+        build_config({**BASE, "authorizer.class.name": "StandardAuthorizer"})
+    with pytest.raises(ConfigError, match=r"super\.users"):
+        build_config({**BASE, "super.users": "admin"})
+    with pytest.raises(ConfigError, match=r"authorizer\.class\.name"):
+        build_config({**BASE, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                      "ksgate.acl.file": "/tmp/x.json"})
+    config = build_config({**BASE, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                           "ksgate.acl.file": "/tmp/x.json", "super.users": "User:admin;User:ops"})
+    assert config.authorization_enabled and config.super_users == ["User:admin", "User:ops"]

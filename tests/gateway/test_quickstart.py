@@ -50,12 +50,16 @@ def test_quickstart_serves_clients_with_the_files_it_writes(tmp_path: Path, prot
         producer = Producer(alice)
         producer.produce(topic, b"hello through ksgate")
         assert producer.flush(15) == 0
-        consumer = Consumer({**_properties(tmp_path / "bob.properties"), "group.id": "qs", "enable.auto.commit": False})
+        consumer = Consumer({**_properties(tmp_path / "bob.properties"), "group.id": "demo-qs",
+                             "enable.auto.commit": False})
         consumer.assign([TopicPartition(topic, 0, 0)])
         message = None
         deadline = time.monotonic() + 20
         while message is None and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
+            polled = consumer.poll(0.5)
+            if polled is not None:
+                assert polled.error() is None, polled.error()
+                message = polled
         consumer.close()
         assert message is not None and message.value() == b"hello through ksgate"
     finally:
