@@ -181,7 +181,9 @@ class StandardAuthorizer:
         hosts = (host, WILDCARD_HOST)
         allow: Grants | None = None
         for bucket in buckets:
-            table = bucket.table
+            table = bucket.compiled
+            if table is None:
+                table = bucket.compile()
             for key in principals:
                 by_host = table.get(key)
                 if by_host is None:

@@ -352,7 +352,8 @@ def test_every_stage_is_python_311_slim(stages: list[Stage]) -> None:
 
 def test_build_copies_every_package_in_pyproject(stages: list[Stage]) -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
-    top_level = {name.split(".")[0].rstrip("*") for name in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    top_level = {name.split(".")[0].rstrip("*") for name in include}
     copied = {source.removeprefix("./").rstrip("/")
               for stage in stages for _, sources, _ in copy_sources(stage) for source in sources}
     assert "pyproject.toml" in copied or "." in copied

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
 
 from sortedcontainers import SortedList
 
-from authz.index import AclIndex, _prefixes_of
+from authz.index import AclIndex, _prefixes_of, _Table
 from authz.model import AclBinding
 from tests.authz.helpers import ALLOW, DENY, GROUP, LITERAL, PREFIXED, TOPIC, Op, acl
 
@@ -16,35 +17,54 @@ def names(buckets: tuple[Any, ...]) -> set[str]:
     return {b.bindings[0].pattern.name for b in buckets}
 
 
-class CountingNames:
-    """A SortedList that counts the bisects a walk makes."""
-
-    def __init__(self, items: list[str]) -> None:
-        self.items = SortedList(items)
-        self.bisects = 0
-
-    def bisect_right(self, value: str) -> int:
-        self.bisects += 1
-        return int(self.items.bisect_right(value))
-
-    def __getitem__(self, i: int) -> str:
-        return str(self.items[i])
+def sealed(prefixes: list[str]) -> _Table:
+    return _Table({}, {}, SortedList(prefixes)).seal()
 
 
-def test_prefix_walk_is_bounded_by_matches_and_divergences_not_by_acl_count() -> None:
-    siblings = [f"team-{i:05d}." for i in range(20_000)]
-    stored = CountingNames([*siblings, "t", "te", "team-", "team-00042.orders", "team-00042.o", "u"])
-    found = list(_prefixes_of(stored, "team-00042.orders-eu"))
+class Counting(Sequence[str]):
+    """A sorted sequence that counts how many elements a lookup touches."""
+
+    def __init__(self, items: tuple[str, ...]) -> None:
+        self.items = items
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        self.reads += 1
+        return self.items[i]
+
+
+def walk(prefixes: list[str], name: str) -> list[str]:
+    table = sealed(prefixes)
+    return list(_prefixes_of(table.floor, table.parent, name))
+
+
+def test_prefix_walk_is_one_bisect_plus_a_climb_however_many_acls() -> None:
+    siblings = [f"team-{i:05d}." for i in range(100_000)]
+    table = sealed([*siblings, "t", "te", "team-", "team-00042.orders", "team-00042.o", "team-00042.p", "u"])
+    floor = Counting(table.floor)
+    found = list(_prefixes_of(floor, table.parent, "team-00042.orders-eu"))
     assert found == ["team-00042.orders", "team-00042.o", "team-00042.", "team-", "te", "t"]
-    assert stored.bisects <= len(found) + 3
+    assert floor.reads <= 18  # log2(100 007) ≈ 17 probes of the bisect, plus the floor itself
 
 
 def test_prefix_walk_skips_siblings_and_longer_prefixes() -> None:
-    stored = SortedList(["ab", "abc", "abd", "abcdx", "b", "a-"])
-    assert list(_prefixes_of(stored, "abcd")) == ["abc", "ab"]
-    assert list(_prefixes_of(stored, "zzz")) == []
-    assert list(_prefixes_of(stored, "a")) == []
-    assert list(_prefixes_of(SortedList(), "a")) == []
+    stored = ["ab", "abc", "abd", "abcdx", "b", "a-", "abca"]
+    assert walk(stored, "abcd") == ["abc", "ab"]
+    assert walk(stored, "abcdy") == ["abc", "ab"]  # the floor "abcdx" is a sibling, not a prefix
+    assert walk(stored, "abd-1") == ["abd", "ab"]
+    assert walk(stored, "zzz") == []
+    assert walk(stored, "a") == []
+    assert walk(stored, "a-") == ["a-"]
+    assert walk([], "a") == []
 
 
 def test_matching_buckets_cover_literal_wildcard_and_prefixes_of_one_type() -> None:
