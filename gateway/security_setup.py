@@ -6,8 +6,8 @@ Kerberos or OAuth configured never needs their libraries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from auth.credentials import CredentialStore
 from auth.mechanism import MechanismFactory
@@ -22,24 +22,26 @@ if TYPE_CHECKING:
 
 
 def build_security(config: GatewayConfig, store: CredentialStore | None) -> dict[str, ListenerSecurity]:
-    builder = _principal_builder(config.settings)
-    return {listener.name: _listener_security(config, listener, builder, store) for listener in config.listeners}
-
-
-def _principal_builder(settings: Mapping[str, Any]) -> DefaultPrincipalBuilder:
-    ssl_mapper: Callable[[str], str] = _identity
-    short_name: Callable[[str], str] = _identity
-    if settings["ssl.principal.mapping.rules"].strip().upper() != "DEFAULT":
-        from auth.ssl_principal_mapping import SslPrincipalMapper
-
-        ssl_mapper = SslPrincipalMapper.from_rules(settings["ssl.principal.mapping.rules"]).principal_name
-    # GSSAPI ids are always shortened (DEFAULT keeps the first component in the default realm).
-    short_name = _kerberos_short_namer(settings["sasl.kerberos.principal.to.local.rules"])
-    return DefaultPrincipalBuilder(ssl_mapper=ssl_mapper, kerberos_short_name=short_name)
+    short_name = _kerberos_short_namer(config.settings["sasl.kerberos.principal.to.local.rules"])
+    return {listener.name: _listener_security(config, listener, short_name, store) for listener in config.listeners}
 
 
 def _identity(name: str) -> str:
     return name
+
+
+def _ssl_mapper(listener: ListenerConfig) -> Callable[[str], str]:
+    """The listener's ssl.principal.mapping.rules (its own, or the global ones)."""
+    rules = str(listener.settings.get("ssl.principal.mapping.rules") or "DEFAULT")
+    if rules.strip().upper() == "DEFAULT":
+        return _identity
+    from auth.ssl_principal_mapping import SslPrincipalMapper
+    from auth.tls import TlsConfigError
+
+    try:
+        return SslPrincipalMapper.from_rules(rules).principal_name
+    except TlsConfigError as exc:
+        raise ConfigError(f"ssl.principal.mapping.rules: {exc}") from None
 
 
 def _kerberos_short_namer(rules: str) -> Callable[[str], str]:
@@ -57,14 +59,9 @@ def _kerberos_short_namer(rules: str) -> Callable[[str], str]:
     return short_name
 
 
-def _listener_security(config: GatewayConfig, listener: ListenerConfig, builder: DefaultPrincipalBuilder,
+def _listener_security(config: GatewayConfig, listener: ListenerConfig, short_name: Callable[[str], str],
                        store: CredentialStore | None) -> ListenerSecurity:
-    if listener.settings.get("ssl.principal.mapping.rules", "DEFAULT").strip().upper() != "DEFAULT":
-        from auth.ssl_principal_mapping import SslPrincipalMapper
-
-        mapper = SslPrincipalMapper.from_rules(listener.settings["ssl.principal.mapping.rules"])
-        builder = DefaultPrincipalBuilder(ssl_mapper=mapper.principal_name,
-                                          kerberos_short_name=builder.kerberos_short_name)
+    builder = DefaultPrincipalBuilder(ssl_mapper=_ssl_mapper(listener), kerberos_short_name=short_name)
     security = ListenerSecurity(principal_builder=builder)
     if listener.uses_tls:
         security.tls = _tls_provider(listener)
