@@ -122,7 +122,8 @@ def test_kafka_python_wrong_password_is_refused(sasl_gateway: GatewayThread) -> 
     with pytest.raises(KafkaPythonError):
         KafkaProducer(bootstrap_servers=sasl_gateway.bootstrap, security_protocol="SASL_PLAINTEXT",
                       sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice", sasl_plain_password="nope",
-                      request_timeout_ms=5000, max_block_ms=5000).send("t", b"x").get(timeout=5)
+                      request_timeout_ms=5000, max_block_ms=5000, bootstrap_timeout_ms=5000,
+                      ).send("t", b"x").get(timeout=5)
 
 
 def test_mechanism_not_enabled_is_refused(broker: EmbeddedBroker, credentials: Path) -> None:
