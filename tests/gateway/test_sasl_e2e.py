@@ -201,3 +201,26 @@ def test_reauthentication_as_another_user_closes_the_connection(sasl_gateway: Ga
         if user == "alice":
             assert final["error_code"] == 0
     assert client.is_closed_by_peer()
+
+
+def test_librdkafka_reauthenticates_before_the_session_lifetime_ends(broker: EmbeddedBroker,
+                                                                     credentials: Path) -> None:
+    gateway = _sasl_gateway(broker, credentials, **{"connections.max.reauth.ms": 1500})
+    try:
+        settings = _client(gateway, "SCRAM-SHA-512", "alice", "alice-secret")
+        topic = f"reauth-{uuid.uuid4().hex[:6]}"
+        producer = Producer({**settings, "linger.ms": 0})
+        deadline = time.monotonic() + 6  # several session lifetimes on the same connections
+        sent = 0
+        while time.monotonic() < deadline:
+            producer.produce(topic, str(sent).encode())
+            assert producer.flush(5) == 0
+            sent += 1
+            time.sleep(0.1)  # pacing the workload, not synchronisation
+        counters = gateway.gateway.ctx.counters
+        # More successful authentications than connections: re-authentication happened, and
+        # no request was refused for an expired session (every flush above succeeded).
+        assert counters.authenticated["User:alice"] > counters.upstream_connections
+        assert counters.authentication_failures == 0
+    finally:
+        gateway.stop()
