@@ -302,6 +302,26 @@ class FileCredentialStore:
         self.reload_if_changed()
         return True
 
+    def alter_scram(self, upsertions: Sequence[tuple[str, str, ScramCredential]],
+                    deletions: Sequence[tuple[str, str]]) -> None:
+        """KIP-554: set or remove (user, mechanism) SCRAM credentials in one atomic write.
+
+        A user left with no credential at all is removed; PLAIN credentials are untouched.
+        """
+        with self._file_lock():
+            users = self._read_for_update()
+            for user, mechanism in deletions:
+                entry = users.get(user)
+                if entry is not None:
+                    users[user] = _UserEntry(entry.plain, {m: c for m, c in entry.scram.items() if m != mechanism})
+            for user, mechanism, credential in upsertions:
+                _validate_user(user)
+                entry = users.get(user) or _UserEntry()
+                users[user] = _UserEntry(entry.plain, {**entry.scram, mechanism: credential})
+            users = {u: e for u, e in users.items() if e.plain is not None or e.scram}
+            _write_atomic(self._path, _serialize(users))
+        self.reload_if_changed()
+
     def _read_for_update(self) -> dict[str, _UserEntry]:
         """The file's current content (not our cache): another process may have written it."""
         loaded = self._load()

@@ -83,6 +83,15 @@ def scram_credential(mechanism: str, password: str, salt: bytes | None = None,
     )
 
 
+def scram_credential_from_salted(mechanism: str, salt: bytes, salted_password: bytes,
+                                 iterations: int) -> ScramCredential:
+    """StoredKey/ServerKey from a client-side SaltedPassword (KIP-554's AlterUserScramCredentials)."""
+    hash_name = _hash_name(mechanism)
+    client_key = _hmac(hash_name, salted_password, b"Client Key")
+    return ScramCredential(salt=salt, stored_key=hashlib.new(hash_name, client_key).digest(),
+                           server_key=_hmac(hash_name, salted_password, b"Server Key"), iterations=iterations)
+
+
 def default_server_nonce() -> str:
     return _b64(secrets.token_bytes(SERVER_NONCE_BYTES))
 

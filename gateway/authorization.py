@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from auth.principal import KafkaPrincipal
 from authz.acl_store import AclStore
@@ -30,6 +31,9 @@ class GatewayAuthorization:
     policies: dict[int, ApiPolicy]
     # Asks for a topic-id refresh from the upstream (rate-limited by the caller).
     request_topic_refresh: Callable[[], None] = field(default=lambda: None)
+    # APIs answered by the gateway itself once authorized: api key → handler(shared, body, version).
+    local: dict[int, Callable[[GatewayAuthorization, dict[str, Any], int], dict[str, Any]]] = field(
+        default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from authz.request_policy import Answer, Refuse, Rewrite
 from gateway.address_rewrite import REWRITERS, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
-from gateway.authorize_stage import LOCAL_HANDLERS, authorize
+from gateway.authorize_stage import authorize
 from gateway.config import ConfigError
 from gateway.pending import WireBytes, with_correlation_id
 from protocol.api_keys import ApiKey
@@ -89,7 +89,7 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         if isinstance(verdict, Rewrite):
             wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(verdict.request)))
         hook = verdict.on_response
-        local = LOCAL_HANDLERS.get(key)
+        local = shared.local.get(key)
         if local is not None:
             answer = local(shared, body, version)
             conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id,

@@ -125,8 +125,8 @@ def credential_store(config: GatewayConfig) -> CredentialStore | None:
     return FileCredentialStore(path)
 
 
-def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None]
-                        ) -> GatewayAuthorization | None:
+def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
+                        credentials: CredentialStore | None = None) -> GatewayAuthorization | None:
     """The shared authorizer, ACL store, audit log and policies; None when authorization is off."""
     from authz.acl_store import FileAclStore
     from authz.authorizer import StandardAuthorizer
@@ -146,4 +146,7 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
     authorizer = StandardAuthorizer(config.super_users, settings["allow.everyone.if.no.acl.found"])
     authorizer.load(store.load())
     store.subscribe(authorizer.apply)
-    return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh)
+    from gateway.authorize_stage import local_handlers
+
+    return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh,
+                                local_handlers(credentials))

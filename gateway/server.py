@@ -42,9 +42,7 @@ class Gateway:
         """(APIs with a policy, APIs the gateway serves itself); None when authorization is off."""
         if self.ctx.authorization is None:
             return None
-        from gateway.authorize_stage import LOCAL_HANDLERS
-
-        return set(self.ctx.authorization.policies), set(LOCAL_HANDLERS)
+        return set(self.ctx.authorization.policies), set(self.ctx.authorization.local)
 
     def _request_topic_refresh(self) -> None:
         """A request named an unknown topic id: learn the upstream's ids (at most once a second)."""
@@ -104,8 +102,9 @@ class Gateway:
     def __post_init__(self) -> None:
         cluster = ClusterView()
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream))
-        self.ctx.security = build_security(self.config, credential_store(self.config))
-        self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh)
+        credentials = credential_store(self.config)
+        self.ctx.security = build_security(self.config, credentials)
+        self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials)
         cluster.on_new_node.append(self._open_node_listeners)
 
     async def start(self) -> None:

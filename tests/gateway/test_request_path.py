@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.api_versions import GATEWAY_HANDLED
-from gateway.authorize_stage import LOCAL_HANDLERS
 from gateway.embedded_broker import EmbeddedBroker
 from protocol.api_keys import INTERNAL_APIS, ApiKey
 from protocol.registry import all_apis
@@ -54,7 +53,7 @@ def test_produce_with_acks_zero_gets_no_response(client: WireClient) -> None:
 
 
 def test_api_versions_offers_only_what_both_upstream_and_gateway_can_handle(
-        client: WireClient, broker: EmbeddedBroker) -> None:
+        client: WireClient, broker: EmbeddedBroker, gateway: GatewayThread) -> None:
     client.send(request_frame(ApiKey.API_VERSIONS, 3, 1, {"client_software_name": "t",
                                                           "client_software_version": "1"}))
     _, ours = client.read_response(ApiKey.API_VERSIONS, 3)
@@ -70,7 +69,8 @@ def test_api_versions_offers_only_what_both_upstream_and_gateway_can_handle(
         assert key not in INTERNAL_APIS
         schema = all_apis()[key]
         assert schema.min_version <= low <= high <= schema.max_version
-        if key not in GATEWAY_HANDLED and key not in LOCAL_HANDLERS:
+        served_here = gateway.gateway.ctx.authorization.local if gateway.gateway.ctx.authorization else {}
+        if key not in GATEWAY_HANDLED and key not in served_here:
             assert upstream[key][0] <= low and high <= upstream[key][1]
     offered = {entry["api_key"] for entry in ours["api_keys"]}
     assert {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA} <= offered
