@@ -76,9 +76,11 @@ def _by_name(entry: Body) -> tuple[Hashable, ...]:
 
 
 def _merge(slots: Sequence[Slot], relayed: list[Body],
-           keys: Callable[[Body], Iterable[Hashable]] = _by_name) -> list[Body]:
+           keys: Callable[[Body], Iterable[Hashable]] = _by_name, *, keep_unclaimed: bool = False) -> list[Body]:
     """The response items in the client's order: gateway errors in place, upstream items at their key's first
-    slot, and any upstream item no slot claimed (e.g. fetch-session partitions) at the end."""
+    slot.  An upstream item no slot claimed is dropped (fail closed: an upstream may answer more than was
+    asked — Tansu reads an empty Metadata topic list as "all topics"), unless ``keep_unclaimed``, which the
+    session APIs use after re-checking such items (fetch-session partitions)."""
     index: dict[Hashable, list[int]] = {}
     for pos, entry in enumerate(relayed):
         for key in keys(entry):
@@ -93,7 +95,8 @@ def _merge(slots: Sequence[Slot], relayed: list[Body],
             if pos not in used:
                 used.add(pos)
                 out.append(relayed[pos])
-    out.extend(entry for pos, entry in enumerate(relayed) if pos not in used)
+    if keep_unclaimed:
+        out.extend(entry for pos, entry in enumerate(relayed) if pos not in used)
     return out
 
 
@@ -218,7 +221,8 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
         if response.get("error_code", 0) != 0:  # a session error carries no partitions (SessionErrorContext)
             return response
         upstream = [guard(e) for e in response["responses"]] if incremental else response["responses"]
-        response["responses"] = _merge(slots, upstream, lambda e: (_fetch_key(e, version),))
+        response["responses"] = _merge(slots, upstream, lambda e: (_fetch_key(e, version),),
+                                       keep_unclaimed=incremental)
         return response
 
     if not denied:
@@ -448,13 +452,15 @@ class _MetadataPlan:
 
 
 def _metadata_verdict(plan: _MetadataPlan, rewritten: Body, *, relay: bool) -> Verdict:
+    # The hook always runs (Metadata responses are decoded for address rewriting anyway): it drops any topic
+    # the upstream returned that the client did not ask for.
     if relay:
-        return Relay(plan if plan.version >= 8 else None)
+        return Relay(plan)
     if all(error is not None for error, _ in plan.slots):
-        response = default_response(ApiKey.METADATA, plan.version)
-        response["topics"] = [error for error, _ in plan.slots]
-        _metadata_operations(plan.request, plan.version, plan.view, response, [])  # the cluster's, if asked
-        return Answer(response)
+        # Kafka still returns the brokers, cluster id and controller: ask the upstream for no topics (the
+        # hook discards whatever topics come back) and put the gateway's errors in their place.
+        no_topics = {**plan.request, "topics": [], "allow_auto_topic_creation": False}
+        return Rewrite(no_topics, plan)
     return Rewrite(rewritten, plan)
 
 
@@ -568,7 +574,7 @@ def _share_verdict(request: Body, errors: dict[int, Body], guard: TopicsStep | N
         if response["error_code"] != 0:  # a request-level error carries no partitions
             return response
         upstream = response["responses"] if guard is None else guard(response["responses"])
-        response["responses"] = _merge(slots, upstream, lambda e: (e["topic_id"],))
+        response["responses"] = _merge(slots, upstream, lambda e: (e["topic_id"],), keep_unclaimed=guard is not None)
         return response
 
     if not errors:

@@ -415,13 +415,13 @@ def test_metadata_of_describable_topics_is_relayed(version: int) -> None:
     body = md_request(version, ["alpha", "beta"])
     verdict = decide(ApiKey.METADATA, body, version, md_view("alpha", "beta"))
     assert isinstance(verdict, Relay)
-    assert (verdict.on_response is None) == (version < 8)
+    assert verdict.on_response is not None  # always: it drops topics nobody asked for
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.METADATA))
 def test_metadata_without_describe_answers_topic_authorization_failed_without_topic_id(version: int) -> None:
     body = md_request(version, ["alpha", "beta", "alpha"])
-    out = answered(decide(ApiKey.METADATA, body, version, NOTHING), ApiKey.METADATA, version)
+    out = all_denied_metadata(decide(ApiKey.METADATA, body, version, NOTHING), version)
     assert errors_by_name(out) == [("alpha", 29), ("beta", 29)]  # Kafka answers each name once
     assert all(t.get("topic_id", ZERO) == ZERO and not t.get("is_internal", False) for t in out["topics"])
 
@@ -503,7 +503,7 @@ def test_metadata_cluster_authorized_operations_need_describe_on_the_cluster(ver
 @pytest.mark.parametrize("version", [8, 9, 10])
 def test_metadata_answered_by_the_gateway_still_carries_cluster_authorized_operations(version: int) -> None:
     body = md_request(version, ["alpha"], include_cluster_authorized_operations=True)
-    out = answered(decide(ApiKey.METADATA, body, version, FakeView([cluster(Op.DESCRIBE)])), ApiKey.METADATA, version)
+    out = all_denied_metadata(decide(ApiKey.METADATA, body, version, FakeView([cluster(Op.DESCRIBE)])), version)
     assert errors_by_name(out) == [("alpha", 29)]
     assert out["cluster_authorized_operations"] == 1 << Op.DESCRIBE
 
@@ -520,8 +520,32 @@ def test_metadata_by_topic_id_resolves_names_and_hides_them_when_not_describable
     encodes_response(ApiKey.METADATA, version, out)
     assert [(t["name"], t["topic_id"], t["error_code"]) for t in out["topics"]] == [
         (None, IDS["alpha"], 29), (None, GHOST, UNKNOWN_TOPIC_ID), ("beta", IDS["beta"], 0)]
-    nothing = answered(decide(ApiKey.METADATA, body, version, NOTHING), ApiKey.METADATA, version)
+    nothing = all_denied_metadata(decide(ApiKey.METADATA, body, version, NOTHING), version)
     assert [t["error_code"] for t in nothing["topics"]] == [29, UNKNOWN_TOPIC_ID, 29]
+
+
+def all_denied_metadata(verdict: Verdict, version: int) -> Body:
+    """Kafka still returns brokers when every named topic is denied: the gateway relays a request for no
+    topics and its hook discards whatever topics the upstream sends (Tansu sends all for an empty list)."""
+    relay = rewritten(verdict, ApiKey.METADATA, version)
+    assert relay.request["topics"] == [] and relay.request.get("allow_auto_topic_creation", False) is False
+    upstream = response(ApiKey.METADATA, version, "topics", [md_entry(version, "leaked")])
+    upstream["brokers"] = [{"node_id": 1, "host": "b1", "port": 9092, "rack": None}]
+    out = relay.on_response(upstream)
+    encodes_response(ApiKey.METADATA, version, out)
+    assert "leaked" not in [t["name"] for t in out["topics"]]
+    assert [b["node_id"] for b in out["brokers"]] == [1]
+    return out
+
+
+@pytest.mark.parametrize("version", [v for v in versions(ApiKey.METADATA) if v >= 1])
+def test_metadata_for_an_empty_topic_list_never_returns_topics(version: int) -> None:
+    # Kafka: an empty list (v1+) means "no topics". Tansu answers it with every topic: dropped here.
+    verdict = decide(ApiKey.METADATA, md_request(version, []), version, NOTHING)
+    hook = verdict.on_response if isinstance(verdict, (Relay, Rewrite)) else None
+    assert hook is not None
+    out = hook(response(ApiKey.METADATA, version, "topics", [md_entry(version, "secret")]))
+    assert out["topics"] == []
 
 
 @pytest.mark.parametrize("version", [10, 11])
