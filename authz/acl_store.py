@@ -1,18 +1,6 @@
 """Where ACL bindings live between restarts: the AclStore protocol and a JSON-file implementation.
 
 Writes are atomic (temp file, fsync, rename, fsync dir); external edits are picked up by polling.
-
-File format (field names as Kafka's AccessControlEntryRecord; enum values by name, any case,
-or by wire code)::
-
-    {"version": 1, "acls": [{"resourceType": "TOPIC", "resourceName": "orders",
-      "patternType": "LITERAL", "principal": "User:alice", "host": "*",
-      "operation": "READ", "permissionType": "ALLOW"}]}
-
-A file that cannot be read, parsed or validated as a whole is never partly applied: at
-``load()`` that is an ``AclStoreError``; at ``reload_if_changed()`` the last good state stays
-in force and the problem is logged on ``ksgate.authz``.  A vanished file is treated the same
-way (deleting the file must not silently drop DENY rules).
 """
 
 from __future__ import annotations
@@ -73,6 +61,10 @@ class AclStore(Protocol):
 
     def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
         """Call ``callback(added, removed)`` after every change; returns an unsubscribe function."""
+        ...
+
+    def reload_if_changed(self) -> bool:
+        """Pick up changes made outside this process; True when something changed."""
         ...
 
 
@@ -187,7 +179,21 @@ def _signature(st: os.stat_result) -> _Signature:
 
 
 class FileAclStore:
-    """ACLs in one JSON file (mode 0600).  Thread-safe; listeners run in change order."""
+    """ACLs in one JSON file (mode 0600).  Thread-safe; listeners run in change order.
+
+    File format (field names as Kafka's AccessControlEntryRecord; enum values by name, any
+    case, or by wire code)::
+
+        {"version": 1, "acls": [{"resourceType": "TOPIC", "resourceName": "orders",
+          "patternType": "LITERAL", "principal": "User:alice", "host": "*",
+          "operation": "READ", "permissionType": "ALLOW"}]}
+
+    A file that cannot be read, parsed or validated as a whole is never partly applied: at
+    ``load()`` that is an ``AclStoreError``; at ``reload_if_changed()`` the last good state
+    stays in force and the problem is logged on ``ksgate.authz``.  A vanished file is treated
+    the same way (deleting the file must not silently drop DENY rules).  While the file on
+    disk is bad, ``add``/``remove_matching`` refuse rather than overwrite an operator's edit.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)

@@ -1,15 +1,6 @@
 """StandardAuthorizer: Kafka 4.x's deny-wins ACL evaluation over an atomically swapped AclIndex.
 
 Readers take one reference to the current snapshot per call and never lock; writers publish a new one.
-
-Precedence is Kafka's: super user > not ready (fail closed) > any matching DENY > any matching
-ALLOW > (no ACL references the resource at all ? allow.everyone.if.no.acl.found : DENIED).
-
-Caching: each published snapshot carries two bounded memo tables — resource → matching
-buckets, and (principal, host, operation, resource) → Decision.  They live *on the snapshot
-object*, so a swap starts from empty tables and a decision computed from an older snapshot
-can never be served after the swap (a late writer only fills the old, unreachable table).
-Super users and readiness are checked before the cache.  When a table is full it is cleared.
 """
 
 from __future__ import annotations
@@ -80,7 +71,19 @@ class _Snapshot:
 
 
 class StandardAuthorizer:
-    """Kafka's StandardAuthorizer semantics; thread-safe, lock-free for readers, one writer at a time."""
+    """Kafka's StandardAuthorizer semantics; thread-safe, lock-free for readers, one writer at a time.
+
+    Precedence is Kafka's: super user > not ready (fail closed) > any matching DENY > any
+    matching ALLOW > (no ACL references the resource at all ? allow.everyone.if.no.acl.found
+    : DENIED).
+
+    Caching: each published snapshot carries two bounded memo tables — resource → matching
+    buckets, and (principal, host, operation, resource) → Decision.  They live *on the
+    snapshot object*, so a swap starts from empty tables and a decision computed from an
+    older snapshot can never be served after the swap (a late reader only fills the old,
+    unreachable table).  Super users and readiness are checked before the cache.  A full
+    table is cleared.
+    """
 
     def __init__(self, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False, *,
                  cache_size: int = DEFAULT_CACHE_SIZE, compact_threshold: int | None = None) -> None:
@@ -112,6 +115,20 @@ class StandardAuthorizer:
     @property
     def super_users(self) -> frozenset[str]:
         return self._super_users
+
+    @property
+    def cache_size(self) -> int:
+        """Entries per memo table of each snapshot; 0 computes every decision from the index."""
+        return self._cache_size
+
+    @cache_size.setter
+    def cache_size(self, size: int) -> None:
+        if size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {size}")
+        self._cache_size = size
+        with self._write_lock:  # start from empty tables, so a disabled cache serves nothing old
+            current = self._snapshot
+            self._snapshot = _Snapshot(current.index, current.ready)
 
     def load(self, bindings: Iterable[AclBinding]) -> None:
         """Replace every ACL with ``bindings`` (validated first) and become ready."""

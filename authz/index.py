@@ -1,42 +1,6 @@
 """AclIndex: an immutable snapshot of ACL bindings, indexed for the authorizer's lookups.
 
-Finds every stored pattern that applies to a resource name without scanning all ACLs.
-
-Layout (per resource type, in a ``_Table``):
-
-* ``literal``  — dict: name → Bucket of the LITERAL bindings on exactly that name.  The
-  wildcard ``*`` is an ordinary key here, so "exact name" and "wildcard" are two O(1) gets.
-* ``prefixed`` — dict: prefix → Bucket of the PREFIXED bindings with that prefix.
-* ``prefix_names`` — a ``SortedList`` of the distinct prefixes in plain ascending order, and,
-  derived from it when the table is sealed, ``parent``: each prefix's longest proper prefix
-  that is also stored (the prefixes form a forest; one pass over the sorted names with a stack).
-
-The walk (``_prefixes_of``).  Kafka sorts names in reverse and re-seeks at every point where
-the scan diverges from the resource name; this is the mirror image, with the re-seeks
-replaced by parent links.  Every prefix of a name N sorts at or before N, so take K = the
-greatest stored prefix <= N (one bisect).  Then:
-
-* every stored prefix P of N is an ancestor-or-self of K: P <= K, and P, K and N agree on
-  the first len(P) characters — were K to differ from N before position len(P), K would not
-  lie between P and N;
-* conversely an ancestor of K is a prefix of N iff N starts with it.
-
-So the matches are exactly the ancestors-or-self of K that N starts with, and as ancestors
-get shorter, once one matches all further ones do.  Cost: one O(log n) bisect plus a climb
-of at most the nesting depth of K, independent of the number of ACLs — sibling prefixes
-("foo-a" while looking up "foo-b1") are never visited.
-
-Why the sealed tuple: sortedcontainers' ``bisect_right``/``__getitem__`` are pure Python
-(~5 µs per lookup here), the stdlib ``bisect`` on a tuple is C (~0.3 µs).  A sealed table
-never changes, so the tuple is built once (O(p)) next to the ``SortedList`` that the delta
-layer updates in place while a change is being built.
-
-Updates (``with_changes``): a snapshot is two layers, ``base`` and a small ``delta`` whose
-buckets shadow base's (an empty bucket is a tombstone).  A change copies only the delta
-(O(size of delta)); when the delta outgrows ``compact_threshold`` (default 8·sqrt(n), at
-least 1024 keys) both are merged into a fresh base in O(n log n).  So a single add costs
-O(sqrt n) amortized instead of O(n), at the price of one extra dict get per lookup.  A batch
-larger than the threshold is applied by rebuilding outright.
+Finds every stored pattern that applies to a resource name without scanning all ACLs (design below).
 """
 
 from __future__ import annotations
@@ -59,6 +23,46 @@ from authz.model import (
     ResourceType,
     operation_matches,
 )
+
+# --- design -----------------------------------------------------------------------------------
+#
+# Layout (per resource type, in a ``_Table``):
+#
+# * ``literal``  — dict: name → Bucket of the LITERAL bindings on exactly that name.  The
+#   wildcard ``*`` is an ordinary key here, so "exact name" and "wildcard" are two O(1) gets.
+# * ``prefixed`` — dict: prefix → Bucket of the PREFIXED bindings with that prefix.
+# * ``prefix_names`` — a ``SortedList`` of the distinct prefixes in plain ascending order, and,
+#   derived from it when the table is sealed, ``parent``: each prefix's longest proper prefix
+#   that is also stored (the prefixes form a forest; one pass over the sorted names with a stack).
+#
+# The walk (``_prefixes_of``).  Kafka sorts names in reverse and re-seeks at every point where
+# the scan diverges from the resource name; this is the mirror image, with the re-seeks
+# replaced by parent links.  Every prefix of a name N sorts at or before N, so take K = the
+# greatest stored prefix <= N (one bisect).  Then:
+#
+# * every stored prefix P of N is an ancestor-or-self of K: P <= K, and P, K and N agree on
+#   the first len(P) characters — were K to differ from N before position len(P), K would not
+#   lie between P and N;
+# * conversely an ancestor of K is a prefix of N iff N starts with it.
+#
+# So the matches are exactly the ancestors-or-self of K that N starts with, and as ancestors
+# get shorter, once one matches all further ones do.  Cost: one O(log n) bisect plus a climb
+# of at most the nesting depth of K, independent of the number of ACLs — sibling prefixes
+# ("foo-a" while looking up "foo-b1") are never visited.
+#
+# Why the sealed tuple: sortedcontainers' ``bisect_right``/``__getitem__`` are pure Python
+# (~5 µs per lookup here), the stdlib ``bisect`` on a tuple is C (~0.3 µs).  A sealed table
+# never changes, so the tuple is built once (O(p)) next to the ``SortedList`` that the delta
+# layer updates in place while a change is being built.
+#
+# Updates (``with_changes``): a snapshot is two layers, ``base`` and a small ``delta`` whose
+# buckets shadow base's (an empty bucket is a tombstone).  A change copies only the delta
+# (O(size of delta)) and shares the base.  When the delta outgrows ``compact_threshold``
+# (default 8·sqrt(n), at least 1024 patterns) it is folded into a new base: the touched
+# resource types' dicts are copied (C speed, O(n)) and, if prefixes changed, their names are
+# re-sorted (O(p log p)).  A single add thus costs O(sqrt n) amortized instead of O(n).  The
+# price: while the delta is non-empty, lookups consult both layers (slower; the authorizer's
+# per-snapshot memo hides most of it).  A batch larger than the threshold just compacts.
 
 PrincipalKey = tuple[str, str]
 WILDCARD_PRINCIPAL_KEY: PrincipalKey = ("User", "*")
@@ -453,15 +457,36 @@ class AclIndex:
         return self._new(self._base, delta, delta_keys, count)
 
     def _compacted(self, new_buckets: dict[_Key, Bucket], count: int) -> AclIndex:
-        groups: dict[_Key, Bucket] = {}
-        for layer in (self._base, self._delta):
-            for resource_type, table in layer.items():
-                for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
-                    for name, bucket in _bucket_map(table, pattern_type).items():
-                        groups[resource_type, pattern_type, name] = bucket
-        groups.update(new_buckets)
-        live = {key: bucket for key, bucket in groups.items() if bucket.bindings}
-        return self._new(_build_layer(live), {}, 0, count)
+        """Merge delta and ``new_buckets`` into a fresh base: C-speed dict copies plus O(p log p) resort."""
+        overlay: dict[ResourceType, list[tuple[PatternType, str, Bucket]]] = {}
+        for resource_type, table in self._delta.items():
+            for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+                for name, bucket in _bucket_map(table, pattern_type).items():
+                    overlay.setdefault(resource_type, []).append((pattern_type, name, bucket))
+        for (resource_type, pattern_type, name), bucket in new_buckets.items():
+            overlay.setdefault(resource_type, []).append((pattern_type, name, bucket))
+        base: _Layer = dict(self._base)
+        for resource_type, changes in overlay.items():
+            old = base.get(resource_type) or _Table({}, {}, SortedList()).seal()
+            touched = {pattern_type for pattern_type, _, _ in changes}
+            # A side without changes is shared with the old base (it is never mutated).
+            table = _Table(dict(old.literal) if PatternType.LITERAL in touched else old.literal,
+                           dict(old.prefixed) if PatternType.PREFIXED in touched else old.prefixed, None)
+            for pattern_type, name, bucket in changes:  # in order: later entries win
+                buckets = _bucket_map(table, pattern_type)
+                if bucket.bindings:
+                    buckets[name] = bucket
+                else:
+                    buckets.pop(name, None)
+            if not table.literal and not table.prefixed:
+                base.pop(resource_type, None)
+            elif PatternType.PREFIXED in touched:
+                table.prefix_names = SortedList(table.prefixed)
+                base[resource_type] = table.seal()
+            else:
+                table.prefix_names, table.floor, table.parent = old.prefix_names, old.floor, old.parent
+                base[resource_type] = table
+        return self._new(base, {}, 0, count)
 
     def compacted(self) -> AclIndex:
         """The same bindings with the delta merged into the base (mainly for tests)."""

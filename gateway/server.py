@@ -92,7 +92,8 @@ class Gateway:
             await asyncio.sleep(self.ACL_POLL_S)
             tick += 1
             if self.ctx.authorization is not None:
-                self.ctx.authorization.store.reload_if_changed()  # type: ignore[attr-defined]
+                # O(ACLs) when the file changed: off the event loop (the swap itself is atomic).
+                await asyncio.to_thread(self.ctx.authorization.store.reload_if_changed)
             if tick % polls_per_tls_check:
                 continue
             for security in self.ctx.security.values():
