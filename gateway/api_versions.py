@@ -19,7 +19,8 @@ GATEWAY_HANDLED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.
 VersionRanges = dict[int, tuple[int, int]]
 
 
-def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None = None) -> VersionRanges:
+def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None = None,
+              never_relayed: frozenset[int] = frozenset()) -> VersionRanges:
     """Per api key, the overlap of the upstream's range and the gateway's schemas.
 
     With authorization on (``policed`` = (APIs with a policy, APIs the gateway serves
@@ -35,7 +36,7 @@ def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None
         if key in served_here:
             ranges[key] = (schema.min_version, schema.max_version)
             continue
-        if key not in upstream or (with_policy is not None and key not in with_policy):
+        if key not in upstream or (with_policy is not None and key not in with_policy) or key in never_relayed:
             continue
         low = max(schema.min_version, upstream[key][0])
         high = min(schema.max_version, upstream[key][1])

@@ -63,6 +63,8 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         return None
     if conn.authenticator is not None and conn.authenticator.session_expired(wall_clock_ms()):
         raise PipelineRefusal("session expired without re-authentication (connections.max.reauth.ms)")
+    if key in NEVER_RELAYED and (conn.ctx.authorization is None or key not in conn.ctx.authorization.local):
+        raise PipelineRefusal(f"api key {key} is only served by the gateway itself, and it is not enabled here")
     try:
         header, schema = decode_request_header(payload)
         check_negotiated(key, version, conn.ctx.negotiated)
@@ -92,6 +94,8 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         local = shared.local.get(key)
         if local is not None:
             answer = local(shared, body, version)
+            if hook is not None:  # e.g. DescribeAcls/DescribeDelegationToken filtering by the policy
+                answer = hook(answer)
             conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id,
                                                                                   answer))
             return None
@@ -104,6 +108,13 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
 
 
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+# Identity APIs: relayed, they would act as the gateway's own upstream principal (minting its
+# tokens, changing its ACLs or users). ksgate answers them itself or refuses them.
+NEVER_RELAYED = frozenset({
+    ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN, ApiKey.EXPIRE_DELEGATION_TOKEN,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.DESCRIBE_ACLS,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+})
 # Responses that reveal topic ids, and so feed the id → name cache authorization uses.
 _TOPIC_ID_SOURCES = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 

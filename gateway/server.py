@@ -13,6 +13,7 @@ from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.connection import ClientConnection
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
+from gateway.request_pipeline import NEVER_RELAYED
 from gateway.security_setup import build_authorization, build_security, credential_store
 from gateway.upstream_auth import UpstreamAuthError
 from gateway.upstream_client import UpstreamClient, UpstreamError
@@ -136,7 +137,7 @@ class Gateway:
                 versions = await client.request(ApiKey.API_VERSIONS, 3, {
                     "client_software_name": "ksgate", "client_software_version": "0.1.0"})
                 self.ctx.cluster.learn_api_versions(versions)
-                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis())
+                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis(), NEVER_RELAYED)
                 if self.config.upstream.uses_sasl:
                     await client.authenticate(self.config.upstream)
                 metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])

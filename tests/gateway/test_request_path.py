@@ -123,3 +123,20 @@ def test_oversized_frame_is_refused_before_its_body_arrives(broker: EmbeddedBrok
         c.close()
     finally:
         small.stop()
+
+
+def test_identity_apis_are_never_relayed_even_without_an_authorizer(broker: EmbeddedBroker) -> None:
+    """Relayed, DescribeAcls/CreateDelegationToken would act as the gateway's own upstream principal."""
+    open_gateway = GatewayThread(broker.bootstrap, {"authorizer.class.name": ""}).start()
+    try:
+        offered = open_gateway.gateway.ctx.negotiated
+        assert ApiKey.DESCRIBE_ACLS not in offered and ApiKey.CREATE_DELEGATION_TOKEN not in offered
+        c = WireClient(open_gateway.bootstrap)
+        c.send(request_frame(ApiKey.DESCRIBE_ACLS, 1, 1, {
+            "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}))
+        assert c.is_closed_by_peer()
+        assert open_gateway.gateway.ctx.counters.relayed_requests == 0
+        c.close()
+    finally:
+        open_gateway.stop()
