@@ -31,8 +31,8 @@ class GatewayAuthorization:
     policies: dict[int, ApiPolicy]
     # Asks for a topic-id refresh from the upstream (rate-limited by the caller).
     request_topic_refresh: Callable[[], None] = field(default=lambda: None)
-    # APIs answered by the gateway itself once authorized: api key → handler(shared, body, version).
-    local: dict[int, Callable[[GatewayAuthorization, dict[str, Any], int], dict[str, Any]]] = field(
+    # APIs answered by the gateway itself once authorized: api key → handler(shared, conn, body, version).
+    local: dict[int, Callable[[GatewayAuthorization, Any, dict[str, Any], int], dict[str, Any]]] = field(
         default_factory=dict)
 
 

@@ -10,34 +10,61 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
+from auth.mechanism import wall_clock_ms
+from auth.token_store import TokenStore
 from authz.request_policy import Refuse, Verdict
 from gateway.acl_admin import create_acls, delete_acls, describe_acls
 from gateway.authorization import ConnectionAuthzView, GatewayAuthorization
 from gateway.scram_admin import alter_user_scram_credentials, describe_user_scram_credentials
+from gateway.token_admin import (
+    TokenRequestContext,
+    TokenSettings,
+    authenticated_via,
+    create_delegation_token,
+    describe_delegation_token,
+    expire_delegation_token,
+    renew_delegation_token,
+)
 from protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from gateway.connection import ClientConnection
 
 Body = dict[str, Any]
-LocalHandler = Callable[[GatewayAuthorization, Body, int], Body]
+LocalHandler = Callable[[GatewayAuthorization, "ClientConnection", Body, int], Body]
 
 
-def local_handlers(credentials: CredentialStore | None) -> dict[int, LocalHandler]:
+def local_handlers(credentials: CredentialStore | None, tokens: TokenStore | None,
+                   token_settings: TokenSettings) -> dict[int, LocalHandler]:
     """The APIs ksgate answers itself (the upstream never sees them), once authorized.
 
-    The ACL APIs always; the KIP-554 credential APIs when ksgate has a credential store.
+    The ACL and delegation-token APIs always (tokens answer DELEGATION_TOKEN_AUTH_DISABLED
+    without delegation.token.secret.key); the KIP-554 APIs when ksgate has a credential store.
     """
+    def token_context(conn: ClientConnection) -> TokenRequestContext:
+        assert conn.principal is not None
+        return TokenRequestContext(principal=conn.principal, token_authenticated=conn.principal.token_authenticated,
+                                   authenticated_via=authenticated_via(conn.listener.security_protocol),
+                                   now_ms=wall_clock_ms(), store=tokens, settings=token_settings)
+
     handlers: dict[int, LocalHandler] = {
-        ApiKey.CREATE_ACLS: lambda shared, body, version: create_acls(shared.store, body, version),
-        ApiKey.DELETE_ACLS: lambda shared, body, version: delete_acls(shared.store, body, version),
-        ApiKey.DESCRIBE_ACLS: lambda shared, body, version: describe_acls(shared.authorizer, body, version),
+        ApiKey.CREATE_ACLS: lambda shared, _conn, body, version: create_acls(shared.store, body, version),
+        ApiKey.DELETE_ACLS: lambda shared, _conn, body, version: delete_acls(shared.store, body, version),
+        ApiKey.DESCRIBE_ACLS: lambda shared, _conn, body, version: describe_acls(shared.authorizer, body, version),
+        ApiKey.CREATE_DELEGATION_TOKEN:
+            lambda _shared, conn, body, version: create_delegation_token(token_context(conn), body, version),
+        ApiKey.RENEW_DELEGATION_TOKEN:
+            lambda _shared, conn, body, version: renew_delegation_token(token_context(conn), body, version),
+        ApiKey.EXPIRE_DELEGATION_TOKEN:
+            lambda _shared, conn, body, version: expire_delegation_token(token_context(conn), body, version),
+        ApiKey.DESCRIBE_DELEGATION_TOKEN:
+            lambda _shared, conn, body, version: describe_delegation_token(token_context(conn), body, version),
     }
     if credentials is not None:
         handlers[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS] = \
-            lambda _shared, body, version: describe_user_scram_credentials(credentials, body, version)
+            lambda _shared, _conn, body, version: describe_user_scram_credentials(credentials, body, version)
         handlers[ApiKey.ALTER_USER_SCRAM_CREDENTIALS] = \
-            lambda _shared, body, version: alter_user_scram_credentials(credentials, body, version)
+            lambda _shared, _conn, body, version: alter_user_scram_credentials(credentials, body, version)
     return handlers
 
 

@@ -12,6 +12,7 @@ from gateway.acls_command import add_acls_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.logs import configure_logging, get_logger
 from gateway.server import Gateway
+from gateway.tokens_command import add_tokens_parser
 from gateway.upstream_client import UpstreamError
 from gateway.users_command import add_users_parser
 
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     quick.set_defaults(func=_cmd_quickstart)
     add_users_parser(sub)
     add_acls_parser(sub)
+    add_tokens_parser(sub)
     return parser
 
 

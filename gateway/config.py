@@ -211,6 +211,12 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.audit.log.allowed": (_bool, False),
     "ksgate.audit.log.max.bytes": (_int, 100 * 1024 * 1024),
     "ksgate.audit.log.backups": (_int, 10),
+    # delegation tokens (KIP-48): no secret key = the feature is off
+    "delegation.token.secret.key": (_optional_str, None),
+    "delegation.token.expiry.time.ms": (_int, 86_400_000),
+    "delegation.token.max.lifetime.ms": (_int, 604_800_000),
+    "delegation.token.expiry.check.interval.ms": (_int, 3_600_000),
+    "ksgate.delegation.token.file": (_optional_str, None),
     "upstream.bootstrap.servers": (_str, None),
     "upstream.security.protocol": (_choice(*SECURITY_PROTOCOLS), "PLAINTEXT"),
     "upstream.sasl.mechanism": (_choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "SCRAM-SHA-512"),
@@ -238,6 +244,7 @@ LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {
     **{key: _optional_str for key in TLS_KEYS},
 }
 SECRET_KEYS = frozenset({"ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+                         "delegation.token.secret.key",
                          "upstream.ssl.key.password",
                          "upstream.sasl.password"})
 _LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")

@@ -93,7 +93,7 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         hook = verdict.on_response
         local = shared.local.get(key)
         if local is not None:
-            answer = local(shared, body, version)
+            answer = local(shared, conn, body, version)
             if hook is not None:  # e.g. DescribeAcls/DescribeDelegationToken filtering by the policy
                 answer = hook(answer)
             conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id,

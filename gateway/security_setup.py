@@ -18,12 +18,26 @@ from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 
 if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
+    from auth.token_store import TokenStore
     from gateway.authorization import GatewayAuthorization
 
 
-def build_security(config: GatewayConfig, store: CredentialStore | None) -> dict[str, ListenerSecurity]:
+def build_security(config: GatewayConfig, store: CredentialStore | None,
+                   tokens: TokenStore | None = None) -> dict[str, ListenerSecurity]:
     short_name = _kerberos_short_namer(config.settings["sasl.kerberos.principal.to.local.rules"])
-    return {listener.name: _listener_security(config, listener, short_name, store) for listener in config.listeners}
+    return {listener.name: _listener_security(config, listener, short_name, store, tokens)
+            for listener in config.listeners}
+
+
+def token_store(config: GatewayConfig) -> TokenStore | None:
+    """Delegation tokens: None when delegation.token.secret.key is unset (the feature is off)."""
+    from auth.token_store import TokenFileError, open_token_store
+
+    settings = config.settings
+    try:
+        return open_token_store(settings["ksgate.delegation.token.file"], settings["delegation.token.secret.key"])
+    except (ValueError, TokenFileError) as exc:
+        raise ConfigError(f"ksgate.delegation.token.file: {exc}") from None
 
 
 def _identity(name: str) -> str:
@@ -60,13 +74,13 @@ def _kerberos_short_namer(rules: str) -> Callable[[str], str]:
 
 
 def _listener_security(config: GatewayConfig, listener: ListenerConfig, short_name: Callable[[str], str],
-                       store: CredentialStore | None) -> ListenerSecurity:
+                       store: CredentialStore | None, tokens: TokenStore | None) -> ListenerSecurity:
     builder = DefaultPrincipalBuilder(ssl_mapper=_ssl_mapper(listener), kerberos_short_name=short_name)
     security = ListenerSecurity(principal_builder=builder)
     if listener.uses_tls:
         security.tls = _tls_provider(listener)
     if listener.uses_sasl:
-        mechanisms = {name: _mechanism(name, config, store) for name in listener.sasl_mechanisms}
+        mechanisms = {name: _mechanism(name, config, store, tokens) for name in listener.sasl_mechanisms}
         security.sasl = SaslServerConfig(
             mechanisms=mechanisms, principal_builder=builder,
             connections_max_reauth_ms=config.connections_max_reauth_ms,
@@ -88,7 +102,8 @@ def _tls_provider(listener: ListenerConfig) -> TlsContextProvider:
         raise ConfigError(f"listener {listener.name}: {exc}") from None
 
 
-def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None) -> MechanismFactory:
+def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None,
+               tokens: TokenStore | None = None) -> MechanismFactory:
     settings = config.settings
     if name in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         if store is None:
@@ -98,8 +113,9 @@ def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None) 
 
             return PlainMechanism(store)
         from auth.scram import ScramMechanism
+        from auth.token_store import token_lookup
 
-        return ScramMechanism(name, store)
+        return ScramMechanism(name, store, token_lookup=token_lookup(tokens) if tokens is not None else None)
     if name == "OAUTHBEARER":
         from auth.oauthbearer import build_oauthbearer_from_config
 
@@ -126,7 +142,8 @@ def credential_store(config: GatewayConfig) -> CredentialStore | None:
 
 
 def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
-                        credentials: CredentialStore | None = None) -> GatewayAuthorization | None:
+                        credentials: CredentialStore | None = None,
+                        tokens: TokenStore | None = None) -> GatewayAuthorization | None:
     """The shared authorizer, ACL store, audit log and policies; None when authorization is off."""
     from authz.acl_store import FileAclStore
     from authz.authorizer import StandardAuthorizer
@@ -147,6 +164,7 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
     authorizer.load(store.load())
     store.subscribe(authorizer.apply)
     from gateway.authorize_stage import local_handlers
+    from gateway.token_admin import TokenSettings
 
     return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh,
-                                local_handlers(credentials))
+                                local_handlers(credentials, tokens, TokenSettings.from_settings(settings)))

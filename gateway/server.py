@@ -7,6 +7,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from auth.mechanism import wall_clock_ms
+from auth.token_store import TokenStore
 from gateway.api_versions import negotiate
 from gateway.cluster_view import ClusterView
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
@@ -14,7 +16,7 @@ from gateway.connection import ClientConnection
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
 from gateway.request_pipeline import NEVER_RELAYED
-from gateway.security_setup import build_authorization, build_security, credential_store
+from gateway.security_setup import build_authorization, build_security, credential_store, token_store
 from gateway.upstream_auth import UpstreamAuthError
 from gateway.upstream_client import UpstreamClient, UpstreamError
 from gateway.upstream_tls import upstream_ssl_context
@@ -30,6 +32,7 @@ class Gateway:
     _servers: dict[tuple[str, int | None], asyncio.base_events.Server] = field(default_factory=dict)
     _connections: set[ClientConnection] = field(default_factory=set)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    tokens: TokenStore | None = None
     _stopping: bool = False
 
     # How often certificate files are checked for changes (SIGHUP reloads at once), and
@@ -95,6 +98,9 @@ class Gateway:
             if self.ctx.authorization is not None:
                 # O(ACLs) when the file changed: off the event loop (the swap itself is atomic).
                 await asyncio.to_thread(self.ctx.authorization.store.reload_if_changed)
+            if self.tokens is not None and tick % max(1, round(
+                    self.config.settings["delegation.token.expiry.check.interval.ms"] / 1000 / self.ACL_POLL_S)) == 0:
+                await asyncio.to_thread(self.tokens.purge_expired, wall_clock_ms())
             if tick % polls_per_tls_check:
                 continue
             for security in self.ctx.security.values():
@@ -105,8 +111,10 @@ class Gateway:
         cluster = ClusterView()
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream))
         credentials = credential_store(self.config)
-        self.ctx.security = build_security(self.config, credentials)
-        self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials)
+        self.tokens = token_store(self.config)
+        self.ctx.security = build_security(self.config, credentials, self.tokens)
+        self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
+                                                     self.tokens)
         cluster.on_new_node.append(self._open_node_listeners)
 
     async def start(self) -> None:
