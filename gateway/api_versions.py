@@ -15,6 +15,11 @@ from protocol.registry import all_apis, api
 UNSUPPORTED_VERSION = 35
 # Answered by the gateway before any policy runs, whatever the upstream supports.
 GATEWAY_HANDLED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# Fetch v16+ responses may end with node_endpoints (broker addresses, KIP-951): a gateway
+# must then hold and decode every Fetch response to rewrite them. v15 differs only in lacking
+# them, so offering at most v15 lets Fetch responses stream through untouched, and no broker
+# address can ride along in them. Clients fall back to a Metadata refresh on NOT_LEADER.
+VERSION_CAPS: dict[int, int] = {ApiKey.FETCH: 15}
 
 VersionRanges = dict[int, tuple[int, int]]
 
@@ -39,7 +44,7 @@ def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None
         if key not in upstream or (with_policy is not None and key not in with_policy) or key in never_relayed:
             continue
         low = max(schema.min_version, upstream[key][0])
-        high = min(schema.max_version, upstream[key][1])
+        high = min(schema.max_version, upstream[key][1], VERSION_CAPS.get(key, schema.max_version))
         if low <= high:
             ranges[key] = (low, high)
     return ranges

@@ -15,10 +15,11 @@ from typing import Any, cast
 from auth.first_frame import diagnose_non_kafka
 from auth.principal import KafkaPrincipal
 from auth.sasl_server import Authenticated, Close, SaslServerAuthenticator
+from gateway.address_rewrite import needs_rewrite
 from gateway.authentication import authenticate_frame, new_authenticator, principal_at_connect
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
-from gateway.pending import ResponseQueue, WireBytes
+from gateway.pending import ResponseQueue, WireBytes, with_correlation_id
 from gateway.request_pipeline import PipelineRefusal, handle_request, transform_response
 from gateway.upstream_auth import LinkRequester, UpstreamAuthError, sasl_exchange
 from gateway.upstream_link import UpstreamLink
@@ -49,6 +50,7 @@ class ClientConnection(asyncio.Protocol):
         # Frames accepted before the upstream link is up (uvloop may deliver data even
         # though reading was paused in connection_made); bounded by queued.max.requests.
         self._backlog: list[WireBytes] = []
+        self._streaming = False
         self.drained = asyncio.Event()
         self.drained.set()
         self.client_host = "?"
@@ -218,6 +220,34 @@ class ClientConnection(asyncio.Protocol):
         if len(self.responses) < self.ctx.config.queued_max_requests:
             self.set_read_paused("in-flight", False)
 
+    # --- streamed responses (large frames that need no rewriting) ------------------------
+
+    STREAM_MIN_BYTES = 64 * 1024  # smaller frames arrive whole anyway: not worth it
+
+    def may_stream(self, upstream_id: int, size: int) -> bool:
+        if size < self.STREAM_MIN_BYTES or self._streaming or self._closing:
+            return False
+        slot = self.responses.streamable(upstream_id)
+        return slot is not None and not needs_rewrite(slot.api_key, slot.api_version)
+
+    def stream_start(self, upstream_id: int, head: bytearray) -> None:
+        slot = self.responses.start_streaming(upstream_id)
+        self._streaming = True
+        self.ctx.counters.streamed_responses += 1
+        view = memoryview(head)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(with_correlation_id(view, 4, slot.correlation_id))
+
+    def stream_chunk(self, chunk: memoryview) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(chunk)
+
+    def stream_end(self) -> None:
+        self._streaming = False
+        self._flush()
+        if len(self.responses) < self.ctx.config.queued_max_requests:
+            self.set_read_paused("in-flight", False)
+
     def on_upstream_error(self, reason: str) -> None:
         self.abort(reason)
 
@@ -278,6 +308,8 @@ class ClientConnection(asyncio.Protocol):
     # --- helpers -------------------------------------------------------------------
 
     def _flush(self) -> None:
+        if self._streaming:  # a streamed response is mid-way on the socket: nothing may interleave
+            return
         ready = self.responses.pop_ready()
         if ready and self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(ready)

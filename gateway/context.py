@@ -34,6 +34,7 @@ class Counters:
 
     upstream_connections: int = 0
     relayed_requests: int = 0
+    streamed_responses: int = 0  # large responses forwarded as they arrived (not held whole)
     authentication_failures: int = 0
     authenticated: dict[str, int] = field(default_factory=dict)  # principal → successful authentications
 

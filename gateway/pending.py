@@ -82,6 +82,21 @@ class ResponseQueue:
             return None
         raise DecodeError(f"upstream sent a response nobody asked for (correlation id {upstream_id})")
 
+    def streamable(self, upstream_id: int) -> Slot | None:
+        """The slot for ``upstream_id`` if its response may be written out right now: it is the
+        oldest slot (everything before it has been sent) and nothing was asked to rewrite it."""
+        slot = self._awaiting.get(upstream_id)
+        if slot is None or slot.hook is not None or not self._slots or self._slots[0] is not slot:
+            return None
+        return slot
+
+    def start_streaming(self, upstream_id: int) -> Slot:
+        """Take the head slot out: its response is being written to the client as it arrives."""
+        slot = self._awaiting.pop(upstream_id)
+        assert self._slots[0] is slot
+        self._slots.popleft()
+        return slot
+
     def pop_ready(self) -> list[WireBytes]:
         ready: list[WireBytes] = []
         slots = self._slots

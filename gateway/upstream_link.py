@@ -13,6 +13,14 @@ from protocol.framing import Frame, FrameSplitter
 class UpstreamOwner(Protocol):
     def on_upstream_frames(self, frames: list[Frame]) -> None: ...
 
+    def may_stream(self, upstream_id: int, size: int) -> bool: ...
+
+    def stream_start(self, upstream_id: int, head: bytearray) -> None: ...
+
+    def stream_chunk(self, chunk: memoryview) -> None: ...
+
+    def stream_end(self) -> None: ...
+
     def on_upstream_error(self, reason: str) -> None: ...
 
     def on_upstream_lost(self, exc: Exception | None) -> None: ...
@@ -21,11 +29,19 @@ class UpstreamOwner(Protocol):
 
 
 class UpstreamLink(asyncio.Protocol):
-    __slots__ = ("_owner", "_splitter", "auth_inbox", "transport")
+    """Splits upstream bytes into response frames, or streams a large response straight on.
+
+    A response the owner accepts for streaming (next in line, no rewriting needed) is
+    forwarded chunk by chunk as it arrives instead of being held until complete, so the
+    client starts receiving a multi-megabyte Fetch while the rest is still in flight.
+    """
+
+    __slots__ = ("_owner", "_splitter", "_stream_left", "auth_inbox", "transport")
 
     def __init__(self, owner: UpstreamOwner, max_frame_bytes: int) -> None:
         self._owner = owner
         self._splitter = FrameSplitter(max_frame_bytes)
+        self._stream_left = 0  # bytes of the streamed frame still to come
         self.transport: asyncio.Transport | None = None
         # While the gateway authenticates itself to the upstream, frames go here instead.
         self.auth_inbox: Callable[[Frame], None] | None = None
@@ -35,16 +51,40 @@ class UpstreamLink(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        view = memoryview(data)
+        if self._stream_left:
+            n = min(self._stream_left, len(view))
+            self._stream_left -= n
+            self._owner.stream_chunk(view[:n])
+            if not self._stream_left:
+                self._owner.stream_end()
+            view = view[n:]
+            if not view:
+                return
         try:
-            frames = self._splitter.feed(data)
+            frames = self._splitter.feed(view)
         except DecodeError as exc:
             self._owner.on_upstream_error(f"upstream framing: {exc}")
             return
         if frames and self.auth_inbox is not None:
             for frame in frames:
                 self.auth_inbox(frame)
-        elif frames:
+            return
+        if frames:
             self._owner.on_upstream_frames(frames)
+        self._maybe_stream()
+
+    def _maybe_stream(self) -> None:
+        head = self._splitter.pending_head()
+        if head is None or self.auth_inbox is not None:
+            return
+        size, first = head
+        upstream_id = int.from_bytes(first, "big", signed=True)
+        if not self._owner.may_stream(upstream_id, size):
+            return
+        pending = self._splitter.take_pending()
+        self._stream_left = 4 + size - len(pending)
+        self._owner.stream_start(upstream_id, pending)
 
     def pause_writing(self) -> None:
         # The upstream socket is full: stop reading more requests from the client.

@@ -60,6 +60,17 @@ class FrameSplitter:
     def buffered(self) -> int:
         return len(self._pending)
 
+    def pending_head(self, header_bytes: int = 8) -> tuple[int, memoryview] | None:
+        """Size and first bytes of a frame that has started arriving but is not complete yet."""
+        if len(self._pending) < header_bytes:
+            return None
+        return _SIZE.unpack_from(self._pending, 0)[0], memoryview(self._pending)[4:header_bytes]
+
+    def take_pending(self) -> bytearray:
+        """Hand over the partial frame (for streaming it onwards); the splitter starts afresh."""
+        pending, self._pending, self._need = self._pending, bytearray(), 4
+        return pending
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         if self._pending:
             self._pending += data

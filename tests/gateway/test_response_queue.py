@@ -45,3 +45,17 @@ def test_correlation_id_is_replaced_without_copying_the_payload() -> None:
     pieces = with_correlation_id(wire, 4, 42)
     assert b"".join(bytes(p) for p in pieces) == b"\x00\x00\x00\x08\x00\x00\x00\x2abody"
     assert isinstance(pieces[2], memoryview) and pieces[2].obj is wire.obj
+
+
+def test_only_the_oldest_unhooked_slot_may_stream() -> None:
+    q = ResponseQueue()
+    first = q.expect_upstream(1, 1, 15)
+    second = q.expect_upstream(2, 1, 15)
+    assert q.streamable(second) is None  # the first response has not been sent yet
+    slot = q.streamable(first)
+    assert slot is not None and slot.correlation_id == 1
+    assert q.start_streaming(first) is slot
+    assert q.streamable(second) is not None  # now it is the head
+    hooked = ResponseQueue()
+    upstream_id = hooked.expect_upstream(3, 3, 12, hook=lambda body: body)
+    assert hooked.streamable(upstream_id) is None  # a hook needs the whole response
