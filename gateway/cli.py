@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from gateway.acls_command import add_acls_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.http_endpoints import MetricsServer, parse_metrics_listener
 from gateway.logs import configure_logging, get_logger
 from gateway.server import Gateway
 from gateway.tokens_command import add_tokens_parser
@@ -28,6 +29,31 @@ def install_event_loop_policy() -> None:
 async def serve(config: GatewayConfig, on_started: object = None) -> None:
     """Run a gateway until SIGINT/SIGTERM, then shut it down gracefully."""
     gateway = Gateway(config)
+    http = _metrics_server(config, gateway)
+    if http is not None:
+        await http.start()  # health answers while the upstream is probed; /readyz says "starting"
+    try:
+        await _serve(gateway, on_started)
+    finally:
+        if http is not None:
+            await http.close()
+
+
+def _metrics_server(config: GatewayConfig, gateway: Gateway) -> MetricsServer | None:
+    listener = config.settings.get("ksgate.metrics.listener")
+    if listener is None:
+        return None
+    host, port = parse_metrics_listener(listener)
+
+    def ready() -> bool | str:
+        if gateway._stopping:
+            return "shutting down"
+        return True if gateway.started else "starting: probing the upstream"
+
+    return MetricsServer(host, port, gateway.ctx.metrics, ready=ready, live=lambda: True)
+
+
+async def _serve(gateway: Gateway, on_started: object) -> None:
     await gateway.start()
     if callable(on_started):
         on_started(gateway)
@@ -38,10 +64,11 @@ async def serve(config: GatewayConfig, on_started: object = None) -> None:
     loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(gateway.reload_tls()))
     try:
         await stop.wait()
+        # The handlers stay installed while draining: a second signal must not kill the drain.
+        await gateway.shutdown()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
-        await gateway.shutdown()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

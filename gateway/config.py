@@ -217,6 +217,8 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "delegation.token.max.lifetime.ms": (_int, 604_800_000),
     "delegation.token.expiry.check.interval.ms": (_int, 3_600_000),
     "ksgate.delegation.token.file": (_optional_str, None),
+    # operations: Prometheus /metrics, /healthz and /readyz on host:port (unset: off)
+    "ksgate.metrics.listener": (_optional_str, None),
     "upstream.bootstrap.servers": (_str, None),
     "upstream.security.protocol": (_choice(*SECURITY_PROTOCOLS), "PLAINTEXT"),
     "upstream.sasl.mechanism": (_choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "SCRAM-SHA-512"),
@@ -312,6 +314,10 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
     if authorizer and authorizer.rsplit(".", 1)[-1] != "StandardAuthorizer":
         raise ConfigError(f"authorizer.class.name: only StandardAuthorizer (or empty: no authorization) "
                           f"is available, got {authorizer!r}")
+    if settings["ksgate.metrics.listener"] is not None:
+        from gateway.http_endpoints import parse_metrics_listener
+
+        parse_metrics_listener(settings["ksgate.metrics.listener"])
     if authorizer and settings["ksgate.acl.file"] is None:
         raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept); "
                           "set authorizer.class.name to an empty string to run without authorization")

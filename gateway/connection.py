@@ -51,6 +51,7 @@ class ClientConnection(asyncio.Protocol):
         # though reading was paused in connection_made); bounded by queued.max.requests.
         self._backlog: list[WireBytes] = []
         self._streaming = False
+        self._counted = False  # connection_made ran (a failed TLS handshake never gets there)
         self.drained = asyncio.Event()
         self.drained.set()
         self.client_host = "?"
@@ -65,6 +66,8 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
         self.transport = tr = cast(asyncio.Transport, transport)
+        self.ctx.metrics.connection_opened(self.listener.name)
+        self._counted = True
         peer = tr.get_extra_info("peername")
         self.client_host = str(peer[0]) if peer else "?"
         self.client_port = int(peer[1]) if peer else 0
@@ -194,6 +197,8 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        if self._counted:
+            self.ctx.metrics.connection_closed(self.listener.name)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
         self.log.info("client_disconnected", in_flight=len(self.responses))
@@ -253,6 +258,7 @@ class ClientConnection(asyncio.Protocol):
 
     def on_upstream_lost(self, exc: Exception | None) -> None:
         if not self._closing:
+            self.ctx.metrics.upstream_error("disconnected")
             self.log.info("upstream_disconnected", error=repr(exc) if exc else None)
             self.abort("upstream closed the connection")
 
@@ -272,6 +278,7 @@ class ClientConnection(asyncio.Protocol):
             self._start_upstream()
 
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
+        self.ctx.metrics.authentication(mechanism or self.listener.security_protocol, "success")
         key = str(principal)
         self.ctx.counters.authenticated[key] = self.ctx.counters.authenticated.get(key, 0) + 1
         if self.ctx.authorization is not None:
@@ -284,6 +291,8 @@ class ClientConnection(asyncio.Protocol):
         self.log.warning("authentication_failed", reason=step.reason,
                          mechanism_failure=step.authentication_failure)
         self.ctx.counters.authentication_failures += 1
+        self.ctx.metrics.authentication(self.authenticator.mechanism if self.authenticator else None,
+                                        step.failure_class)
         if self.ctx.authorization is not None:
             self.ctx.authorization.audit.authentication(
                 principal=None, attempted_user=self.authenticator.attempted_user if self.authenticator else None,

@@ -11,6 +11,7 @@ from gateway.authentication import ListenerSecurity
 from gateway.authorization import GatewayAuthorization
 from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
+from gateway.metrics import Metrics
 
 
 @dataclass(slots=True)
@@ -48,6 +49,7 @@ class GatewayContext:
     address_books: dict[str, ListenerAddressBook] = field(default_factory=dict)
     security: dict[str, ListenerSecurity] = field(default_factory=dict)
     counters: Counters = field(default_factory=Counters)
+    metrics: Metrics = field(default_factory=lambda: Metrics(()))
     authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
     next_connection_id: Callable[[], int] = field(default=lambda: 0)
 

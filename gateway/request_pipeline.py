@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from auth.mechanism import wall_clock_ms
 from auth.sasl_server import ILLEGAL_SASL_STATE
-from authz.request_policy import Answer, Refuse, Rewrite
+from authz.request_policy import Answer, Refuse, Relay, Rewrite
 from gateway.address_rewrite import REWRITERS, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
@@ -82,6 +82,7 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
     shared = conn.ctx.authorization
     if shared is not None:
         verdict = authorize(conn, shared, key, version, body)
+        conn.ctx.metrics.authorization_decision(key, _OUTCOMES[type(verdict)])
         if isinstance(verdict, Refuse):
             raise PipelineRefusal(verdict.reason)
         if isinstance(verdict, Answer):
@@ -104,10 +105,12 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
     else:
         upstream_id = conn.responses.expect_upstream(correlation_id, key, version, hook)
     conn.ctx.counters.relayed_requests += 1
+    conn.ctx.metrics.relayed(key)
     return with_correlation_id(wire, _REQUEST_CORRELATION_AT, upstream_id)
 
 
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_OUTCOMES = {Relay: "allowed", Rewrite: "partial", Answer: "denied", Refuse: "refused"}
 # Identity APIs: relayed, they would act as the gateway's own upstream principal (minting its
 # tokens, changing its ACLs or users). ksgate answers them itself or refuses them.
 NEVER_RELAYED = frozenset({

@@ -15,6 +15,7 @@ from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.connection import ClientConnection
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
+from gateway.metrics import Metrics
 from gateway.request_pipeline import NEVER_RELAYED
 from gateway.security_setup import build_authorization, build_security, credential_store, token_store
 from gateway.upstream_auth import UpstreamAuthError
@@ -34,6 +35,7 @@ class Gateway:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
     _stopping: bool = False
+    started: bool = False  # listeners open and the upstream answered: ready for /readyz
 
     # How often certificate files are checked for changes (SIGHUP reloads at once), and
     # ACL files (an external edit must apply within a second).
@@ -109,7 +111,8 @@ class Gateway:
 
     def __post_init__(self) -> None:
         cluster = ClusterView()
-        self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream))
+        self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream),
+                                  metrics=Metrics(listener.name for listener in self.config.listeners))
         credentials = credential_store(self.config)
         self.tokens = token_store(self.config)
         self.ctx.security = build_security(self.config, credentials, self.tokens)
@@ -127,6 +130,7 @@ class Gateway:
             await self._listen(listener, None)
         for node_id in sorted(self.ctx.cluster.nodes):
             self._open_node_listeners(node_id)
+        self.started = True
         log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
                                                for lst in self.config.listeners],
                  nodes=sorted(self.ctx.cluster.nodes))
