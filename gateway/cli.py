@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import os
 import signal
 import sys
 from collections.abc import Sequence
+
+import structlog
 
 from gateway.acls_command import add_acls_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
@@ -26,10 +30,18 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(config: GatewayConfig, on_started: object = None) -> None:
-    """Run a gateway until SIGINT/SIGTERM, then shut it down gracefully."""
-    gateway = Gateway(config)
-    http = _metrics_server(config, gateway)
+async def serve(config: GatewayConfig, on_started: object = None, worker: int | None = None) -> None:
+    """Run a gateway until SIGINT/SIGTERM, then shut it down gracefully.
+
+    As worker ``worker`` of several, listeners are shared with SO_REUSEPORT, metrics are
+    served on the configured port + the worker index, and the worker stops if orphaned.
+    """
+    gateway = Gateway(config, reuse_port=worker is not None)
+    http = _metrics_server(config, gateway, worker or 0)
+    if worker is not None:
+        from gateway.workers import watch_parent
+
+        watch_parent(asyncio.get_running_loop(), lambda: os.kill(os.getpid(), signal.SIGTERM))
     if http is not None:
         await http.start()  # health answers while the upstream is probed; /readyz says "starting"
     try:
@@ -39,11 +51,12 @@ async def serve(config: GatewayConfig, on_started: object = None) -> None:
             await http.close()
 
 
-def _metrics_server(config: GatewayConfig, gateway: Gateway) -> MetricsServer | None:
+def _metrics_server(config: GatewayConfig, gateway: Gateway, worker: int) -> MetricsServer | None:
     listener = config.settings.get("ksgate.metrics.listener")
     if listener is None:
         return None
     host, port = parse_metrics_listener(listener)
+    port += worker  # one metrics port per worker: a shared port would answer for a random worker
 
     def ready() -> bool | str:
         if gateway._stopping:
@@ -74,9 +87,32 @@ async def _serve(gateway: Gateway, on_started: object) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     configure_logging(config.log_level)
-    install_event_loop_policy()
-    asyncio.run(serve(config))
-    return 0
+    if args.workers <= 1:
+        install_event_loop_policy()
+        asyncio.run(serve(config))
+        return 0
+    from gateway.workers import run_workers
+
+    def serve_one(index: int) -> int:
+        install_event_loop_policy()
+        structlog.contextvars.bind_contextvars(worker=index)  # connection ids repeat across workers
+        try:
+            asyncio.run(serve(worker_config(config, index), worker=index))
+        except (ConfigError, UpstreamError) as exc:
+            get_logger().error("worker_failed", worker=index, error=str(exc))
+            return 2
+        return 0
+
+    return run_workers(args.workers, serve_one, stop_timeout_s=config.shutdown_timeout_ms / 1000 + 5)
+
+
+def worker_config(config: GatewayConfig, index: int) -> GatewayConfig:
+    """A worker's own audit file: rotating files cannot be shared between processes."""
+    audit = config.settings.get("ksgate.audit.log.file")
+    if not audit:
+        return config
+    settings = {**config.settings, "ksgate.audit.log.file": f"{audit}.worker-{index}"}
+    return dataclasses.replace(config, settings=settings)
 
 
 def _cmd_quickstart(args: argparse.Namespace) -> int:
@@ -92,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the gateway with a configuration file")
     run.add_argument("--config", required=True, help="YAML configuration file")
+    run.add_argument("--workers", type=int, default=1,
+                     help="processes sharing the listeners with SO_REUSEPORT, one event loop each (default 1)")
     run.set_defaults(func=_cmd_run)
     quick = sub.add_parser("quickstart", help="start a local broker and a gateway in front of it")
     quick.add_argument("--dir", default="./quickstart", help="where to write client property files")

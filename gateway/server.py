@@ -35,6 +35,7 @@ class Gateway:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
     _stopping: bool = False
+    reuse_port: bool = False  # several worker processes share the listening ports
     started: bool = False  # listeners open and the upstream answered: ready for /readyz
 
     # How often certificate files are checked for changes (SIGHUP reloads at once), and
@@ -183,7 +184,12 @@ class Gateway:
         port = listener.bind.port if node_id is None else self.config.node_port(listener, node_id)
         # Bind synchronously so a client that just read this address in a Metadata
         # response finds the port open (queued in the backlog) even before accept starts.
-        sock = _bound_socket(listener.bind.host, port)
+        if self.reuse_port:
+            from gateway.workers import reuse_port_socket
+
+            sock = reuse_port_socket(listener.bind.host, port)
+        else:
+            sock = _bound_socket(listener.bind.host, port)
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
             lambda: self._new_connection(listener.name, node_id), sock=sock, backlog=1024,

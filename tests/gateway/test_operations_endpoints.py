@@ -53,3 +53,29 @@ def test_metrics_and_health_of_a_running_gateway(broker: EmbeddedBroker, tmp_pat
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+
+
+def test_two_workers_share_the_listener_and_each_serves_its_metrics(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    port, metrics_base = free_port(), free_port()
+    config = tmp_path / "ksgate.yaml"
+    config.write_text(f"listeners: PLAINTEXT://127.0.0.1:{port}\nupstream.bootstrap.servers: {broker.bootstrap}\n"
+                      f"listener.name.plaintext.node.port.base: {free_port() - 111}\n"
+                      f"ksgate.metrics.listener: 127.0.0.1:{metrics_base}\nlog.level: WARNING\n")
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run", "--config", str(config), "--workers", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for worker in range(2):
+            deadline = time.monotonic() + 30
+            status = 0
+            while status != 200 and time.monotonic() < deadline:
+                try:
+                    status, _ = _get(f"http://127.0.0.1:{metrics_base + worker}/readyz")
+                except OSError:
+                    status = 0
+                time.sleep(0.1)
+            assert status == 200, f"worker {worker} never became ready"
+        for _ in range(4):  # connections land on either worker; every one works
+            assert AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10).brokers
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=40) == 0
