@@ -52,6 +52,7 @@ class ClientConnection(asyncio.Protocol):
         self._backlog: list[WireBytes] = []
         self._streaming = False
         self._counted = False  # connection_made ran (a failed TLS handshake never gets there)
+        self.last_active = asyncio.get_event_loop().time()
         self.drained = asyncio.Event()
         self.drained.set()
         self.client_host = "?"
@@ -145,6 +146,7 @@ class ClientConnection(asyncio.Protocol):
         return [address] if address else []
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = asyncio.get_running_loop().time()
         try:
             frames = self.splitter.feed(data)
         except FrameTooLarge as exc:
@@ -342,6 +344,10 @@ class ClientConnection(asyncio.Protocol):
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the client last sent anything, or 0 while responses are outstanding."""
+        return 0.0 if len(self.responses) or self._streaming else now - self.last_active
 
     def begin_drain(self) -> None:
         """Graceful shutdown: read no new requests, close once in-flight ones are answered."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway.api_versions import VersionRanges
@@ -51,7 +50,6 @@ class GatewayContext:
     counters: Counters = field(default_factory=Counters)
     metrics: Metrics = field(default_factory=lambda: Metrics(()))
     authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
-    next_connection_id: Callable[[], int] = field(default=lambda: 0)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

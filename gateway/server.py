@@ -98,6 +98,7 @@ class Gateway:
         while not self._stopping:
             await asyncio.sleep(self.ACL_POLL_S)
             tick += 1
+            self._close_idle_connections()
             if self.ctx.authorization is not None:
                 # O(ACLs) when the file changed: off the event loop (the swap itself is atomic).
                 await asyncio.to_thread(self.ctx.authorization.store.reload_if_changed)
@@ -166,6 +167,14 @@ class Gateway:
             finally:
                 await client.close()
         raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors))
+
+    def _close_idle_connections(self) -> None:
+        """Kafka's connections.max.idle.ms: close connections that have sent nothing for that long."""
+        limit = self.config.connections_max_idle_ms / 1000
+        now = asyncio.get_running_loop().time()
+        for conn in list(self._connections):
+            if conn.idle_for(now) > limit:
+                conn.abort(f"idle for more than {self.config.connections_max_idle_ms} ms (connections.max.idle.ms)")
 
     def _open_node_listeners(self, node_id: int) -> None:
         for listener in self.config.listeners:

@@ -13,8 +13,9 @@ from protocol.api_keys import ApiKey
 from protocol.framing import Frame
 from protocol.messages import decode_response, request_frame
 
-Requester = Callable[[ApiKey, int, dict[str, Any]], Awaitable[dict[str, Any]]]
+# The client id of the gateway's own requests (what upstream logs and quotas see).
 CLIENT_ID = "ksgate"
+Requester = Callable[[ApiKey, int, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class UpstreamAuthError(ConnectionError):

@@ -14,10 +14,9 @@ import struct
 from typing import Any
 
 from gateway.config import UpstreamConfig
+from gateway.upstream_auth import CLIENT_ID, sasl_exchange
 from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame
-
-CLIENT_ID = "ksgate"
 
 
 class UpstreamError(ConnectionError):
@@ -59,8 +58,6 @@ class UpstreamClient:
 
     async def authenticate(self, config: UpstreamConfig) -> None:
         """SASL as the gateway's service principal (after ApiVersions, like any client)."""
-        from gateway.upstream_auth import sasl_exchange
-
         await sasl_exchange(self.request, config)
 
     async def close(self) -> None:

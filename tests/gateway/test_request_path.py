@@ -140,3 +140,15 @@ def test_identity_apis_are_never_relayed_even_without_an_authorizer(broker: Embe
         c.close()
     finally:
         open_gateway.stop()
+
+
+def test_idle_connections_are_closed_after_connections_max_idle_ms(broker: EmbeddedBroker) -> None:
+    idle_gateway = GatewayThread(broker.bootstrap, {"connections.max.idle.ms": 600}).start()
+    try:
+        c = WireClient(idle_gateway.bootstrap)
+        c.send(request_frame(ApiKey.METADATA, METADATA_V, 1, ALL_TOPICS))
+        c.read_response(ApiKey.METADATA, METADATA_V)
+        assert c.is_closed_by_peer(timeout_s=5)  # nothing sent after the response: closed
+        c.close()
+    finally:
+        idle_gateway.stop()
