@@ -20,6 +20,7 @@ from gateway.server import Gateway
 from gateway.tokens_command import add_tokens_parser
 from gateway.upstream_client import UpstreamError
 from gateway.users_command import add_users_parser
+from pipeline.cli import add_audit_parser
 
 
 def install_event_loop_policy() -> None:
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_users_parser(sub)
     add_acls_parser(sub)
     add_tokens_parser(sub)
+    add_audit_parser(sub)
     return parser
 
 

@@ -1,0 +1,181 @@
+"""``ksgate audit report|recommend|alerts|generate``: the command line of the audit-log pipeline.
+
+pyspark is imported only when a command runs, so ``ksgate --help`` works without the ``pipeline`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pipeline.errors import PipelineError
+from pipeline.instants import parse_instant
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MIN_PREFIX_GROUP = 3  # as pipeline.recommend, without importing pyspark here
+
+
+def _instant(text: str) -> datetime:
+    try:
+        return parse_instant(text)
+    except PipelineError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _day(text: str) -> date:
+    return _instant(text).date()
+
+
+def _conf_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _spark_options() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--master", help="Spark master (default: the configured one under spark-submit, else local[*])")
+    parser.add_argument("--conf", dest="spark_conf", action="append", type=_conf_pair, default=[],
+                        metavar="KEY=VALUE", help="extra Spark configuration, repeatable")
+    parser.add_argument("--log-level", default="ERROR", help="Spark log level (default ERROR)")
+    return parser
+
+
+def _input_options() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--input", dest="inputs", action="extend", nargs="+", required=True, metavar="PATH",
+                        help="audit log files, directories or globs (local, hdfs://, s3a://), repeatable")
+    parser.add_argument("--output", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--since", type=_instant, metavar="T", help="only events at or after T (ISO 8601, UTC)")
+    parser.add_argument("--until", type=_instant, metavar="T", help="only events before T (ISO 8601, UTC)")
+    return parser
+
+
+def add_audit_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Add the ``audit`` command (``report``, ``recommend``, ``alerts``, ``generate``) to ``subparsers``."""
+    spark, inputs = _spark_options(), _input_options()
+    audit = subparsers.add_parser("audit", help="analyse the audit log with Spark")
+    audit.set_defaults(func=run_audit)
+    commands = audit.add_subparsers(dest="audit_command", required=True,
+                                    metavar="{report,recommend,alerts,generate}")
+    commands.add_parser("report", parents=[inputs, spark],
+                        help="access matrix, top denials and charts (Parquet, summary.md, PNG)")
+    recommend = commands.add_parser("recommend", parents=[inputs, spark],
+                                    help="least-privilege ALLOW bindings learned from allowed decisions")
+    recommend.add_argument("--acls", metavar="ACL_FILE", help="the ACL file in force: diff against it")
+    recommend.add_argument("--min-prefix-group", type=_positive, default=DEFAULT_MIN_PREFIX_GROUP, metavar="K",
+                           help="resources that must share a prefix for a PREFIXED binding "
+                           f"(default {DEFAULT_MIN_PREFIX_GROUP})")
+    alerts = commands.add_parser("alerts", parents=[inputs, spark],
+                                 help="brute force, credential stuffing, new access, denial spikes")
+    alerts.add_argument("--window-minutes", type=_positive, default=5, help="sliding window (default 5)")
+    alerts.add_argument("--brute-force-failures", type=_positive, default=20, metavar="N",
+                        help="failures from one host (or for one user) in the window (default 20)")
+    alerts.add_argument("--stuffing-users", type=_positive, default=5, metavar="M",
+                        help="distinct user names from one host in the window (default 5)")
+    alerts.add_argument("--new-access-days", type=_positive, default=1,
+                        help="pairs first seen this many days before the last event are new (default 1)")
+    alerts.add_argument("--spike-factor", type=float, default=5.0, help="× the hourly median (default 5)")
+    alerts.add_argument("--spike-min-denials", type=_positive, default=20, help="denials in the hour (default 20)")
+    generate = commands.add_parser("generate", parents=[spark], help="write a synthetic audit log")
+    generate.add_argument("--output", required=True, metavar="PATH", help="directory (date=YYYY-MM-DD/ inside)")
+    generate.add_argument("--events", type=_positive, required=True, metavar="N")
+    generate.add_argument("--seed", type=int, default=1, metavar="S")
+    generate.add_argument("--days", type=_positive, default=7, metavar="D")
+    generate.add_argument("--start", type=_day, help="first day (default: D days before today, UTC)")
+    generate.add_argument("--engine", choices=("auto", "python", "spark"), default="auto",
+                          help="auto: plain Python up to 200,000 events, Spark above")
+    generate.add_argument("--acls-out", metavar="FILE", help="also write the ACLs the synthetic events assume")
+    return audit
+
+
+def _report(spark: SparkSession, args: argparse.Namespace) -> str:
+    from pipeline.report import build_report
+
+    summary = build_report(spark, args.inputs, args.output, args.since, args.until)
+    return f"{summary.totals['events']:,} events; see {summary.output / 'summary.md'}"
+
+
+def _recommend(spark: SparkSession, args: argparse.Namespace) -> str:
+    from pipeline.recommend import recommend
+
+    result = recommend(spark, args.inputs, args.output, args.acls, args.min_prefix_group, args.since, args.until)
+    diff = result.diff
+    extra = (f", {len(diff.to_add)} to add, {len(diff.covered)} narrower than existing ones, "
+             f"{len(diff.unused)} existing unused" if diff else "")
+    return f"{len(result.grants)} bindings{extra}; see {args.output}/recommendations.md"
+
+
+def _alerts(spark: SparkSession, args: argparse.Namespace) -> str:
+    from pipeline.alerts import AlertThresholds, run_alerts
+
+    limits = AlertThresholds(window=timedelta(minutes=args.window_minutes),
+                             brute_force_failures=args.brute_force_failures, stuffing_users=args.stuffing_users,
+                             new_pair_period=timedelta(days=args.new_access_days), spike_factor=args.spike_factor,
+                             spike_min_denials=args.spike_min_denials)
+    found = run_alerts(spark, args.inputs, args.output, limits, args.since, args.until)
+    return f"{len(found)} alerts; see {args.output}/alerts.md"
+
+
+_ANALYSES: dict[str, Callable[[SparkSession, argparse.Namespace], str]] = {
+    "report": _report, "recommend": _recommend, "alerts": _alerts,
+}
+
+
+def _generate(args: argparse.Namespace) -> str:
+    from pipeline.generate import GenerateOptions, generate
+
+    options = GenerateOptions(args.output, args.events, args.seed, args.days, args.start, args.engine, args.acls_out)
+    if not options.use_spark():
+        return f"{args.events:,} events ({generate(None, options)}) in {args.output}"
+    return _with_session(args, lambda spark: f"{args.events:,} events ({generate(spark, options)}) in {args.output}")
+
+
+def _with_session(args: argparse.Namespace, job: Callable[[SparkSession], str]) -> str:
+    """Run ``job`` in the session; stop it afterwards only if this call created it."""
+    from pyspark.sql import SparkSession
+
+    from pipeline.session import build_session
+
+    owned = SparkSession.getActiveSession() is None
+    spark = build_session(args.master, dict(args.spark_conf), args.log_level)
+    try:
+        return job(spark)
+    finally:
+        if owned:
+            spark.stop()
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Run a parsed ``audit`` command; 0 on success, 1 on failure (explained on stderr)."""
+    command: str = args.audit_command
+    try:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+    except ImportError:
+        print("ksgate audit: needs pyspark: pip install 'ksgate[pipeline]'", file=sys.stderr)
+        return 1
+    try:
+        if command == "generate":
+            message = _generate(args)
+        else:
+            analysis = _ANALYSES[command]
+            message = _with_session(args, lambda spark: analysis(spark, args))
+    except (PipelineError, PySparkException, Py4JError, OSError) as exc:
+        print(f"ksgate audit {command}: {exc}", file=sys.stderr)
+        return 1
+    print(f"ksgate audit {command}: {message}")
+    return 0
