@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import tempfile
-import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +22,8 @@ from typing import Any
 from auth.credentials import SCRAM_MECHANISMS, PlainCredential, ScramCredential
 from auth.plain import plain_credential
 from auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
+from auth.watched_file import Signature as _Signature
+from auth.watched_file import WatchedFile
 
 try:
     import fcntl
@@ -36,7 +37,6 @@ PLAIN = "PLAIN"
 ALL_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 RELOAD_INTERVAL_S = 1.0
 
-_Signature = tuple[int, int, int]  # (mtime_ns, size, inode)
 
 
 class CredentialFileError(ValueError):
@@ -172,17 +172,17 @@ class FileCredentialStore:
     def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.monotonic,
                  reload_interval_s: float = RELOAD_INTERVAL_S) -> None:
         self._path = Path(path)
-        self._clock = clock
-        self._interval = reload_interval_s
-        self._lock = threading.Lock()
-        self._users: dict[str, _UserEntry] = {}
-        self._signature: _Signature | None = None
         loaded = self._load()
         if loaded is None:
             log.info("credential file %s does not exist yet: no users", self._path)
-        else:
-            self._signature, self._users = loaded
-        self._next_check = clock() + reload_interval_s
+        self._watch: WatchedFile[dict[str, _UserEntry]] = WatchedFile(
+            self._path, self._load, dict, errors=(OSError, CredentialFileError), what="credential file",
+            describe=lambda users: f"{len(users)} users", removed="no users can authenticate",
+            clock=clock, interval=reload_interval_s, initial=loaded)
+
+    @property
+    def _users(self) -> dict[str, _UserEntry]:
+        return self._watch.content
 
     @property
     def path(self) -> Path:
@@ -217,42 +217,11 @@ class FileCredentialStore:
     # --- reloading -------------------------------------------------------------------
 
     def _maybe_reload(self) -> None:
-        now = self._clock()
-        if now < self._next_check:
-            return
-        self._next_check = now + self._interval
-        self.reload_if_changed()
+        self._watch.maybe_reload()
 
     def reload_if_changed(self) -> bool:
         """Re-read the file if its (mtime, size, inode) changed; True if the content was replaced."""
-        with self._lock:
-            try:
-                st = os.stat(self._path)
-            except FileNotFoundError:
-                if self._signature is None:
-                    return False
-                log.warning("credential file %s was removed: no users can authenticate", self._path)
-                self._signature, self._users = None, {}
-                return True
-            except OSError as exc:
-                log.error("credential file %s cannot be checked, keeping %d users: %s",
-                          self._path, len(self._users), exc)
-                return False
-            if (st.st_mtime_ns, st.st_size, st.st_ino) == self._signature:
-                return False
-            try:
-                loaded = self._load()
-            except (OSError, CredentialFileError) as exc:
-                log.error("credential file %s could not be reloaded, keeping the previous %d users: %s",
-                          self._path, len(self._users), exc)
-                # Remember this version so the same broken file is reported once, not every second.
-                self._signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-                return False
-            if loaded is None:  # removed between stat and open; the next check sees it
-                return False
-            self._signature, self._users = loaded
-            log.info("credential file %s reloaded: %d users", self._path, len(self._users))
-            return True
+        return self._watch.reload_if_changed()
 
     def _load(self) -> tuple[_Signature, dict[str, _UserEntry]] | None:
         """Read and parse; the signature comes from the same open file, so it matches the content."""

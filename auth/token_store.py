@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,8 @@ from auth.file_store import _write_atomic
 from auth.mechanism import wall_clock_ms
 from auth.principal import USER_TYPE, KafkaPrincipal
 from auth.scram import DEFAULT_ITERATIONS, TokenCredential, TokenLookup, scram_credential
+from auth.watched_file import Signature as _Signature
+from auth.watched_file import WatchedFile
 
 try:
     import fcntl
@@ -44,7 +45,6 @@ TOKEN_ITERATIONS = DEFAULT_ITERATIONS  # Kafka derives token credentials with th
 HMAC_ALGORITHM = "sha512"  # Kafka's "HmacSHA512"
 _LONG_MAX = 2**63 - 1
 
-_Signature = tuple[int, int, int]  # (mtime_ns, size, inode)
 
 
 class TokenError(enum.IntEnum):
@@ -267,16 +267,19 @@ class TokenStore:
             raise ValueError("delegation.token.secret.key is empty: delegation tokens are disabled")
         self._path = Path(path)
         self._secret_key = key
-        self._clock = clock
-        self._interval = reload_interval_s
-        self._lock = threading.Lock()
-        self._tokens: dict[str, _TokenEntry] = {}  # valid under the current secret key only
-        self._signature: _Signature | None = None
+        # Holds the tokens valid under the current secret key only.
+        self._watch: WatchedFile[dict[str, _TokenEntry]] = WatchedFile(
+            self._path, self._load_valid, dict, errors=(OSError, TokenFileError), what="token file",
+            describe=lambda tokens: f"{len(tokens)} tokens", removed="no delegation token can authenticate",
+            clock=clock, interval=reload_interval_s, initial=self._load_valid(), reload_level=logging.DEBUG)
+
+    @property
+    def _tokens(self) -> dict[str, _TokenEntry]:
+        return self._watch.content
+
+    def _load_valid(self) -> tuple[_Signature, dict[str, _TokenEntry]] | None:
         loaded = self._load()
-        if loaded is not None:
-            self._signature, entries = loaded
-            self._tokens = self._valid(entries, report=True)
-        self._next_check = clock() + reload_interval_s
+        return None if loaded is None else (loaded[0], self._valid(loaded[1], report=True))
 
     @property
     def path(self) -> Path:
@@ -434,41 +437,11 @@ class TokenStore:
     # --- reloading (as FileCredentialStore) ------------------------------------------
 
     def _maybe_reload(self) -> None:
-        now = self._clock()
-        if now < self._next_check:
-            return
-        self._next_check = now + self._interval
-        self.reload_if_changed()
+        self._watch.maybe_reload()
 
     def reload_if_changed(self) -> bool:
         """Re-read the file if its (mtime, size, inode) changed; True if the content was replaced."""
-        with self._lock:
-            try:
-                st = os.stat(self._path)
-            except FileNotFoundError:
-                if self._signature is None:
-                    return False
-                log.warning("token file %s was removed: no delegation token can authenticate", self._path)
-                self._signature, self._tokens = None, {}
-                return True
-            except OSError as exc:
-                log.error("token file %s cannot be checked, keeping %d tokens: %s", self._path, len(self._tokens), exc)
-                return False
-            if (st.st_mtime_ns, st.st_size, st.st_ino) == self._signature:
-                return False
-            try:
-                loaded = self._load()
-            except (OSError, TokenFileError) as exc:
-                log.error("token file %s could not be reloaded, keeping the previous %d tokens: %s",
-                          self._path, len(self._tokens), exc)
-                self._signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-                return False
-            if loaded is None:  # removed between stat and open; the next check sees it
-                return False
-            self._signature, entries = loaded
-            self._tokens = self._valid(entries, report=True)
-            log.debug("token file %s reloaded: %d tokens", self._path, len(self._tokens))
-            return True
+        return self._watch.reload_if_changed()
 
     def _load(self) -> tuple[_Signature, dict[str, _TokenEntry]] | None:
         try:
