@@ -44,7 +44,7 @@ class CredentialFileError(ValueError):
 
 
 @dataclass(slots=True, frozen=True)
-class _UserEntry:
+class UserEntry:
     plain: PlainCredential | None = None
     scram: Mapping[str, ScramCredential] = field(default_factory=dict)
 
@@ -80,7 +80,7 @@ def _field_iterations(record: Mapping[str, Any], where: str) -> int:
     return value
 
 
-def _parse(data: bytes) -> dict[str, _UserEntry]:
+def _parse(data: bytes) -> dict[str, UserEntry]:
     try:
         document = json.loads(data)
     except json.JSONDecodeError as exc:  # its message gives a position, never content
@@ -92,39 +92,50 @@ def _parse(data: bytes) -> dict[str, _UserEntry]:
     users = document.get("users")
     if not isinstance(users, dict):
         raise CredentialFileError("'users' must be an object")
-    parsed: dict[str, _UserEntry] = {}
+    parsed: dict[str, UserEntry] = {}
     for user, records in users.items():
         if not isinstance(records, dict):
             raise CredentialFileError(f"user {user!r}: expected an object of mechanisms")
         plain: PlainCredential | None = None
         scram: dict[str, ScramCredential] = {}
         for mechanism, record in records.items():
-            where = f"user {user!r}, {mechanism}"
-            if not isinstance(record, dict):
-                raise CredentialFileError(f"{where}: expected an object")
-            if mechanism == PLAIN:
-                plain = PlainCredential(_field_bytes(record, "salt", where), _field_bytes(record, "hash", where),
-                                        _field_iterations(record, where))
-            elif mechanism in SCRAM_MECHANISMS:
-                scram[mechanism] = ScramCredential(
-                    _field_bytes(record, "salt", where), _field_bytes(record, "stored_key", where),
-                    _field_bytes(record, "server_key", where), _field_iterations(record, where))
+            credential = credential_from_json(mechanism, record, f"user {user!r}, {mechanism}")
+            if isinstance(credential, PlainCredential):
+                plain = credential
             else:
-                raise CredentialFileError(f"{where}: unknown mechanism")
-        parsed[user] = _UserEntry(plain, scram)
+                scram[mechanism] = credential
+        parsed[user] = UserEntry(plain, scram)
     return parsed
 
 
-def _serialize(users: Mapping[str, _UserEntry]) -> bytes:
+def credential_from_json(mechanism: str, record: object, where: str) -> PlainCredential | ScramCredential:
+    """One mechanism's credential from its JSON object (the file's, and the replicated store's records)."""
+    if not isinstance(record, dict):
+        raise CredentialFileError(f"{where}: expected an object")
+    if mechanism == PLAIN:
+        return PlainCredential(_field_bytes(record, "salt", where), _field_bytes(record, "hash", where),
+                               _field_iterations(record, where))
+    if mechanism in SCRAM_MECHANISMS:
+        return ScramCredential(_field_bytes(record, "salt", where), _field_bytes(record, "stored_key", where),
+                               _field_bytes(record, "server_key", where), _field_iterations(record, where))
+    raise CredentialFileError(f"{where}: unknown mechanism")
+
+
+def credential_to_json(credential: PlainCredential | ScramCredential) -> dict[str, Any]:
+    if isinstance(credential, PlainCredential):
+        return {"salt": _b64(credential.salt), "hash": _b64(credential.hash), "iterations": credential.iterations}
+    return {"salt": _b64(credential.salt), "stored_key": _b64(credential.stored_key),
+            "server_key": _b64(credential.server_key), "iterations": credential.iterations}
+
+
+def _serialize(users: Mapping[str, UserEntry]) -> bytes:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for user, entry in users.items():
         records: dict[str, dict[str, Any]] = {}
         if entry.plain is not None:
-            records[PLAIN] = {"salt": _b64(entry.plain.salt), "hash": _b64(entry.plain.hash),
-                              "iterations": entry.plain.iterations}
+            records[PLAIN] = credential_to_json(entry.plain)
         for mechanism, cred in entry.scram.items():
-            records[mechanism] = {"salt": _b64(cred.salt), "stored_key": _b64(cred.stored_key),
-                                  "server_key": _b64(cred.server_key), "iterations": cred.iterations}
+            records[mechanism] = credential_to_json(cred)
         out[user] = records
     text = json.dumps({"version": FORMAT_VERSION, "users": out}, indent=2, sort_keys=True)
     return (text + "\n").encode("utf-8")
@@ -175,13 +186,13 @@ class FileCredentialStore:
         loaded = self._load()
         if loaded is None:
             log.info("credential file %s does not exist yet: no users", self._path)
-        self._watch: WatchedFile[dict[str, _UserEntry]] = WatchedFile(
+        self._watch: WatchedFile[dict[str, UserEntry]] = WatchedFile(
             self._path, self._load, dict, errors=(OSError, CredentialFileError), what="credential file",
             describe=lambda users: f"{len(users)} users", removed="no users can authenticate",
             clock=clock, interval=reload_interval_s, initial=loaded)
 
     @property
-    def _users(self) -> dict[str, _UserEntry]:
+    def _users(self) -> dict[str, UserEntry]:
         return self._watch.content
 
     @property
@@ -210,7 +221,7 @@ class FileCredentialStore:
         entry = self._entry(user)
         return entry.mechanisms if entry is not None else []
 
-    def _entry(self, user: str) -> _UserEntry | None:
+    def _entry(self, user: str) -> UserEntry | None:
         self._maybe_reload()
         return self._users.get(user)
 
@@ -223,7 +234,7 @@ class FileCredentialStore:
         """Re-read the file if its (mtime, size, inode) changed; True if the content was replaced."""
         return self._watch.reload_if_changed()
 
-    def _load(self) -> tuple[_Signature, dict[str, _UserEntry]] | None:
+    def _load(self) -> tuple[_Signature, dict[str, UserEntry]] | None:
         """Read and parse; the signature comes from the same open file, so it matches the content."""
         try:
             with open(self._path, "rb") as file:
@@ -251,7 +262,7 @@ class FileCredentialStore:
         if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
             raise ValueError(f"SCRAM iterations must be within {MIN_ITERATIONS}..{MAX_ITERATIONS}")
         # Derive outside the file lock: PBKDF2 is the slow part.
-        entry = _UserEntry(
+        entry = UserEntry(
             plain=plain_credential(password) if PLAIN in mechanisms else None,
             scram={m: scram_credential(m, password, iterations=iterations) for m in SCRAM_MECHANISMS
                    if m in mechanisms})
@@ -282,16 +293,16 @@ class FileCredentialStore:
             for user, mechanism in deletions:
                 entry = users.get(user)
                 if entry is not None:
-                    users[user] = _UserEntry(entry.plain, {m: c for m, c in entry.scram.items() if m != mechanism})
+                    users[user] = UserEntry(entry.plain, {m: c for m, c in entry.scram.items() if m != mechanism})
             for user, mechanism, credential in upsertions:
                 _validate_user(user)
-                entry = users.get(user) or _UserEntry()
-                users[user] = _UserEntry(entry.plain, {**entry.scram, mechanism: credential})
+                entry = users.get(user) or UserEntry()
+                users[user] = UserEntry(entry.plain, {**entry.scram, mechanism: credential})
             users = {u: e for u, e in users.items() if e.plain is not None or e.scram}
             _write_atomic(self._path, _serialize(users))
         self.reload_if_changed()
 
-    def _read_for_update(self) -> dict[str, _UserEntry]:
+    def _read_for_update(self) -> dict[str, UserEntry]:
         """The file's current content (not our cache): another process may have written it."""
         loaded = self._load()
         return dict(loaded[1]) if loaded is not None else {}

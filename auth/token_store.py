@@ -107,7 +107,7 @@ class TokenOutcome:
 
 
 @dataclass(slots=True, frozen=True)
-class _TokenEntry:
+class TokenEntry:
     info: TokenInfo
     hmac_sha256: bytes = field(repr=False)  # finds the token from a renew/expire's HMAC
     scram: Mapping[str, ScramCredential] = field(repr=False)
@@ -186,7 +186,7 @@ def _field_principal(value: Any, where: str) -> str:
         raise TokenFileError(f"{where}: a principal must be a 'Type:name' string") from None
 
 
-def _parse_entry(token_id: str, record: Any) -> _TokenEntry:
+def token_entry_from_json(token_id: str, record: Any) -> TokenEntry:
     where = f"token {token_id!r}"
     if not isinstance(record, dict):
         raise TokenFileError(f"{where}: expected an object")
@@ -214,10 +214,10 @@ def _parse_entry(token_id: str, record: Any) -> _TokenEntry:
         issue_timestamp_ms=_field_int(record, "issue_timestamp_ms", where),
         expiry_timestamp_ms=_field_int(record, "expiry_timestamp_ms", where),
         max_timestamp_ms=_field_int(record, "max_timestamp_ms", where))
-    return _TokenEntry(info, _field_bytes(record, "hmac_sha256", where), scram)
+    return TokenEntry(info, _field_bytes(record, "hmac_sha256", where), scram)
 
 
-def _parse(data: bytes) -> dict[str, _TokenEntry]:
+def _parse(data: bytes) -> dict[str, TokenEntry]:
     try:
         document = json.loads(data)
     except json.JSONDecodeError as exc:  # its message gives a position, never content
@@ -229,21 +229,24 @@ def _parse(data: bytes) -> dict[str, _TokenEntry]:
     tokens = document.get("tokens")
     if not isinstance(tokens, dict):
         raise TokenFileError("'tokens' must be an object")
-    return {token_id: _parse_entry(token_id, record) for token_id, record in tokens.items()}
+    return {token_id: token_entry_from_json(token_id, record) for token_id, record in tokens.items()}
 
 
-def _serialize(entries: Mapping[str, _TokenEntry]) -> bytes:
-    out: dict[str, dict[str, Any]] = {}
-    for token_id, entry in entries.items():
-        info = entry.info
-        out[token_id] = {
-            "owner": info.owner, "requester": info.requester, "renewers": list(info.renewers),
-            "issue_timestamp_ms": info.issue_timestamp_ms, "expiry_timestamp_ms": info.expiry_timestamp_ms,
-            "max_timestamp_ms": info.max_timestamp_ms, "hmac_sha256": _b64(entry.hmac_sha256),
-            "credentials": {m: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),
-                                "server_key": _b64(c.server_key), "iterations": c.iterations}
-                            for m, c in entry.scram.items()},
-        }
+def token_entry_to_json(entry: TokenEntry) -> dict[str, Any]:
+    """One token's JSON object (without its id), as the file and the replicated store keep it."""
+    info = entry.info
+    return {
+        "owner": info.owner, "requester": info.requester, "renewers": list(info.renewers),
+        "issue_timestamp_ms": info.issue_timestamp_ms, "expiry_timestamp_ms": info.expiry_timestamp_ms,
+        "max_timestamp_ms": info.max_timestamp_ms, "hmac_sha256": _b64(entry.hmac_sha256),
+        "credentials": {m: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),
+                            "server_key": _b64(c.server_key), "iterations": c.iterations}
+                        for m, c in entry.scram.items()},
+    }
+
+
+def _serialize(entries: Mapping[str, TokenEntry]) -> bytes:
+    out = {token_id: token_entry_to_json(entry) for token_id, entry in entries.items()}
     text = json.dumps({"version": FORMAT_VERSION, "tokens": out}, indent=2, sort_keys=True)
     return (text + "\n").encode("utf-8")
 
@@ -268,16 +271,16 @@ class TokenStore:
         self._path = Path(path)
         self._secret_key = key
         # Holds the tokens valid under the current secret key only.
-        self._watch: WatchedFile[dict[str, _TokenEntry]] = WatchedFile(
+        self._watch: WatchedFile[dict[str, TokenEntry]] = WatchedFile(
             self._path, self._load_valid, dict, errors=(OSError, TokenFileError), what="token file",
             describe=lambda tokens: f"{len(tokens)} tokens", removed="no delegation token can authenticate",
             clock=clock, interval=reload_interval_s, initial=self._load_valid(), reload_level=logging.DEBUG)
 
     @property
-    def _tokens(self) -> dict[str, _TokenEntry]:
+    def _tokens(self) -> dict[str, TokenEntry]:
         return self._watch.content
 
-    def _load_valid(self) -> tuple[_Signature, dict[str, _TokenEntry]] | None:
+    def _load_valid(self) -> tuple[_Signature, dict[str, TokenEntry]] | None:
         loaded = self._load()
         return None if loaded is None else (loaded[0], self._valid(loaded[1], report=True))
 
@@ -342,7 +345,7 @@ class TokenStore:
             mac = self.hmac(token_id)
             # Derive outside the file lock: PBKDF2 is the slow part.
             password = hmac_password(mac)
-            entry = _TokenEntry(TokenInfo(token_id, owner, requester, renewer_list, now_ms, expiry_timestamp,
+            entry = TokenEntry(TokenInfo(token_id, owner, requester, renewer_list, now_ms, expiry_timestamp,
                                           max_timestamp), _hmac_hash(mac),
                                 {m: scram_credential(m, password, iterations=TOKEN_ITERATIONS)
                                  for m in SCRAM_MECHANISMS})
@@ -351,7 +354,7 @@ class TokenStore:
                 if token_id in entries:  # pragma: no cover - 128 random bits
                     continue
                 entries[token_id] = entry
-                _write_atomic(self._path, _serialize(entries))
+                self._commit(entries)
             self.reload_if_changed()
             log.info("delegation token %s created for %s by %s, expires at %d", token_id, owner, requester,
                      expiry_timestamp)
@@ -373,7 +376,7 @@ class TokenStore:
             period = expiry_time_ms if renew_period_ms <= 0 else min(expiry_time_ms, renew_period_ms)
             expiry = min(info.max_timestamp_ms, _saturating_add(now_ms, period))
             entries[token_id] = replace(entries[token_id], info=replace(info, expiry_timestamp_ms=expiry))
-            _write_atomic(self._path, _serialize(entries))
+            self._commit(entries)
         self.reload_if_changed()
         log.info("delegation token %s renewed by %s until %d", token_id, renewer, expiry)
         return TokenOutcome(TokenError.NONE, expiry)
@@ -396,7 +399,7 @@ class TokenStore:
             else:
                 expiry = min(info.max_timestamp_ms, _saturating_add(now_ms, period_ms))
                 entries[token_id] = replace(entries[token_id], info=replace(info, expiry_timestamp_ms=expiry))
-            _write_atomic(self._path, _serialize(entries))
+            self._commit(entries)
         self.reload_if_changed()
         log.info("delegation token %s expired by %s at %d", token_id, principal, expiry)
         return TokenOutcome(TokenError.NONE, expiry)
@@ -409,7 +412,7 @@ class TokenStore:
             keep = {t: e for t, e in valid.items() if not e.info.expired(now_ms)}
             removed = len(entries) - len(keep)
             if removed:
-                _write_atomic(self._path, _serialize(keep))
+                self._commit(keep)
         if removed:
             self.reload_if_changed()
             log.info("purged %d expired delegation tokens from %s", removed, self._path)
@@ -417,7 +420,7 @@ class TokenStore:
 
     # --- helpers --------------------------------------------------------------------
 
-    def _valid(self, entries: Mapping[str, _TokenEntry], report: bool = False) -> dict[str, _TokenEntry]:
+    def _valid(self, entries: Mapping[str, TokenEntry], report: bool = False) -> dict[str, TokenEntry]:
         valid = {t: e for t, e in entries.items()
                  if hmac_lib.compare_digest(_hmac_hash(self.hmac(t)), e.hmac_sha256)}
         if report and len(valid) != len(entries):
@@ -425,7 +428,7 @@ class TokenStore:
                         "ignored", self._path, len(entries) - len(valid))
         return valid
 
-    def _by_hmac(self, entries: Mapping[str, _TokenEntry], token_hmac_bytes: bytes) -> str | None:
+    def _by_hmac(self, entries: Mapping[str, TokenEntry], token_hmac_bytes: bytes) -> str | None:
         digest = _hmac_hash(bytes(token_hmac_bytes))
         for token_id, entry in entries.items():
             # Also the current key's HMAC of that id: a token of a rotated-out key is not found.
@@ -443,7 +446,7 @@ class TokenStore:
         """Re-read the file if its (mtime, size, inode) changed; True if the content was replaced."""
         return self._watch.reload_if_changed()
 
-    def _load(self) -> tuple[_Signature, dict[str, _TokenEntry]] | None:
+    def _load(self) -> tuple[_Signature, dict[str, TokenEntry]] | None:
         try:
             with open(self._path, "rb") as file:
                 st = os.fstat(file.fileno())
@@ -456,7 +459,11 @@ class TokenStore:
             raise TokenFileError(f"{self._path}: {exc}") from None
         return (st.st_mtime_ns, st.st_size, st.st_ino), entries
 
-    def _read_for_update(self) -> dict[str, _TokenEntry]:
+    def _commit(self, entries: Mapping[str, TokenEntry]) -> None:
+        """Persist ``entries`` as the whole new state (called under ``_file_lock``)."""
+        _write_atomic(self._path, _serialize(entries))
+
+    def _read_for_update(self) -> dict[str, TokenEntry]:
         """The file's current content (not our cache): another gateway or ``ksgate tokens`` may have written it."""
         loaded = self._load()
         return dict(loaded[1]) if loaded is not None else {}

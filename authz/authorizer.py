@@ -37,6 +37,8 @@ class DecisionRule(Enum):
     NO_ACL_DEFAULT = "NoAclDefault"  # no ACL references the resource: allow.everyone.if.no.acl.found
     NOT_READY = "NotReady"  # ACLs not loaded yet: fail closed (Kafka: AuthorizerNotReadyException)
     NO_MATCHING_ACL = "NoMatchingAcl"  # ACLs reference the resource, none applies to this request
+    # Not Kafka's: a resource only the gateway itself may use (its security-store topic).
+    GATEWAY_RESERVED = "GatewayReserved"
 
 
 @dataclass(slots=True, frozen=True)
@@ -54,6 +56,7 @@ NOT_READY = Decision(False, DecisionRule.NOT_READY)
 NO_MATCHING_ACL = Decision(False, DecisionRule.NO_MATCHING_ACL)
 DEFAULT_ALLOW = Decision(True, DecisionRule.NO_ACL_DEFAULT)
 DEFAULT_DENY = Decision(False, DecisionRule.NO_ACL_DEFAULT)
+GATEWAY_RESERVED = Decision(False, DecisionRule.GATEWAY_RESERVED)
 
 _DecisionKey = tuple[str, str, str, AclOperation, ResourceType, str]
 

@@ -8,13 +8,13 @@ triggers a background refresh while the request gets UNKNOWN_TOPIC_ID, which cli
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from auth.principal import KafkaPrincipal
 from authz.acl_store import AclStore
-from authz.authorizer import Decision, StandardAuthorizer
+from authz.authorizer import GATEWAY_RESERVED, Decision, StandardAuthorizer
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, ApiPolicy
 from gateway.audit import AuditLog
@@ -32,8 +32,12 @@ class GatewayAuthorization:
     # Asks for a topic-id refresh from the upstream (rate-limited by the caller).
     request_topic_refresh: Callable[[], None] = field(default=lambda: None)
     # APIs answered by the gateway itself once authorized: api key → handler(shared, conn, body, version).
-    local: dict[int, Callable[[GatewayAuthorization, Any, dict[str, Any], int], dict[str, Any]]] = field(
+    local: dict[int, Callable[[GatewayAuthorization, Any, dict[str, Any], int],
+                              dict[str, Any] | Awaitable[dict[str, Any]]]] = field(
         default_factory=dict)
+    # Topics only the gateway itself uses (the replicated security store's): no client may
+    # touch or even see them, super users included; they hold derived credential keys.
+    reserved_topics: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -63,9 +67,15 @@ class ConnectionAuthzView:
             resource_name=action.name, pattern_type=pattern.name if pattern is not None else None,
             allowed=decision.allowed, rule=_rule_text(decision))
 
+    def _reserved(self, resource_type: ResourceType, name: str) -> bool:
+        return resource_type == ResourceType.TOPIC and name in self.shared.reserved_topics
+
     def allowed(self, action: Action) -> bool:
-        decision = self.shared.authorizer.authorize(self.principal, self.client_host, action.operation,
-                                                    action.resource_type, action.name)
+        if self._reserved(action.resource_type, action.name):
+            decision = GATEWAY_RESERVED
+        else:
+            decision = self.shared.authorizer.authorize(self.principal, self.client_host, action.operation,
+                                                        action.resource_type, action.name)
         self._audit(action, decision)
         return decision.allowed
 
@@ -77,6 +87,8 @@ class ConnectionAuthzView:
     def authorized_operations(self, resource_type: ResourceType, name: str,
                               candidates: Iterable[AclOperation]) -> int:
         # Kafka computes these without logging each probe; so does ksgate.
+        if self._reserved(resource_type, name):
+            return 0
         bits = 0
         for operation in candidates:
             if self.shared.authorizer.authorize(self.principal, self.client_host, operation,

@@ -6,7 +6,8 @@ are answered from the gateway's own store instead of being relayed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from asyncio import to_thread
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
     from gateway.connection import ClientConnection
 
 Body = dict[str, Any]
-LocalHandler = Callable[[GatewayAuthorization, "ClientConnection", Body, int], Body]
+# A response body, or an awaitable of one for the APIs that write to a store: those run in a
+# worker thread (file fsyncs, PBKDF2, a round trip to the security topic), never on the loop.
+LocalHandler = Callable[[GatewayAuthorization, "ClientConnection", Body, int], Body | Awaitable[Body]]
 
 
 def local_handlers(credentials: CredentialStore | None, tokens: TokenStore | None,
@@ -48,15 +51,20 @@ def local_handlers(credentials: CredentialStore | None, tokens: TokenStore | Non
                                    now_ms=wall_clock_ms(), store=tokens, settings=token_settings)
 
     handlers: dict[int, LocalHandler] = {
-        ApiKey.CREATE_ACLS: lambda shared, _conn, body, version: create_acls(shared.store, body, version),
-        ApiKey.DELETE_ACLS: lambda shared, _conn, body, version: delete_acls(shared.store, body, version),
+        ApiKey.CREATE_ACLS:
+            lambda shared, _conn, body, version: to_thread(create_acls, shared.store, body, version),
+        ApiKey.DELETE_ACLS:
+            lambda shared, _conn, body, version: to_thread(delete_acls, shared.store, body, version),
         ApiKey.DESCRIBE_ACLS: lambda shared, _conn, body, version: describe_acls(shared.authorizer, body, version),
         ApiKey.CREATE_DELEGATION_TOKEN:
-            lambda _shared, conn, body, version: create_delegation_token(token_context(conn), body, version),
+            lambda _shared, conn, body, version: to_thread(create_delegation_token, token_context(conn), body,
+                                                           version),
         ApiKey.RENEW_DELEGATION_TOKEN:
-            lambda _shared, conn, body, version: renew_delegation_token(token_context(conn), body, version),
+            lambda _shared, conn, body, version: to_thread(renew_delegation_token, token_context(conn), body,
+                                                           version),
         ApiKey.EXPIRE_DELEGATION_TOKEN:
-            lambda _shared, conn, body, version: expire_delegation_token(token_context(conn), body, version),
+            lambda _shared, conn, body, version: to_thread(expire_delegation_token, token_context(conn), body,
+                                                           version),
         ApiKey.DESCRIBE_DELEGATION_TOKEN:
             lambda _shared, conn, body, version: describe_delegation_token(token_context(conn), body, version),
     }
@@ -64,7 +72,8 @@ def local_handlers(credentials: CredentialStore | None, tokens: TokenStore | Non
         handlers[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS] = \
             lambda _shared, _conn, body, version: describe_user_scram_credentials(credentials, body, version)
         handlers[ApiKey.ALTER_USER_SCRAM_CREDENTIALS] = \
-            lambda _shared, _conn, body, version: alter_user_scram_credentials(credentials, body, version)
+            lambda _shared, _conn, body, version: to_thread(alter_user_scram_credentials, credentials, body,
+                                                            version)
     return handlers
 
 

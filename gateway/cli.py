@@ -62,7 +62,10 @@ def _metrics_server(config: GatewayConfig, gateway: Gateway, worker: int) -> Met
     def ready() -> bool | str:
         if gateway._stopping:
             return "shutting down"
-        return True if gateway.started else "starting: probing the upstream"
+        if not gateway.started:
+            return "starting: probing the upstream" + (" and loading the security store"
+                                                        if gateway.security_topic is not None else "")
+        return gateway.store_problem or True
 
     return MetricsServer(host, port, gateway.ctx.metrics, ready=ready, live=lambda: True)
 

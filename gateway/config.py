@@ -217,6 +217,12 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "delegation.token.max.lifetime.ms": (_int, 604_800_000),
     "delegation.token.expiry.check.interval.ms": (_int, 3_600_000),
     "ksgate.delegation.token.file": (_optional_str, None),
+    # where users, ACLs and tokens live: "file" (the *.file keys) or "kafka" (a compacted
+    # topic on the upstream cluster, shared by every ksgate instance in front of it)
+    "ksgate.security.store": (_choice("FILE", "KAFKA"), "FILE"),
+    "ksgate.security.store.topic": (_str, "_ksgate_security"),
+    "ksgate.security.store.replication.factor": (_int, -1),
+    "ksgate.security.store.load.timeout.ms": (_int, 60_000),
     # operations: Prometheus /metrics, /healthz and /readyz on host:port (unset: off)
     "ksgate.metrics.listener": (_optional_str, None),
     "upstream.bootstrap.servers": (_str, None),
@@ -306,7 +312,7 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         raise ConfigError("upstream.bootstrap.servers: required (host:port[,host:port…])")
     _check_positive(settings, "socket.request.max.bytes", "queued.max.requests",
                     "connection.buffer.max.bytes", "shutdown.timeout.ms", "sasl.server.max.receive.size",
-                    "ksgate.authentication.timeout.ms")
+                    "ksgate.authentication.timeout.ms", "ksgate.security.store.load.timeout.ms")
     if settings["node.id.max"] < settings["node.id.min"]:
         raise ConfigError("node.id.max: must not be below node.id.min")
     listeners = _listeners(settings, per_listener)
@@ -318,8 +324,12 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         from gateway.http_endpoints import parse_metrics_listener
 
         parse_metrics_listener(settings["ksgate.metrics.listener"])
-    if authorizer and settings["ksgate.acl.file"] is None:
-        raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept); "
+    if not authorizer and settings["ksgate.security.store"] == "KAFKA":
+        raise ConfigError("ksgate.security.store: KAFKA needs authorizer.class.name (StandardAuthorizer): "
+                          "without authorization any client could read the security topic")
+    if authorizer and settings["ksgate.acl.file"] is None and settings["ksgate.security.store"] == "FILE":
+        raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set and "
+                          "ksgate.security.store is FILE (where ACLs are kept); "
                           "set authorizer.class.name to an empty string to run without authorization")
     for user in filter(None, (u.strip() for u in settings["super.users"].split(";"))):
         if ":" not in user:

@@ -61,6 +61,9 @@ class ClientConnection(asyncio.Protocol):
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
+        # The last local answer still being computed (a store write): later local answers
+        # wait for it, so a connection sees its own admin changes, as on a Kafka broker.
+        self.local_chain: asyncio.Future[None] | None = None
 
     # --- client socket events ------------------------------------------------------
 
@@ -317,6 +320,10 @@ class ClientConnection(asyncio.Protocol):
             finish()
 
     # --- helpers -------------------------------------------------------------------
+
+    def flush_responses(self) -> None:
+        """Write out the responses that are ready, in order (after a deferred local answer completes)."""
+        self._flush()
 
     def _flush(self) -> None:
         if self._streaming:  # a streamed response is mid-way on the socket: nothing may interleave

@@ -73,6 +73,12 @@ class ResponseQueue:
     def add_local(self, correlation_id: int, api_key: int, api_version: int, response: WireBytes) -> None:
         self._slots.append(Slot(correlation_id, api_key, api_version, [response], True))
 
+    def add_deferred(self, correlation_id: int, api_key: int, api_version: int) -> Slot:
+        """A slot the gateway fills itself later (set ``response`` and ``ready``); it keeps its place in order."""
+        slot = Slot(correlation_id, api_key, api_version)
+        self._slots.append(slot)
+        return slot
+
     def match_upstream(self, upstream_id: int) -> Slot | None:
         """The slot an upstream response fills; None for a response to drop (acks=0)."""
         slot = self._awaiting.pop(upstream_id, None)

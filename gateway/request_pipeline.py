@@ -10,6 +10,7 @@ parse is refused (connection closed), never relayed blind.
 from __future__ import annotations
 
 import struct
+from functools import partial
 from typing import TYPE_CHECKING
 
 from auth.mechanism import wall_clock_ms
@@ -20,6 +21,7 @@ from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
 from gateway.authorize_stage import authorize
 from gateway.config import ConfigError
+from gateway.local_answers import answer_locally
 from gateway.pending import WireBytes, with_correlation_id
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
@@ -94,11 +96,7 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         hook = verdict.on_response
         local = shared.local.get(key)
         if local is not None:
-            answer = local(shared, conn, body, version)
-            if hook is not None:  # e.g. DescribeAcls/DescribeDelegationToken filtering by the policy
-                answer = hook(answer)
-            conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id,
-                                                                                  answer))
+            answer_locally(conn, partial(local, shared, conn, body, version), hook, key, version, correlation_id)
             return None
     if key == ApiKey.PRODUCE and body["acks"] == 0:
         upstream_id = conn.responses.expect_nothing()  # the client expects no response

@@ -10,7 +10,6 @@ from collections import Counter
 from typing import Any
 
 from auth.credentials import CredentialStore
-from auth.file_store import FileCredentialStore
 from auth.scram import MAX_ITERATIONS, MIN_ITERATIONS, scram_credential_from_salted
 from authz.response_defaults import default_response
 from protocol.api_keys import ApiKey
@@ -69,13 +68,14 @@ def alter_user_scram_credentials(store: CredentialStore, request: Body, version:
     for item in request["upsertions"]:
         _check_upsertion(item, errors)
     users = list(dict.fromkeys(item["name"] for key in ("deletions", "upsertions") for item in request[key]))
-    if isinstance(store, FileCredentialStore):
+    alter = getattr(store, "alter_scram", None)  # file and topic stores can be altered
+    if callable(alter):
         deletions = [(i["name"], MECHANISMS[i["mechanism"]]) for i in request["deletions"] if i["name"] not in errors]
         upsertions = [(i["name"], MECHANISMS[i["mechanism"]], scram_credential_from_salted(
             MECHANISMS[i["mechanism"]], bytes(i["salt"]), bytes(i["salted_password"]), i["iterations"]))
             for i in request["upsertions"] if i["name"] not in errors]
         try:
-            store.alter_scram(upsertions, deletions)
+            alter(upsertions, deletions)
         except (OSError, ValueError) as exc:
             for name in users:
                 errors.setdefault(name, (UNKNOWN_SERVER_ERROR, f"credential store: {exc}"))

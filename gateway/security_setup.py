@@ -6,6 +6,7 @@ Kerberos or OAuth configured never needs their libraries.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
     from auth.token_store import TokenStore
     from gateway.authorization import GatewayAuthorization
+    from gateway.security_topic import SecurityTopic
 
 
 def build_security(config: GatewayConfig, store: CredentialStore | None,
@@ -29,11 +31,29 @@ def build_security(config: GatewayConfig, store: CredentialStore | None,
             for listener in config.listeners}
 
 
-def token_store(config: GatewayConfig) -> TokenStore | None:
+def security_topic(config: GatewayConfig, ssl_context: ssl.SSLContext | None) -> SecurityTopic | None:
+    """The replicated store's topic link when ksgate.security.store is KAFKA (not started yet), else None."""
+    if config.settings["ksgate.security.store"] != "KAFKA":
+        return None
+    from gateway.security_topic import SecurityTopic, StoreTopicSettings
+
+    settings = config.settings
+    return SecurityTopic(config.upstream, ssl_context, StoreTopicSettings(
+        topic=settings["ksgate.security.store.topic"],
+        replication_factor=settings["ksgate.security.store.replication.factor"]))
+
+
+def token_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> TokenStore | None:
     """Delegation tokens: None when delegation.token.secret.key is unset (the feature is off)."""
     from auth.token_store import TokenFileError, open_token_store
 
     settings = config.settings
+    if topic is not None:
+        if not settings["delegation.token.secret.key"]:
+            return None
+        from gateway.replicated_stores import TopicTokenStore
+
+        return TopicTokenStore(topic, settings["delegation.token.secret.key"])
     try:
         return open_token_store(settings["ksgate.delegation.token.file"], settings["delegation.token.secret.key"])
     except (ValueError, TokenFileError) as exc:
@@ -132,7 +152,11 @@ def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None,
     raise ConfigError(f"sasl.enabled.mechanisms: unsupported mechanism {name}")
 
 
-def credential_store(config: GatewayConfig) -> CredentialStore | None:
+def credential_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> CredentialStore | None:
+    if topic is not None:
+        from gateway.replicated_stores import TopicCredentialStore
+
+        return TopicCredentialStore(topic)
     path = config.settings["ksgate.credentials.file"]
     if path is None:
         return None
@@ -143,9 +167,14 @@ def credential_store(config: GatewayConfig) -> CredentialStore | None:
 
 def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
                         credentials: CredentialStore | None = None,
-                        tokens: TokenStore | None = None) -> GatewayAuthorization | None:
-    """The shared authorizer, ACL store, audit log and policies; None when authorization is off."""
-    from authz.acl_store import FileAclStore
+                        tokens: TokenStore | None = None,
+                        topic: SecurityTopic | None = None) -> GatewayAuthorization | None:
+    """The shared authorizer, ACL store, audit log and policies; None when authorization is off.
+
+    With a file store the authorizer is loaded here; with the security topic it stays
+    unloaded (denying everyone but super users) until the topic has been replayed.
+    """
+    from authz.acl_store import AclStore, FileAclStore
     from authz.authorizer import StandardAuthorizer
     from authz.policies import all_policies
     from gateway.audit import AuditLog
@@ -156,15 +185,22 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
                      settings["ksgate.audit.log.max.bytes"], settings["ksgate.audit.log.backups"])
     if not config.authorization_enabled:
         return None
-    path = settings["ksgate.acl.file"]
-    if path is None:
-        raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept)")
-    store = FileAclStore(path)
     authorizer = StandardAuthorizer(config.super_users, settings["allow.everyone.if.no.acl.found"])
-    authorizer.load(store.load())
-    store.subscribe(authorizer.apply)
+    store: AclStore
+    if topic is not None:
+        from gateway.replicated_stores import TopicAclStore
+
+        store = TopicAclStore(topic)
+    else:
+        path = settings["ksgate.acl.file"]
+        if path is None:
+            raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept)")
+        store = FileAclStore(path)
+        authorizer.load(store.load())
+        store.subscribe(authorizer.apply)
     from gateway.authorize_stage import local_handlers
     from gateway.token_admin import TokenSettings
 
     return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh,
-                                local_handlers(credentials, tokens, TokenSettings.from_settings(settings)))
+                                local_handlers(credentials, tokens, TokenSettings.from_settings(settings)),
+                                reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset())

@@ -17,7 +17,8 @@ from gateway.context import GatewayContext
 from gateway.logs import get_logger
 from gateway.metrics import Metrics
 from gateway.request_pipeline import NEVER_RELAYED
-from gateway.security_setup import build_authorization, build_security, credential_store, token_store
+from gateway.security_setup import build_authorization, build_security, credential_store, security_topic, token_store
+from gateway.security_topic import SecurityTopic
 from gateway.upstream_auth import UpstreamAuthError
 from gateway.upstream_client import UpstreamClient, UpstreamError
 from gateway.upstream_tls import upstream_ssl_context
@@ -34,6 +35,7 @@ class Gateway:
     _connections: set[ClientConnection] = field(default_factory=set)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
+    security_topic: SecurityTopic | None = None  # the replicated store (ksgate.security.store KAFKA)
     _stopping: bool = False
     reuse_port: bool = False  # several worker processes share the listening ports
     started: bool = False  # listeners open and the upstream answered: ready for /readyz
@@ -99,6 +101,8 @@ class Gateway:
             await asyncio.sleep(self.ACL_POLL_S)
             tick += 1
             self._close_idle_connections()
+            if self.security_topic is not None:
+                self.ctx.metrics.set_store_lag(self.security_topic.lag_seconds())
             if self.ctx.authorization is not None:
                 # O(ACLs) when the file changed: off the event loop (the swap itself is atomic).
                 await asyncio.to_thread(self.ctx.authorization.store.reload_if_changed)
@@ -115,11 +119,12 @@ class Gateway:
         cluster = ClusterView()
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream),
                                   metrics=Metrics(listener.name for listener in self.config.listeners))
-        credentials = credential_store(self.config)
-        self.tokens = token_store(self.config)
+        self.security_topic = security_topic(self.config, self.ctx.upstream_ssl)
+        credentials = credential_store(self.config, self.security_topic)
+        self.tokens = token_store(self.config, self.security_topic)
         self.ctx.security = build_security(self.config, credentials, self.tokens)
         self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
-                                                     self.tokens)
+                                                     self.tokens, self.security_topic)
         cluster.on_new_node.append(self._open_node_listeners)
 
     async def start(self) -> None:
@@ -127,6 +132,8 @@ class Gateway:
             log.warning("authorization_disabled", hint="authorizer.class.name is empty: every authenticated "
                         "client may do anything; set it to StandardAuthorizer to enforce ACLs")
         await self.probe_upstream()
+        if self.security_topic is not None:
+            await self._load_security_store(self.security_topic)
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
         for listener in self.config.listeners:
             await self._listen(listener, None)
@@ -136,6 +143,33 @@ class Gateway:
         log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
                                                for lst in self.config.listeners],
                  nodes=sorted(self.ctx.cluster.nodes))
+
+    async def _load_security_store(self, topic: SecurityTopic) -> None:
+        """Replay the security topic before any listener opens: until then nobody can authenticate
+        or be authorized (fail closed, as Kafka's authorizer before its metadata has loaded)."""
+        timeout_ms = self.config.settings["ksgate.security.store.load.timeout.ms"]
+        topic.start()
+        if not await asyncio.to_thread(topic.wait_loaded, timeout_ms / 1000):
+            await asyncio.to_thread(topic.stop)
+            why = f": {topic.stalled}" if topic.stalled else ""
+            raise UpstreamError(f"the security topic {topic.settings.topic} was not replayed within {timeout_ms} ms "
+                                f"(ksgate.security.store.load.timeout.ms){why}")
+        authorization = self.ctx.authorization
+        if authorization is not None:
+            from gateway.replicated_stores import TopicAclStore
+
+            assert isinstance(authorization.store, TopicAclStore)
+            authorization.store.load_and_subscribe(authorization.authorizer.load, authorization.authorizer.apply)
+
+    @property
+    def store_problem(self) -> str | None:
+        """Why the security store cannot be trusted right now (for /readyz), or None."""
+        topic = self.security_topic
+        if topic is None:
+            return None
+        if topic.stalled is not None:
+            return f"security store stalled: {topic.stalled}"
+        return None if topic.loaded else "security store loading"
 
     async def probe_upstream(self) -> None:
         """Learn the upstream's API versions and brokers; fail start-up if none answers."""
@@ -238,6 +272,8 @@ class Gateway:
             await server.wait_closed()
         if self.ctx.authorization is not None:
             self.ctx.authorization.audit.close()
+        if self.security_topic is not None:
+            await asyncio.to_thread(self.security_topic.stop)
         log.info("gateway_stopped")
 
 

@@ -1,4 +1,9 @@
-"""``ksgate users add|delete|list``: manage the file credential store the gateway reads.
+"""``ksgate users add|delete|list``: manage the credential store the gateway reads.
+
+``--store FILE`` names a credential file; ``--config FILE`` takes the store a gateway
+configuration names (its ksgate.credentials.file, or the security topic when
+ksgate.security.store is KAFKA, which is how the first super user of a replicated store
+is created).
 
 Passwords come from a file, stdin or an interactive prompt, never from argv (visible in ps and shell history).
 """
@@ -6,12 +11,16 @@ Passwords come from a file, stdin or an interactive prompt, never from argv (vis
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from auth.file_store import ALL_MECHANISMS, CredentialFileError, FileCredentialStore
 from auth.scram import DEFAULT_ITERATIONS
+from gateway.config import ConfigError, load_config
 
 DEFAULT_STORE = "./ksgate-users.json"
 
@@ -23,10 +32,13 @@ class _PasswordError(Exception):
 def add_users_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add the ``users`` command (and its ``add``/``delete``/``list`` subcommands) to ``subparsers``."""
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument("--store", default=DEFAULT_STORE, metavar="PATH",
+    where = store.add_mutually_exclusive_group()
+    where.add_argument("--store", default=DEFAULT_STORE, metavar="PATH",
                        help=f"credential file (default {DEFAULT_STORE})")
+    where.add_argument("--config", default=None, metavar="FILE",
+                       help="the store of this gateway configuration (a file, or the security topic)")
 
-    users = subparsers.add_parser("users", help="manage users in a file credential store")
+    users = subparsers.add_parser("users", help="manage users in a credential store")
     users.set_defaults(func=run_users_command)
     commands = users.add_subparsers(dest="users_command", required=True, metavar="{add,delete,list}")
 
@@ -77,25 +89,58 @@ def run_users_command(args: argparse.Namespace) -> int:
     """Run a parsed ``users`` command; 0 on success, 1 on failure (explained on stderr)."""
     command: str = args.users_command
     try:
-        store = FileCredentialStore(args.store)
-        if command == "add":
-            password = _read_password(args)
-            mechanisms = tuple(dict.fromkeys(args.mechanisms or ALL_MECHANISMS))
-            store.upsert_user(args.name, password, mechanisms, args.iterations)
-            print(f"user {args.name}: {', '.join(store.mechanisms(args.name))} saved in {store.path}")
-        elif command == "delete":
-            if not store.delete_user(args.name):
-                print(f"ksgate users: no user {args.name!r} in {store.path}", file=sys.stderr)
-                return 1
-            print(f"user {args.name} deleted from {store.path}")
-        elif command == "list":
-            if not store.path.exists():
-                print(f"ksgate users: {store.path} does not exist (no users)", file=sys.stderr)
-            for user in store.users():
-                print(f"{user}\t{', '.join(store.mechanisms(user))}")
-        else:  # pragma: no cover - argparse restricts the choices
-            raise AssertionError(command)
-    except (_PasswordError, CredentialFileError, ValueError, OSError) as exc:
+        with _open_store(args) as store:
+            return _run(command, store, args)
+    except (_PasswordError, CredentialFileError, ConfigError, ValueError, OSError) as exc:
         print(f"ksgate users {command}: {exc}", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def _open_store(args: argparse.Namespace) -> Iterator[Any]:
+    if args.config is None:
+        yield FileCredentialStore(args.store)
+        return
+    config = load_config(args.config)
+    if config.settings["ksgate.security.store"] != "KAFKA":
+        path = config.settings["ksgate.credentials.file"]
+        if path is None:
+            raise ConfigError("ksgate.credentials.file: not set in the configuration")
+        yield FileCredentialStore(path)
+        return
+    from gateway.replicated_stores import TopicCredentialStore
+    from gateway.security_setup import security_topic
+    from gateway.upstream_tls import upstream_ssl_context
+
+    topic = security_topic(config, upstream_ssl_context(config.upstream))
+    assert topic is not None
+    topic.start()
+    try:
+        timeout_ms = config.settings["ksgate.security.store.load.timeout.ms"]
+        if not topic.wait_loaded(timeout_ms / 1000):
+            raise OSError(f"the security topic {topic.settings.topic} could not be read within {timeout_ms} ms")
+        yield TopicCredentialStore(topic)
+    finally:
+        topic.stop()
+
+
+def _run(command: str, store: Any, args: argparse.Namespace) -> int:
+    """One command against an open store (FileCredentialStore or TopicCredentialStore)."""
+    if command == "add":
+        password = _read_password(args)
+        mechanisms = tuple(dict.fromkeys(args.mechanisms or ALL_MECHANISMS))
+        store.upsert_user(args.name, password, mechanisms, args.iterations)
+        print(f"user {args.name}: {', '.join(store.mechanisms(args.name))} saved in {store.path}")
+    elif command == "delete":
+        if not store.delete_user(args.name):
+            print(f"ksgate users: no user {args.name!r} in {store.path}", file=sys.stderr)
+            return 1
+        print(f"user {args.name} deleted from {store.path}")
+    elif command == "list":
+        if isinstance(store, FileCredentialStore) and not store.path.exists():
+            print(f"ksgate users: {store.path} does not exist (no users)", file=sys.stderr)
+        for user in store.users():
+            print(f"{user}\t{', '.join(store.mechanisms(user))}")
+    else:  # pragma: no cover - argparse restricts the choices
+        raise AssertionError(command)
     return 0

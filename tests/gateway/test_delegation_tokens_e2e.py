@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from auth.file_store import FileCredentialStore
-from auth.scram import ScramClient
 from gateway.embedded_broker import EmbeddedBroker
 from protocol.api_keys import ApiKey
 from tests.harness import GatewayThread
+from tests.scram_wire import create_token, scram_login
 from tests.wire_client import WireClient, request_frame
 
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64
@@ -32,24 +31,10 @@ def token_gateway(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFacto
 
 
 def _login(gateway: GatewayThread, user: str, password: str, **extensions: str) -> tuple[WireClient, int]:
-    client = WireClient(gateway.bootstrap)
-    client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "SCRAM-SHA-256"}))
-    client.read_response(ApiKey.SASL_HANDSHAKE, 1)
-    scram = ScramClient("SCRAM-SHA-256", user, password, extensions=extensions or None)
-    client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": scram.first_message()}))
-    _, first = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
-    if first["error_code"]:
-        return client, first["error_code"]
-    client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 3,
-                              {"auth_bytes": scram.final_message(bytes(first["auth_bytes"]))}))
-    _, final = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
-    return client, final["error_code"]
+    return scram_login(gateway.bootstrap, user, password, **extensions)
 
 
-def _create(client: WireClient) -> dict[str, Any]:
-    client.send(request_frame(ApiKey.CREATE_DELEGATION_TOKEN, 3, 9, {
-        "owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}))
-    return client.read_response(ApiKey.CREATE_DELEGATION_TOKEN, 3)[1]
+_create = create_token
 
 
 def test_a_token_authenticates_as_its_owner_cannot_mint_tokens_and_stops_working_once_expired(

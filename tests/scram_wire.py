@@ -1,0 +1,32 @@
+"""SCRAM logins and token requests over a raw socket (for tokens: no client library offers tokenauth here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from auth.scram import ScramClient
+from protocol.api_keys import ApiKey
+from tests.wire_client import WireClient, request_frame
+
+
+def scram_login(address: str, user: str, password: str, **extensions: str) -> tuple[WireClient, int]:
+    """A SCRAM-SHA-256 login (with SCRAM extensions, e.g. tokenauth="true"); the client and the error code."""
+    client = WireClient(address)
+    client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "SCRAM-SHA-256"}))
+    client.read_response(ApiKey.SASL_HANDSHAKE, 1)
+    scram = ScramClient("SCRAM-SHA-256", user, password, extensions=extensions or None)
+    client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": scram.first_message()}))
+    _, first = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
+    if first["error_code"]:
+        return client, first["error_code"]
+    client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 3,
+                              {"auth_bytes": scram.final_message(bytes(first["auth_bytes"]))}))
+    _, final = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
+    return client, final["error_code"]
+
+
+def create_token(client: WireClient) -> dict[str, Any]:
+    """CreateDelegationToken v3 for the logged-in principal, default lifetime, no renewers."""
+    client.send(request_frame(ApiKey.CREATE_DELEGATION_TOKEN, 3, 9, {
+        "owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}))
+    return client.read_response(ApiKey.CREATE_DELEGATION_TOKEN, 3)[1]
