@@ -9,12 +9,13 @@ from protocol.api_keys import ApiKey
 from tests.wire_client import WireClient, request_frame
 
 
-def scram_login(address: str, user: str, password: str, **extensions: str) -> tuple[WireClient, int]:
-    """A SCRAM-SHA-256 login (with SCRAM extensions, e.g. tokenauth="true"); the client and the error code."""
+def scram_login(address: str, user: str, password: str, mechanism: str = "SCRAM-SHA-256",
+                **extensions: str) -> tuple[WireClient, int]:
+    """One SCRAM login attempt (with SCRAM extensions, e.g. tokenauth="true"); the client and the error code."""
     client = WireClient(address)
-    client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "SCRAM-SHA-256"}))
+    client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": mechanism}))
     client.read_response(ApiKey.SASL_HANDSHAKE, 1)
-    scram = ScramClient("SCRAM-SHA-256", user, password, extensions=extensions or None)
+    scram = ScramClient(mechanism, user, password, extensions=extensions or None)
     client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": scram.first_message()}))
     _, first = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
     if first["error_code"]:
