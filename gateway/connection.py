@@ -39,7 +39,7 @@ class ClientConnection(asyncio.Protocol):
         self.id = next(_ids)
         self.log = get_logger(conn=self.id, listener=listener_name, node=node_id)
         self.splitter = FrameSplitter(ctx.config.socket_request_max_bytes)
-        self.responses = ResponseQueue()
+        self.responses = ResponseQueue(ctx.metrics.observe_latency)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
         self._paused_reasons: set[str] = set()
@@ -310,7 +310,7 @@ class ClientConnection(asyncio.Protocol):
 
         def finish() -> None:
             if step.frame is not None:
-                self.responses.add_local(0, 0, 0, step.frame)
+                self.responses.add_local(0, ApiKey.SASL_AUTHENTICATE, 0, step.frame)  # prebuilt: ids unused
                 self._flush()
             self.close()
 

@@ -13,6 +13,7 @@ ids; the client's own id is restored on the way back.
 from __future__ import annotations
 
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,16 +34,21 @@ class Slot:
     ready: bool = False
     # Post-processing of the upstream's response (authorization merges and filters).
     hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    arrived: float = 0.0  # monotonic time the request was queued (for the latency histogram)
 
 
 # How many acks=0 produce ids are remembered in case the upstream answers them anyway.
 _UNANSWERED_MEMORY = 1024
 
 
-class ResponseQueue:
-    __slots__ = ("_awaiting", "_next_id", "_slots", "_unanswered")
+LatencyObserver = Callable[[int, float], None]  # (api key, seconds from request to response written)
 
-    def __init__(self) -> None:
+
+class ResponseQueue:
+    __slots__ = ("_awaiting", "_next_id", "_observe", "_slots", "_unanswered")
+
+    def __init__(self, observe: LatencyObserver | None = None) -> None:
+        self._observe = observe
         self._slots: deque[Slot] = deque()
         self._awaiting: dict[int, Slot] = {}
         self._next_id = 0
@@ -57,7 +63,7 @@ class ResponseQueue:
                         hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
         """Open a slot for a relayed request; returns the correlation id to send upstream."""
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        slot = Slot(correlation_id, api_key, api_version, hook=hook)
+        slot = Slot(correlation_id, api_key, api_version, hook=hook, arrived=time.monotonic())
         self._slots.append(slot)
         self._awaiting[self._next_id] = slot
         return self._next_id
@@ -71,11 +77,11 @@ class ResponseQueue:
         return self._next_id
 
     def add_local(self, correlation_id: int, api_key: int, api_version: int, response: WireBytes) -> None:
-        self._slots.append(Slot(correlation_id, api_key, api_version, [response], True))
+        self._slots.append(Slot(correlation_id, api_key, api_version, [response], True, arrived=time.monotonic()))
 
     def add_deferred(self, correlation_id: int, api_key: int, api_version: int) -> Slot:
         """A slot the gateway fills itself later (set ``response`` and ``ready``); it keeps its place in order."""
-        slot = Slot(correlation_id, api_key, api_version)
+        slot = Slot(correlation_id, api_key, api_version, arrived=time.monotonic())
         self._slots.append(slot)
         return slot
 
@@ -101,13 +107,23 @@ class ResponseQueue:
         slot = self._awaiting.pop(upstream_id)
         assert self._slots[0] is slot
         self._slots.popleft()
+        if self._observe is not None:  # latency to the response's first byte
+            self._observe(slot.api_key, time.monotonic() - slot.arrived)
         return slot
 
     def pop_ready(self) -> list[WireBytes]:
+        """The responses that may be written now (the ready head of the queue), in order."""
         ready: list[WireBytes] = []
         slots = self._slots
+        if not slots or not slots[0].ready:
+            return ready
+        now = time.monotonic()
+        observe = self._observe
         while slots and slots[0].ready:
-            ready.extend(slots.popleft().response)
+            slot = slots.popleft()
+            ready.extend(slot.response)
+            if observe is not None:
+                observe(slot.api_key, now - slot.arrived)
         return ready
 
 

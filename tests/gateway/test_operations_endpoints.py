@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,10 @@ def test_metrics_and_health_of_a_running_gateway(broker: EmbeddedBroker, tmp_pat
         assert status == 200
         assert 'ksgate_connections_total{listener="PLAINTEXT"}' in text
         assert 'ksgate_relayed_requests_total{api="Metadata"}' in text
+        # Every answered request feeds the latency histogram: relayed (Metadata) and local (ApiVersions).
+        for api_name in ("Metadata", "ApiVersions"):
+            count = re.search(rf'ksgate_request_latency_seconds_count{{api="{api_name}"}} (\d+)', text)
+            assert count is not None and int(count.group(1)) >= 1, api_name
         assert _get(f"{base}/nope")[0] == 404
     finally:
         proc.send_signal(signal.SIGTERM)

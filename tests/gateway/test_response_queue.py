@@ -59,3 +59,29 @@ def test_only_the_oldest_unhooked_slot_may_stream() -> None:
     hooked = ResponseQueue()
     upstream_id = hooked.expect_upstream(3, 3, 12, hook=lambda body: body)
     assert hooked.streamable(upstream_id) is None  # a hook needs the whole response
+
+
+def test_each_response_released_feeds_the_latency_observer_once_with_its_api() -> None:
+    seen: list[tuple[int, float]] = []
+    q = ResponseQueue(lambda key, seconds: seen.append((key, seconds)))
+    upstream = q.expect_upstream(1, 3, 12)
+    q.add_local(2, 18, 3, b"versions")
+    deferred = q.add_deferred(3, 30, 3)
+    assert q.pop_ready() == [] and seen == []  # nothing written yet: nothing observed
+    slot = q.match_upstream(upstream)
+    assert slot is not None
+    slot.response, slot.ready = [b"metadata"], True
+    assert q.pop_ready() == [b"metadata", b"versions"]
+    deferred.response, deferred.ready = [b"acls"], True
+    assert q.pop_ready() == [b"acls"]
+    assert [key for key, _ in seen] == [3, 18, 30]
+    assert all(0 <= seconds < 5 for _, seconds in seen)
+
+
+def test_a_streamed_response_is_observed_when_it_starts() -> None:
+    seen: list[int] = []
+    q = ResponseQueue(lambda key, _seconds: seen.append(key))
+    upstream = q.expect_upstream(1, 1, 12)
+    assert q.streamable(upstream) is not None
+    q.start_streaming(upstream)
+    assert seen == [1] and q.pop_ready() == [] and seen == [1]
