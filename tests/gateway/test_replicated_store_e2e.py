@@ -28,6 +28,8 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from gateway.cli import main as ksgate
 from gateway.embedded_broker import EmbeddedBroker
@@ -218,6 +220,40 @@ def test_a_token_created_on_one_instance_authenticates_on_the_other_and_expiring
         return code != 0
 
     _within(CONVERGENCE_S, token_refused_on_a)
+
+
+def _raw_topic(cluster: Cluster, until_key_contains: bytes) -> list[tuple[bytes, bytes | None]]:
+    """The security topic's records up to the first whose key contains ``until_key_contains``,
+    read straight from the broker (not through ksgate)."""
+    topic = cluster.settings["ksgate.security.store.topic"]
+    consumer = KafkaConsumer(bootstrap_servers=cluster.broker.bootstrap, enable_auto_commit=False)
+    try:
+        partition = KafkaTopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        records: list[tuple[bytes, bytes | None]] = []
+        deadline = time.monotonic() + 10
+        while not any(until_key_contains in key for key, _ in records) and time.monotonic() < deadline:
+            for batch in consumer.poll(500).values():
+                records += [(r.key, r.value) for r in batch]
+        return records
+    finally:
+        consumer.close()
+
+
+def test_the_topic_holds_no_password_and_no_token_hmac(cluster: Cluster) -> None:
+    a = cluster.running[0]
+    alice, error = scram_login(a.bootstrap, "alice", "alice-secret")
+    assert error == 0
+    token = create_token(alice)
+    alice.close()
+    mac = bytes(token["hmac"])
+    records = _raw_topic(cluster, until_key_contains=token["token_id"].encode())
+    assert any(b'"kind":"token"' in key and token["token_id"].encode() in key for key, _ in records)
+    assert any(b'"kind":"credential"' in key and b'"user":"alice"' in key for key, _ in records)
+    everything = b"".join(key + (value or b"") for key, value in records)
+    for secret in (b"alice-secret", b"admin-secret", mac, base64.b64encode(mac), base64.b64encode(mac)[:32]):
+        assert secret not in everything
 
 
 def _state(gateway: GatewayThread) -> tuple[set[tuple[str, ...]], dict[str, list[str]], set[str]]:
