@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from auth.mechanism import wall_clock_ms
@@ -25,6 +26,8 @@ from auth.token_store import (
     TokenStoreError,
     hmac_password,
 )
+from gateway.config import ConfigError, load_config
+from gateway.store_access import uses_security_topic
 
 DEFAULT_STORE = "./ksgate-tokens.json"
 _COLUMNS = ("TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS", "ISSUEDATE", "EXPIRYDATE", "MAXDATE")
@@ -38,17 +41,22 @@ class _CommandError(Exception):
 def add_tokens_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add the ``tokens`` command (``create``/``renew``/``expire``/``describe``) to ``subparsers``."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=DEFAULT_STORE, metavar="PATH",
-                        help=f"delegation token file (default {DEFAULT_STORE})")
-    common.add_argument("--secret-key-file", required=True, metavar="FILE",
-                        help="file holding delegation.token.secret.key (one trailing newline dropped)")
+    where = common.add_mutually_exclusive_group()
+    where.add_argument("--store", default=DEFAULT_STORE, metavar="PATH",
+                       help=f"delegation token file (default {DEFAULT_STORE})")
+    where.add_argument("--config", metavar="FILE",
+                       help="use the token store and delegation.token.secret.key of this gateway configuration "
+                            "(its token file, or the security topic)")
+    common.add_argument("--secret-key-file", metavar="FILE",
+                        help="file holding delegation.token.secret.key (one trailing newline dropped); "
+                             "required with --store")
     lifetimes = argparse.ArgumentParser(add_help=False)
-    lifetimes.add_argument("--delegation-token-expiry-time-ms", type=int, default=DEFAULT_EXPIRY_TIME_MS,
+    lifetimes.add_argument("--delegation-token-expiry-time-ms", type=int, default=None,
                            metavar="MS", help=f"the gateway's delegation.token.expiry.time.ms "
-                                              f"(default {DEFAULT_EXPIRY_TIME_MS})")
-    lifetimes.add_argument("--delegation-token-max-lifetime-ms", type=int, default=DEFAULT_MAX_LIFETIME_MS,
+                                              f"(default: the --config's, else {DEFAULT_EXPIRY_TIME_MS})")
+    lifetimes.add_argument("--delegation-token-max-lifetime-ms", type=int, default=None,
                            metavar="MS", help=f"the gateway's delegation.token.max.lifetime.ms "
-                                              f"(default {DEFAULT_MAX_LIFETIME_MS})")
+                                              f"(default: the --config's, else {DEFAULT_MAX_LIFETIME_MS})")
     by_hmac = argparse.ArgumentParser(add_help=False)
     source = by_hmac.add_mutually_exclusive_group(required=True)
     source.add_argument("--hmac-file", metavar="FILE", help="read the token's base64 HMAC from FILE")
@@ -171,46 +179,87 @@ def run_tokens_command(args: argparse.Namespace) -> int:
     """Run a parsed ``tokens`` command; 0 on success, 1 on failure (explained on stderr)."""
     command: str = args.tokens_command
     try:
-        store = TokenStore(args.store, _read_secret(args.secret_key_file))
-        now_ms = wall_clock_ms()
-        if command == "create":
-            owner = _principal(args.owner)
-            requester = _principal(args.requester) if args.requester is not None else owner
-            renewers = [_principal(r) for r in args.renewers]
-            print(f"Calling create token operation with renewers :[{', '.join(renewers)}] , "
-                  f"max-life-time-period :{args.max_life_time_period}")
-            info, mac = store.create(owner, requester, renewers, args.max_life_time_period, now_ms,
-                                     args.delegation_token_expiry_time_ms, args.delegation_token_max_lifetime_ms)
-            print(f"Created delegation token with tokenId : {info.token_id}")
-            _print_tokens([(info, mac)])
-        elif command == "renew":
-            mac = _read_hmac(args)
-            print(f"Calling renew token operation with renew-time-period :{args.renew_time_period}")
-            outcome = store.renew(mac, _acting_principal(store, args, mac), args.renew_time_period, now_ms,
-                                  args.delegation_token_expiry_time_ms)
-            _fail_on(outcome.error)
-            print(f"Completed renew operation. New expiry date : {_date(outcome.expiry_timestamp_ms)}")
-        elif command == "expire":
-            mac = _read_hmac(args)
-            print(f"Calling expire token operation with expiry-time-period :{args.expiry_time_period}")
-            outcome = store.expire(mac, _acting_principal(store, args, mac), args.expiry_time_period, now_ms)
-            _fail_on(outcome.error)
-            print(f"Completed expire operation. New expiry date : {_date(outcome.expiry_timestamp_ms)}")
-        elif command == "describe":
-            owners = [_principal(o) for o in args.owners] if args.owners else None
-            if owners is None:
-                print("Calling describe token operation for all owners.")
-            else:
-                print(f"Calling describe token operation for owners: [{', '.join(owners)}]")
-            infos = store.describe(owners, now_ms)
-            print(f"Total number of tokens : {len(infos)}")
-            _print_tokens([(info, None) for info in infos])
-        else:  # pragma: no cover - argparse restricts the choices
-            raise AssertionError(command)
+        with _open_store(args) as store:
+            return _run(command, store, args)
     except TokenStoreError as exc:
         print(f"ksgate tokens {command}: {_error_text(exc.code)}: {exc}", file=sys.stderr)
         return 1
-    except (_CommandError, TokenFileError, ValueError, OSError) as exc:
+    except (_CommandError, TokenFileError, ConfigError, ValueError, OSError) as exc:
         print(f"ksgate tokens {command}: {exc}", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def _open_store(args: argparse.Namespace) -> Iterator[TokenStore]:
+    if args.config is None:
+        _lifetimes(args, DEFAULT_EXPIRY_TIME_MS, DEFAULT_MAX_LIFETIME_MS)
+        if args.secret_key_file is None:
+            raise _CommandError("--secret-key-file is required with --store")
+        yield TokenStore(args.store, _read_secret(args.secret_key_file))
+        return
+    config = load_config(args.config)
+    _lifetimes(args, config.settings["delegation.token.expiry.time.ms"],
+               config.settings["delegation.token.max.lifetime.ms"])
+    secret = _read_secret(args.secret_key_file) if args.secret_key_file else \
+        config.settings["delegation.token.secret.key"]
+    if not secret:
+        raise _CommandError("delegation.token.secret.key is not set: delegation tokens are disabled")
+    if not uses_security_topic(config):
+        path = config.settings["ksgate.delegation.token.file"]
+        if path is None:
+            raise ConfigError("ksgate.delegation.token.file: not set in the configuration")
+        yield TokenStore(path, secret)
+        return
+    from gateway.replicated_stores import TopicTokenStore
+    from gateway.store_access import replayed_security_topic
+
+    with replayed_security_topic(config) as topic:
+        yield TopicTokenStore(topic, secret)
+
+
+def _lifetimes(args: argparse.Namespace, expiry_time_ms: int, max_lifetime_ms: int) -> None:
+    """Fill the lifetime options not given on the command line (only create and renew have them)."""
+    if getattr(args, "delegation_token_expiry_time_ms", 0) is None:
+        args.delegation_token_expiry_time_ms = expiry_time_ms
+    if getattr(args, "delegation_token_max_lifetime_ms", 0) is None:
+        args.delegation_token_max_lifetime_ms = max_lifetime_ms
+
+
+def _run(command: str, store: TokenStore, args: argparse.Namespace) -> int:
+    """One command against an open token store (file or security topic)."""
+    now_ms = wall_clock_ms()
+    if command == "create":
+        owner = _principal(args.owner)
+        requester = _principal(args.requester) if args.requester is not None else owner
+        renewers = [_principal(r) for r in args.renewers]
+        print(f"Calling create token operation with renewers :[{', '.join(renewers)}] , "
+              f"max-life-time-period :{args.max_life_time_period}")
+        info, mac = store.create(owner, requester, renewers, args.max_life_time_period, now_ms,
+                                 args.delegation_token_expiry_time_ms, args.delegation_token_max_lifetime_ms)
+        print(f"Created delegation token with tokenId : {info.token_id}")
+        _print_tokens([(info, mac)])
+    elif command == "renew":
+        mac = _read_hmac(args)
+        print(f"Calling renew token operation with renew-time-period :{args.renew_time_period}")
+        outcome = store.renew(mac, _acting_principal(store, args, mac), args.renew_time_period, now_ms,
+                              args.delegation_token_expiry_time_ms)
+        _fail_on(outcome.error)
+        print(f"Completed renew operation. New expiry date : {_date(outcome.expiry_timestamp_ms)}")
+    elif command == "expire":
+        mac = _read_hmac(args)
+        print(f"Calling expire token operation with expiry-time-period :{args.expiry_time_period}")
+        outcome = store.expire(mac, _acting_principal(store, args, mac), args.expiry_time_period, now_ms)
+        _fail_on(outcome.error)
+        print(f"Completed expire operation. New expiry date : {_date(outcome.expiry_timestamp_ms)}")
+    elif command == "describe":
+        owners = [_principal(o) for o in args.owners] if args.owners else None
+        if owners is None:
+            print("Calling describe token operation for all owners.")
+        else:
+            print(f"Calling describe token operation for owners: [{', '.join(owners)}]")
+        infos = store.describe(owners, now_ms)
+        print(f"Total number of tokens : {len(infos)}")
+        _print_tokens([(info, None) for info in infos])
+    else:  # pragma: no cover - argparse restricts the choices
+        raise AssertionError(command)
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 from auth.file_store import ALL_MECHANISMS, CredentialFileError, FileCredentialStore
 from auth.scram import DEFAULT_ITERATIONS
 from gateway.config import ConfigError, load_config
+from gateway.store_access import uses_security_topic
 
 DEFAULT_STORE = "./ksgate-users.json"
 
@@ -102,26 +103,17 @@ def _open_store(args: argparse.Namespace) -> Iterator[Any]:
         yield FileCredentialStore(args.store)
         return
     config = load_config(args.config)
-    if config.settings["ksgate.security.store"] != "KAFKA":
+    if not uses_security_topic(config):
         path = config.settings["ksgate.credentials.file"]
         if path is None:
             raise ConfigError("ksgate.credentials.file: not set in the configuration")
         yield FileCredentialStore(path)
         return
     from gateway.replicated_stores import TopicCredentialStore
-    from gateway.security_setup import security_topic
-    from gateway.upstream_tls import upstream_ssl_context
+    from gateway.store_access import replayed_security_topic
 
-    topic = security_topic(config, upstream_ssl_context(config.upstream))
-    assert topic is not None
-    topic.start()
-    try:
-        timeout_ms = config.settings["ksgate.security.store.load.timeout.ms"]
-        if not topic.wait_loaded(timeout_ms / 1000):
-            raise OSError(f"the security topic {topic.settings.topic} could not be read within {timeout_ms} ms")
+    with replayed_security_topic(config) as topic:
         yield TopicCredentialStore(topic)
-    finally:
-        topic.stop()
 
 
 def _run(command: str, store: Any, args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ through the compacted security topic; a change made through one applies on the o
 from __future__ import annotations
 
 import base64
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -319,3 +320,28 @@ def test_pipelined_admin_requests_on_one_connection_see_each_others_changes_in_o
     assert (created_id, described_id) == (21, 22)
     assert created["results"][0]["error_code"] == 0
     assert [r["resource_name"] for r in described["resources"]] == [name]
+
+
+def test_operators_manage_tokens_of_the_replicated_store_with_ksgate_tokens_config(
+        cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = cluster.running[:2]
+    assert ksgate(["tokens", "create", "--config", str(cluster.config_file), "--owner", "User:alice"]) == 0
+    out = capsys.readouterr().out
+    token_id = re.search(r"Created delegation token with tokenId : (\S+)", out)
+    assert token_id is not None
+    password = next(word for word in out.split() if len(word) == 88 and word.endswith("=="))  # base64 of 64 bytes
+    # The instances, tailing the topic, accept it at once.
+    for gateway in (a, b):
+        _within(CONVERGENCE_S, lambda g=gateway: _token_logs_in(g, token_id.group(1), password))
+    assert ksgate(["tokens", "describe", "--config", str(cluster.config_file), "--owner", "User:alice"]) == 0
+    assert token_id.group(1) in capsys.readouterr().out
+    hmac_file = cluster.config_file.with_name("token.hmac")
+    hmac_file.write_text(password + "\n")
+    assert ksgate(["tokens", "expire", "--config", str(cluster.config_file), "--hmac-file", str(hmac_file)]) == 0
+    _within(CONVERGENCE_S, lambda: not _token_logs_in(b, token_id.group(1), password))
+
+
+def _token_logs_in(gateway: GatewayThread, token_id: str, password: str) -> bool:
+    client, error = scram_login(gateway.bootstrap, token_id, password, tokenauth="true")
+    client.close()
+    return error == 0
