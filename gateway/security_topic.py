@@ -174,15 +174,29 @@ class SecurityTopic:
     async def _produce(self, records: Sequence[StoreRecord]) -> int:
         assert self._write_lock is not None
         async with self._write_lock:
-            try:
-                if self._writer is None:
-                    self._writer = await self._connect()
-                return await self._produce_on(self._writer, records)
-            except BaseException:
-                writer, self._writer = self._writer, None
-                if writer is not None:
-                    await writer.close()
-                raise
+            # A kept writer connection may have been closed by the broker meanwhile (its
+            # connections.max.idle.ms): one retry on a fresh connection. Writing the same
+            # records twice is harmless, since each record sets an entity's whole state.
+            for attempt in (1, 2):
+                reused = self._writer is not None
+                try:
+                    if self._writer is None:
+                        self._writer = await self._connect()
+                    return await self._produce_on(self._writer, records)
+                except (UpstreamError, OSError) as exc:
+                    await self._drop_writer()
+                    if attempt == 2 or not reused:
+                        raise
+                    log.info("security store: writer connection lost (%s); reconnecting", exc)
+                except BaseException:
+                    await self._drop_writer()
+                    raise
+            raise AssertionError("unreachable")
+
+    async def _drop_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await writer.close()
 
     async def _produce_on(self, client: UpstreamClient, records: Sequence[StoreRecord]) -> int:
         batch = encode_batch([(r.key, r.value) for r in records], timestamp_ms=int(time.time() * 1000))

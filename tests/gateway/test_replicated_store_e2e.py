@@ -4,6 +4,7 @@ through the compacted security topic; a change made through one applies on the o
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 import time
@@ -345,3 +346,25 @@ def _token_logs_in(gateway: GatewayThread, token_id: str, password: str) -> bool
     client, error = scram_login(gateway.bootstrap, token_id, password, tokenauth="true")
     client.close()
     return error == 0
+
+
+def test_a_write_survives_the_broker_closing_the_idle_writer_connection(cluster: Cluster) -> None:
+    a = cluster.running[0]
+    topic = a.gateway.security_topic
+    assert topic is not None and topic._loop is not None
+    admin = AdminClient(_client(a, "admin", "admin-secret"))
+    if topic._writer is None:  # a first write through A opens the connection that is then lost
+        warm = AclBinding(ResourceType.TOPIC, "warm", ResourcePatternType.LITERAL, "User:alice", "*",
+                          AclOperation.READ, AclPermissionType.ALLOW)
+        for future in admin.create_acls([warm]).values():
+            future.result(timeout=10)
+    writer = topic._writer
+    assert writer is not None
+    # As if the broker dropped it (connections.max.idle.ms): the socket is closed under the writer.
+    asyncio.run_coroutine_threadsafe(writer.close(), topic._loop).result(timeout=5)
+    binding = AclBinding(ResourceType.TOPIC, "after-idle", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        future.result(timeout=10)
+    assert _as_tuple(binding) in _state(a)[0]
+    assert topic._writer is not None and topic._writer is not writer
