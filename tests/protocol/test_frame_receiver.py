@@ -1,0 +1,253 @@
+"""FrameReceiver (get_buffer/buffer_updated framing) and its BufferPool, without sockets.
+
+A fake socket writes a byte stream into whatever buffers the receiver hands out, in
+chunks of any size.  Frames must come out identical to the stream's, stay intact while
+later bytes arrive, malformed or oversized sizes must be refused before anything is
+reserved for them, and memory must stay bounded by what the peer actually sent.
+"""
+
+from __future__ import annotations
+
+import struct
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.errors import DecodeError
+from protocol.frame_receiver import BufferPool, FrameReceiver
+from protocol.framing import Frame, FrameTooLarge, frame
+
+SCRATCH = FrameReceiver.SCRATCH_BYTES
+
+
+def _stream(payloads: list[bytes]) -> bytes:
+    return b"".join(frame(p) for p in payloads)
+
+
+def _receive(receiver: FrameReceiver, data: bytes, chunk_sizes: list[int] | None = None) -> list[Frame]:
+    """Write data the way a socket would: at most len(get_buffer()) bytes per read."""
+    frames: list[Frame] = []
+    pos, turn = 0, 0
+    while pos < len(data):
+        buf = receiver.get_buffer()
+        assert len(buf) > 0
+        want = chunk_sizes[turn % len(chunk_sizes)] if chunk_sizes else len(data)
+        n = min(len(buf), max(1, want), len(data) - pos)
+        buf[:n] = data[pos : pos + n]
+        buf.release()
+        pos += n
+        turn += 1
+        frames.extend(receiver.buffer_updated(n))
+    return frames
+
+
+@contextmanager
+def _heap_peak() -> Iterator[list[int]]:
+    """Yields a list that receives the peak heap growth (bytes) of the block."""
+    already = tracemalloc.is_tracing()
+    if not already:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    result: list[int] = []
+    try:
+        yield result
+    finally:
+        result.append(tracemalloc.get_traced_memory()[1] - base)
+        if not already:
+            tracemalloc.stop()
+
+
+PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)), b"\x00\x00\x00\x05", b"z" * 1000,
+            b"m" * (SCRATCH - 10), b"L" * (3 * SCRATCH + 7), b"q" * 5]
+
+
+@pytest.mark.parametrize("pool", [None, BufferPool()])
+def test_frames_split_at_every_boundary_reassemble_identically(pool: BufferPool | None) -> None:
+    stream = _stream(PAYLOADS[:6])
+    for cut in range(len(stream) + 1):
+        receiver = FrameReceiver(limit=4096, pool=pool)
+        frames = _receive(receiver, stream, [cut or 1, len(stream)])
+        assert [bytes(f.payload) for f in frames] == PAYLOADS[:6], f"cut at {cut}"
+        assert receiver.buffered() == 0 and receiver.held() == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(payloads=st.lists(st.sampled_from(PAYLOADS) | st.binary(max_size=300), max_size=10),
+       chunk_sizes=st.lists(st.integers(1, 4 * SCRATCH), min_size=1, max_size=8),
+       prealloc=st.sampled_from([SCRATCH, 2 * SCRATCH, FrameReceiver.PREALLOC_BYTES]),
+       pooled=st.booleans())
+def test_frames_reassemble_identically_under_any_chunking(payloads: list[bytes], chunk_sizes: list[int],
+                                                           prealloc: int, pooled: bool) -> None:
+    receiver = FrameReceiver(limit=4 * SCRATCH, prealloc=prealloc, pool=BufferPool() if pooled else None)
+    frames = _receive(receiver, _stream(payloads), chunk_sizes)
+    # Compared only after the whole stream: views handed out earlier must not have been overwritten.
+    assert [bytes(f.payload) for f in frames] == payloads
+    assert receiver.buffered() == 0 and receiver.held() == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(payloads=st.lists(st.sampled_from(PAYLOADS), min_size=1, max_size=12),
+       chunk_sizes=st.lists(st.integers(1, 4 * SCRATCH), min_size=1, max_size=8),
+       keep=st.lists(st.booleans(), min_size=12, max_size=12))
+def test_pooled_buffers_are_reused_only_once_no_frame_refers_to_them(
+        payloads: list[bytes], chunk_sizes: list[int], keep: list[bool]) -> None:
+    """Some frames are dropped at once (their buffer may be reused), others kept: a kept frame
+    must still read as it arrived after later frames went through recycled buffers."""
+    receiver = FrameReceiver(limit=4 * SCRATCH, prealloc=SCRATCH, pool=BufferPool(max_bytes=8 * SCRATCH))
+    stream = _stream(payloads)
+    kept: list[tuple[int, Frame]] = []
+    seen = 0
+    pos, turn = 0, 0
+    while pos < len(stream):
+        buf = receiver.get_buffer()
+        n = min(len(buf), chunk_sizes[turn % len(chunk_sizes)], len(stream) - pos)
+        buf[:n] = stream[pos : pos + n]
+        buf.release()
+        pos, turn = pos + n, turn + 1
+        for f in receiver.buffer_updated(n):
+            assert bytes(f.payload) == payloads[seen]
+            if keep[seen % len(keep)]:
+                kept.append((seen, f))
+            seen += 1
+    assert seen == len(payloads)
+    assert all(bytes(f.payload) == payloads[i] for i, f in kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=st.lists(st.binary(min_size=1, max_size=64), max_size=6), pooled=st.booleans())
+def test_arbitrary_bytes_raise_only_decode_error_with_bounded_memory(chunks: list[bytes], pooled: bool) -> None:
+    receiver = FrameReceiver(limit=256, pool=BufferPool() if pooled else None)
+    with _heap_peak() as peak:
+        try:
+            for f in _receive(receiver, b"".join(chunks), [len(c) for c in chunks] or [1]):
+                assert len(f.payload) <= 256
+        except DecodeError:
+            with pytest.raises(DecodeError):  # refused for good: nothing more comes out
+                receiver.buffer_updated(1)
+    assert peak[0] < 2 * SCRATCH
+
+
+@pytest.mark.parametrize("size", [1025, 2**20, 2**31 - 1])
+def test_frame_over_the_limit_is_refused_from_its_size_alone(size: int) -> None:
+    head = struct.pack(">i", size)
+    for stream, chunk_sizes in ((head, [4]), (head, [1, 2, 1]), (frame(b"ok") + head + b"\x00" * 8, [100])):
+        receiver = FrameReceiver(limit=1024)
+        with _heap_peak() as peak, pytest.raises(FrameTooLarge) as info:
+            _receive(receiver, stream, chunk_sizes)
+        assert (info.value.size, info.value.limit) == (size, 1024)
+        assert peak[0] < 2 * SCRATCH
+        assert receiver.peek()[:4] == head  # what the diagnosis of a non-Kafka peer looks at
+
+
+@pytest.mark.parametrize("size", [-1, -2, -(2**31)])
+def test_negative_frame_size_raises_decode_error(size: int) -> None:
+    for stream in (struct.pack(">i", size), frame(b"ok") + struct.pack(">i", size)):
+        with pytest.raises(DecodeError) as info:
+            _receive(FrameReceiver(limit=1024), stream)
+        assert not isinstance(info.value, FrameTooLarge)
+
+
+def test_frame_at_exactly_the_limit_is_accepted() -> None:
+    frames = _receive(FrameReceiver(limit=1024), frame(b"x" * 1024))
+    assert [len(f.payload) for f in frames] == [1024]
+
+
+def test_announced_size_reserves_at_most_prealloc_ahead_of_the_bytes_received() -> None:
+    """Before authentication prealloc is the scratch size: a size alone costs nothing more."""
+    for prealloc in (SCRATCH, FrameReceiver.PREALLOC_BYTES):
+        receiver = FrameReceiver(limit=2**30, prealloc=prealloc)
+        with _heap_peak() as peak:
+            assert _receive(receiver, struct.pack(">i", 2**30) + b"0123456789") == []
+        assert receiver.buffered() == 14
+        assert receiver.held() <= prealloc and peak[0] < prealloc + SCRATCH + 16 * 1024
+
+
+def test_a_frame_larger_than_prealloc_grows_by_doubling_with_what_arrived() -> None:
+    receiver = FrameReceiver(limit=2**30, prealloc=SCRATCH)
+    received = 0
+    buf = receiver.get_buffer()
+    buf[:4] = struct.pack(">i", 2**30)
+    buf.release()
+    receiver.buffer_updated(4)
+    received = 4
+    while received < 40 * SCRATCH:
+        buf = receiver.get_buffer()
+        n = len(buf)
+        buf.release()
+        assert receiver.buffer_updated(n) == []
+        received += n
+        assert receiver.held() <= max(SCRATCH, 2 * received)
+
+
+def test_a_large_frame_is_received_into_its_own_buffer_without_further_copies() -> None:
+    payload = bytes(range(250)) * 4000  # a 1 MB Produce request, as librdkafka batches them
+    receiver = FrameReceiver(limit=2 * len(payload))
+    data = frame(payload) + frame(b"next")
+    first = receiver.get_buffer()
+    first[:100] = data[:100]  # the first read: the size prefix and a little of the body
+    first.release()
+    assert receiver.buffer_updated(100) == []
+    rest = receiver.get_buffer()
+    assert len(rest) == 4 + len(payload) - 100  # exactly the rest of the frame, nothing beyond
+    rest[:] = data[100 : 4 + len(payload)]
+    (big,) = receiver.buffer_updated(len(rest))
+    assert rest.obj is big.wire.obj and big.wire.nbytes == 4 + len(payload) == len(bytes(big.wire.obj))
+    rest.release()
+    assert bytes(big.payload) == payload
+    assert [bytes(f.payload) for f in _receive(receiver, data[4 + len(payload) :])] == [b"next"]
+
+
+def test_many_small_frames_in_one_read_are_views_of_one_buffer() -> None:
+    payloads = [bytes([i]) * i for i in range(50)]
+    receiver = FrameReceiver(limit=1024)
+    frames = _receive(receiver, _stream(payloads))
+    assert [bytes(f.payload) for f in frames] == payloads
+    assert len({id(f.wire.obj) for f in frames}) == 1
+
+
+def test_buffer_updated_beyond_the_buffer_handed_out_is_a_caller_bug() -> None:
+    receiver = FrameReceiver(limit=1024)
+    n = len(receiver.get_buffer())
+    with pytest.raises(ValueError):
+        receiver.buffer_updated(n + 1)
+    with pytest.raises(ValueError):
+        receiver.buffer_updated(0)
+
+
+# --- BufferPool -------------------------------------------------------------------------
+
+def test_pool_reuses_a_buffer_only_after_every_view_of_it_is_gone() -> None:
+    pool = BufferPool()
+    first = pool.take(1_000_000)
+    view = memoryview(first)[10:20]
+    slice_of_slice = view[2:4]
+    del first, view
+    assert pool.take(1_000_000) is not None and pool.held() == 2 * 1024 * 1024  # still referenced
+    del slice_of_slice
+    before = pool.held()
+    pool.take(1_000_000)
+    assert pool.held() == before  # a free buffer served it
+
+
+def test_pool_serves_a_smaller_request_from_the_smallest_free_buffer_that_fits() -> None:
+    pool = BufferPool()
+    big, small = pool.take(1_500_000), pool.take(600_000)
+    big_id, small_id = id(big), id(small)
+    del big, small
+    assert id(pool.take(500_000)) == small_id
+    assert id(pool.take(200_000)) not in (big_id, small_id)  # more than twice too large: not used
+
+
+def test_pool_stays_within_max_bytes_and_falls_back_to_ordinary_buffers() -> None:
+    pool = BufferPool(max_bytes=2 * 1024 * 1024)
+    held = [pool.take(1_000_000), pool.take(1_000_000)]
+    extra = pool.take(1_000_000)
+    assert pool.held() == 2 * 1024 * 1024 and len(extra) == 1_000_000
+    del held, extra
+    pool.take(1_900_000)  # the free 1 MiB buffers are evicted to make room
+    assert pool.held() <= 2 * 1024 * 1024
