@@ -173,7 +173,27 @@ def _validate_user(user: str) -> None:
 # --- the store --------------------------------------------------------------------------
 
 
-class FileCredentialStore:
+class UserEntryReads:
+    """CredentialStore's lookups over ``_entry(user)``; each store says where its entries come from."""
+
+    def _entry(self, user: str) -> UserEntry | None:
+        raise NotImplementedError
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        entry = self._entry(user)
+        return entry.scram.get(mechanism) if entry is not None else None
+
+    def plain_credential(self, user: str) -> PlainCredential | None:
+        entry = self._entry(user)
+        return entry.plain if entry is not None else None
+
+    def mechanisms(self, user: str) -> list[str]:
+        """The mechanisms ``user`` has credentials for (empty for an unknown user)."""
+        entry = self._entry(user)
+        return entry.mechanisms if entry is not None else []
+
+
+class FileCredentialStore(UserEntryReads):
     """CredentialStore over a JSON file; a long-running gateway sees edits within ``reload_interval_s``.
 
     A missing file is an empty store.  A file that is corrupt at construction raises
@@ -202,24 +222,11 @@ class FileCredentialStore:
     def __repr__(self) -> str:
         return f"FileCredentialStore(path={str(self._path)!r}, users={len(self._users)})"
 
-    # --- CredentialStore -------------------------------------------------------------
-
-    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        entry = self._entry(user)
-        return entry.scram.get(mechanism) if entry is not None else None
-
-    def plain_credential(self, user: str) -> PlainCredential | None:
-        entry = self._entry(user)
-        return entry.plain if entry is not None else None
+    # --- CredentialStore (the lookups come from UserEntryReads) ---------------------
 
     def users(self) -> list[str]:
         self._maybe_reload()
         return sorted(self._users)
-
-    def mechanisms(self, user: str) -> list[str]:
-        """The mechanisms ``user`` has credentials for (empty for an unknown user)."""
-        entry = self._entry(user)
-        return entry.mechanisms if entry is not None else []
 
     def _entry(self, user: str) -> UserEntry | None:
         self._maybe_reload()

@@ -12,8 +12,8 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from auth.credentials import SCRAM_MECHANISMS, PlainCredential, ScramCredential
-from auth.file_store import ALL_MECHANISMS, PLAIN, UserEntry, _validate_user
+from auth.credentials import SCRAM_MECHANISMS, ScramCredential
+from auth.file_store import ALL_MECHANISMS, PLAIN, UserEntry, UserEntryReads, _validate_user
 from auth.plain import plain_credential
 from auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
 from auth.token_store import TokenEntry, TokenStore
@@ -75,7 +75,7 @@ class TopicAclStore:
         return False  # the topic's tail applies changes as they arrive
 
 
-class TopicCredentialStore:
+class TopicCredentialStore(UserEntryReads):
     """auth.credentials.CredentialStore over the security topic, with FileCredentialStore's mutators."""
 
     def __init__(self, topic: SecurityTopic) -> None:
@@ -88,20 +88,8 @@ class TopicCredentialStore:
     def _entry(self, user: str) -> UserEntry | None:
         return self._topic.snapshot.users.get(user)
 
-    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        entry = self._entry(user)
-        return entry.scram.get(mechanism) if entry is not None else None
-
-    def plain_credential(self, user: str) -> PlainCredential | None:
-        entry = self._entry(user)
-        return entry.plain if entry is not None else None
-
     def users(self) -> list[str]:
         return sorted(self._topic.snapshot.users)
-
-    def mechanisms(self, user: str) -> list[str]:
-        entry = self._entry(user)
-        return entry.mechanisms if entry is not None else []
 
     def reload_if_changed(self) -> bool:
         return False

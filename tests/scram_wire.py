@@ -1,8 +1,12 @@
-"""SCRAM logins and token requests over a raw socket (for tokens: no client library offers tokenauth here)."""
+"""SCRAM logins: over a raw socket (one attempt; tokenauth, which no client library here offers),
+and with a real client."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from auth.scram import ScramClient
 from protocol.api_keys import ApiKey
@@ -31,3 +35,14 @@ def create_token(client: WireClient) -> dict[str, Any]:
     client.send(request_frame(ApiKey.CREATE_DELEGATION_TOKEN, 3, 9, {
         "owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}))
     return client.read_response(ApiKey.CREATE_DELEGATION_TOKEN, 3)[1]
+
+
+def can_connect(settings: dict[str, Any], timeout_s: float = 4) -> bool:
+    """Whether a confluent-kafka admin client with ``settings`` gets Metadata.
+
+    The client retries a failed login until the timeout, so a refusal takes ``timeout_s``."""
+    try:
+        AdminClient(settings).list_topics(timeout=timeout_s)
+        return True
+    except KafkaException:
+        return False

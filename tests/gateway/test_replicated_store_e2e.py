@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -38,7 +37,7 @@ from gateway.embedded_broker import EmbeddedBroker
 from gateway.security_records import SecuritySnapshot
 from protocol.api_keys import ApiKey
 from tests.harness import GatewayThread
-from tests.scram_wire import create_token, scram_login
+from tests.scram_wire import can_connect, create_token, scram_login
 from tests.wire_client import request_frame
 
 CONVERGENCE_S = 2.0  # the issue's bound
@@ -112,14 +111,6 @@ def _within(seconds: float, condition: Callable[[], bool]) -> float:
     return elapsed
 
 
-def _can_connect(settings: dict[str, Any]) -> bool:
-    try:
-        AdminClient(settings).list_topics(timeout=3)
-        return True
-    except KafkaException:
-        return False
-
-
 def _logs_in(gateway: GatewayThread, user: str, password: str) -> bool:
     """One SCRAM-SHA-512 login attempt (a client library retries for its whole timeout instead)."""
     client, error = scram_login(gateway.bootstrap, user, password, mechanism="SCRAM-SHA-512")
@@ -180,9 +171,9 @@ def test_a_scram_user_created_on_one_instance_logs_in_on_the_other_and_is_locked
                                           b"carol-pw")
     for future in admin_a.alter_user_scram_credentials([upsert]).values():
         future.result(timeout=10)
-    assert _can_connect(_client(a, "carol", "carol-pw")), "the writing instance reads its own write"
+    assert can_connect(_client(a, "carol", "carol-pw")), "the writing instance reads its own write"
     _within(CONVERGENCE_S, lambda: _logs_in(b, "carol", "carol-pw"))
-    assert _can_connect(_client(b, "carol", "carol-pw"))
+    assert can_connect(_client(b, "carol", "carol-pw"))
     admin_b = AdminClient(_client(b, "admin", "admin-secret"))
     described = admin_b.describe_user_scram_credentials(["carol"])
     assert described["carol"].result(timeout=10).scram_credential_infos[0].iterations == 8192
@@ -191,7 +182,7 @@ def test_a_scram_user_created_on_one_instance_logs_in_on_the_other_and_is_locked
     for future in admin_a.alter_user_scram_credentials([deletion]).values():
         future.result(timeout=10)
     _within(CONVERGENCE_S, lambda: not _logs_in(b, "carol", "carol-pw"))
-    assert not _can_connect(_client(b, "carol", "carol-pw")), "and a real client is refused too"
+    assert not can_connect(_client(b, "carol", "carol-pw")), "and a real client is refused too"
 
 
 def test_a_token_created_on_one_instance_authenticates_on_the_other_and_expiring_it_anywhere_ends_it(
@@ -289,7 +280,7 @@ def test_an_instance_started_from_scratch_converges_to_the_same_state(cluster: C
     restarted = cluster.start()
     assert _state(restarted) == expected
     assert restarted.gateway.store_problem is None
-    assert _can_connect(_client(restarted, "alice", "alice-secret"))
+    assert can_connect(_client(restarted, "alice", "alice-secret"))
     any_group = AclBindingFilter(ResourceType.GROUP, None, ResourcePatternType.ANY, None, None,
                                  AclOperation.ANY, AclPermissionType.ANY)
     admin_restarted = AdminClient(_client(restarted, "admin", "admin-secret"))

@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
 from auth.file_store import FileCredentialStore
 from gateway.embedded_broker import EmbeddedBroker
 from tests.harness import GatewayThread
+from tests.scram_wire import can_connect
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +42,6 @@ def _as(gateway: GatewayThread, user: str, password: str, mechanism: str = "SCRA
             "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
 
 
-def _can_connect(settings: dict[str, Any]) -> bool:
-    try:
-        AdminClient(settings).list_topics(timeout=4)
-        return True
-    except KafkaException:
-        return False
-
-
 def test_a_user_created_through_the_gateway_logs_in_at_once_and_is_locked_out_when_deleted(
         scram_gateway: tuple[GatewayThread, Path]) -> None:
     gateway, users = scram_gateway
@@ -57,8 +50,8 @@ def test_a_user_created_through_the_gateway_logs_in_at_once_and_is_locked_out_wh
                                           b"carol-pw")
     for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(timeout=10)
-    assert _can_connect(_as(gateway, "carol", "carol-pw"))
-    assert not _can_connect(_as(gateway, "carol", "carol-pw", "SCRAM-SHA-256"))  # only SHA-512 was set
+    assert can_connect(_as(gateway, "carol", "carol-pw"))
+    assert not can_connect(_as(gateway, "carol", "carol-pw", "SCRAM-SHA-256"))  # only SHA-512 was set
 
     described = admin.describe_user_scram_credentials(["carol"])
     description = (described["carol"] if isinstance(described, dict) else described).result(timeout=10)
@@ -69,7 +62,7 @@ def test_a_user_created_through_the_gateway_logs_in_at_once_and_is_locked_out_wh
     deletion = UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)
     for future in admin.alter_user_scram_credentials([deletion]).values():
         future.result(timeout=10)
-    assert not _can_connect(_as(gateway, "carol", "carol-pw"))
+    assert not can_connect(_as(gateway, "carol", "carol-pw"))
 
 
 def test_iterations_outside_kafkas_bounds_are_refused(scram_gateway: tuple[GatewayThread, Path]) -> None:

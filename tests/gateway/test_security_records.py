@@ -9,15 +9,7 @@ import pytest
 from auth.plain import plain_credential
 from auth.scram import scram_credential
 from auth.token_store import TokenEntry, TokenInfo
-from authz.model import (
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from authz.model import AclBinding, AclPermissionType
 from gateway.security_records import (
     SecuritySnapshot,
     StoreRecord,
@@ -27,11 +19,11 @@ from gateway.security_records import (
     credential_record,
     token_record,
 )
+from tests.authz.helpers import acl
 
 
 def _binding(topic: str, permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
-    return AclBinding(ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
-                      AccessControlEntry("User:alice", "*", AclOperation.READ, permission))
+    return acl(topic, permission=permission)
 
 
 def _apply(state: SecuritySnapshot, *records: StoreRecord):  # type: ignore[no-untyped-def]

@@ -5,20 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from authz.model import (
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from authz.model import AclBinding
 from gateway.config import UpstreamConfig
 from gateway.replicated_stores import TopicAclStore
 from gateway.security_records import AppliedRecords, StoreRecord, acl_record
 from gateway.security_topic import SecurityTopic, StoreTopicSettings
 from protocol.record_batch import encode_batch
+from tests.authz.helpers import acl
 
 OFFSET_OUT_OF_RANGE = 1
 
@@ -28,8 +21,7 @@ def _topic() -> SecurityTopic:
 
 
 def _binding(name: str) -> AclBinding:
-    return AclBinding(ResourcePattern(ResourceType.TOPIC, name, PatternType.LITERAL),
-                      AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW))
+    return acl(name)
 
 
 def _batch(base_offset: int, *records: StoreRecord) -> bytes:
