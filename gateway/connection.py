@@ -25,12 +25,16 @@ from gateway.upstream_auth import LinkRequester, UpstreamAuthError, sasl_exchang
 from gateway.upstream_link import UpstreamLink
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
-from protocol.framing import Frame, FrameSplitter, FrameTooLarge
+from protocol.frame_receiver import FrameReceiver
+from protocol.framing import Frame, FrameTooLarge
 
 _ids = itertools.count(1)
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(asyncio.BufferedProtocol):
+    """Client bytes are received straight into frame buffers (get_buffer/buffer_updated):
+    a large Produce request lands in one buffer of its own, with no per-read copy."""
+
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
                  on_close: Any = None) -> None:
         self.ctx = ctx
@@ -38,7 +42,7 @@ class ClientConnection(asyncio.Protocol):
         self.node_id = node_id
         self.id = next(_ids)
         self.log = get_logger(conn=self.id, listener=listener_name, node=node_id)
-        self.splitter = FrameSplitter(ctx.config.socket_request_max_bytes)
+        self.splitter = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
         self.responses = ResponseQueue(ctx.metrics.observe_latency)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
@@ -88,7 +92,9 @@ class ClientConnection(asyncio.Protocol):
             self._start_upstream()
             return
         self.authenticator = new_authenticator(self, self.security)
+        # Before authentication a frame's size alone reserves nothing beyond the scratch buffer.
         self.splitter.limit = self.ctx.config.sasl_server_max_receive_size
+        self.splitter.prealloc = FrameReceiver.SCRATCH_BYTES
         self._auth_timer = asyncio.get_running_loop().call_later(
             self.ctx.config.authentication_timeout_ms / 1000, self.abort, "authentication timed out")
 
@@ -148,14 +154,18 @@ class ClientConnection(asyncio.Protocol):
         address = self.ctx.cluster.nodes.get(self.node_id)
         return [address] if address else []
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # sizehint is ignored: the receiver sizes buffers by the frame being received.
+        return self.splitter.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = asyncio.get_running_loop().time()
         try:
-            frames = self.splitter.feed(data)
+            frames = self.splitter.buffer_updated(nbytes)
         except FrameTooLarge as exc:
             if self.principal is None:
                 self.abort(f"frame too large before authentication ({exc}; sasl.server.max.receive.size): "
-                           f"{diagnose_non_kafka(data)}")
+                           f"{diagnose_non_kafka(self.splitter.peek())}")
             else:
                 self.abort(f"request too large: {exc} (socket.request.max.bytes)")
             return
@@ -280,6 +290,7 @@ class ClientConnection(asyncio.Protocol):
             if self._auth_timer is not None:
                 self._auth_timer.cancel()
             self.splitter.limit = self.ctx.config.socket_request_max_bytes
+            self.splitter.prealloc = FrameReceiver.PREALLOC_BYTES
             self._start_upstream()
 
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:

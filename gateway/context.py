@@ -11,6 +11,7 @@ from gateway.authorization import GatewayAuthorization
 from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.metrics import Metrics
+from protocol.frame_receiver import BufferPool
 
 
 @dataclass(slots=True)
@@ -50,6 +51,8 @@ class GatewayContext:
     counters: Counters = field(default_factory=Counters)
     metrics: Metrics = field(default_factory=lambda: Metrics(()))
     authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
+    # Receive buffers of large requests, reused across connections (one event loop, one pool).
+    frame_buffers: BufferPool = field(default_factory=BufferPool)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)
