@@ -29,6 +29,9 @@ from protocol.frame_receiver import FrameReceiver
 from protocol.framing import Frame, FrameTooLarge
 
 _ids = itertools.count(1)
+# Before authentication a receive buffer is reserved at most this far ahead of the bytes a
+# peer actually sent (SASL frames are small; larger ones grow as they arrive).
+_PREALLOC_BEFORE_AUTHENTICATION = 4 * 1024
 
 
 class ClientConnection(asyncio.BufferedProtocol):
@@ -92,9 +95,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._start_upstream()
             return
         self.authenticator = new_authenticator(self, self.security)
-        # Before authentication a frame's size alone reserves nothing beyond the scratch buffer.
         self.splitter.limit = self.ctx.config.sasl_server_max_receive_size
-        self.splitter.prealloc = FrameReceiver.SCRATCH_BYTES
+        self.splitter.prealloc = _PREALLOC_BEFORE_AUTHENTICATION
         self._auth_timer = asyncio.get_running_loop().call_later(
             self.ctx.config.authentication_timeout_ms / 1000, self.abort, "authentication timed out")
 

@@ -97,15 +97,17 @@ class FrameReceiver:
     A buffer is never written again below a view handed out, nor resized; once its
     frames are all complete it is let go, so an idle connection holds no buffer.
 
-    Memory bound: a frame's buffer is reserved up to ``prealloc`` bytes ahead of what has
-    arrived, and beyond that grows by doubling as bytes arrive (so at most twice what the
-    peer actually sent).  Before authentication the owner sets ``prealloc`` to the
-    scratch size, so announcing a size alone costs the gateway nothing.
+    Memory bound: nothing is reserved more than ``prealloc`` bytes (at least 4 KiB) ahead
+    of what has arrived, the scratch buffer included; beyond that a frame's buffer grows by doubling
+    as bytes arrive, so it is at most twice what the peer actually sent.  Before
+    authentication the owner sets a small ``prealloc``: a peer that announces a size, or
+    sends a few bytes and stalls, costs the gateway next to nothing.
     """
 
     __slots__ = ("_buf", "_cap", "_end", "_failed", "_pool", "_start", "limit", "prealloc")
 
     SCRATCH_BYTES = 64 * 1024
+    MIN_SCRATCH_BYTES = 4 * 1024  # the scratch buffer when prealloc is smaller than SCRATCH_BYTES
     PREALLOC_BYTES = 1024 * 1024
 
     def __init__(self, limit: int, prealloc: int = PREALLOC_BYTES, pool: BufferPool | None = None) -> None:
@@ -133,9 +135,10 @@ class FrameReceiver:
     def get_buffer(self) -> memoryview:
         """Where the next bytes must be written; never empty."""
         if self._failed:  # the stream was refused: whatever still comes is discarded
-            return memoryview(bytearray(self.SCRATCH_BYTES))
+            return memoryview(bytearray(4096))
         if not self._cap:
-            self._buf, self._cap = bytearray(self.SCRATCH_BYTES), self.SCRATCH_BYTES
+            self._cap = self._scratch_bytes()
+            self._buf = bytearray(self._cap)
         return memoryview(self._buf)[self._end : self._cap]
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
@@ -182,12 +185,16 @@ class FrameReceiver:
             return  # the frame fits where it started
         capacity = self._capacity(total, have)
         fresh = bytearray(capacity) if self._pool is None or capacity <= self.SCRATCH_BYTES \
-            else self._pool.take(capacity)
+            else self._pool.take(capacity)  # only large buffers are worth pooling
         fresh[:have] = memoryview(self._buf)[self._start : self._end]
         self._buf, self._cap, self._start, self._end = fresh, capacity, 0, have
 
     def _capacity(self, total: int, have: int) -> int:
         """Buffer size for a frame of ``total`` bytes (0: size unknown) of which ``have`` arrived."""
-        if total <= self.SCRATCH_BYTES:  # small, or size not known yet: later frames may follow
-            return self.SCRATCH_BYTES
+        scratch = self._scratch_bytes()
+        if total <= scratch:  # small, or size not known yet: later frames may follow
+            return scratch
         return min(total, max(self.prealloc, 2 * have))
+
+    def _scratch_bytes(self) -> int:
+        return max(self.MIN_SCRATCH_BYTES, min(self.SCRATCH_BYTES, self.prealloc))

@@ -79,7 +79,7 @@ def test_frames_split_at_every_boundary_reassemble_identically(pool: BufferPool 
 @settings(max_examples=200, deadline=None)
 @given(payloads=st.lists(st.sampled_from(PAYLOADS) | st.binary(max_size=300), max_size=10),
        chunk_sizes=st.lists(st.integers(1, 4 * SCRATCH), min_size=1, max_size=8),
-       prealloc=st.sampled_from([SCRATCH, 2 * SCRATCH, FrameReceiver.PREALLOC_BYTES]),
+       prealloc=st.sampled_from([1, 4096, SCRATCH, 2 * SCRATCH, FrameReceiver.PREALLOC_BYTES]),
        pooled=st.booleans())
 def test_frames_reassemble_identically_under_any_chunking(payloads: list[bytes], chunk_sizes: list[int],
                                                            prealloc: int, pooled: bool) -> None:
@@ -159,18 +159,22 @@ def test_frame_at_exactly_the_limit_is_accepted() -> None:
     assert [len(f.payload) for f in frames] == [1024]
 
 
-def test_announced_size_reserves_at_most_prealloc_ahead_of_the_bytes_received() -> None:
-    """Before authentication prealloc is the scratch size: a size alone costs nothing more."""
-    for prealloc in (SCRATCH, FrameReceiver.PREALLOC_BYTES):
-        receiver = FrameReceiver(limit=2**30, prealloc=prealloc)
-        with _heap_peak() as peak:
-            assert _receive(receiver, struct.pack(">i", 2**30) + b"0123456789") == []
-        assert receiver.buffered() == 14
-        assert receiver.held() <= prealloc and peak[0] < prealloc + SCRATCH + 16 * 1024
+@pytest.mark.parametrize("prealloc", [4096, SCRATCH, FrameReceiver.PREALLOC_BYTES])
+def test_announced_size_reserves_at_most_prealloc_ahead_of_the_bytes_received(prealloc: int) -> None:
+    """Before authentication prealloc is small: announcing a size, or stalling after a few
+    bytes, makes the gateway hold next to nothing."""
+    receiver = FrameReceiver(limit=2**30, prealloc=prealloc)
+    with _heap_peak() as peak:
+        assert _receive(receiver, b"\x40\x00") == []  # half a size prefix, then a stall
+        assert receiver.held() <= prealloc
+        assert _receive(receiver, b"\x00\x00" + b"0123456789") == []  # 2**30 announced
+    assert receiver.buffered() == 14
+    assert receiver.held() <= prealloc and peak[0] < prealloc + min(prealloc, SCRATCH) + 16 * 1024
 
 
-def test_a_frame_larger_than_prealloc_grows_by_doubling_with_what_arrived() -> None:
-    receiver = FrameReceiver(limit=2**30, prealloc=SCRATCH)
+@pytest.mark.parametrize("prealloc", [4096, SCRATCH])
+def test_a_frame_larger_than_prealloc_grows_by_doubling_with_what_arrived(prealloc: int) -> None:
+    receiver = FrameReceiver(limit=2**30, prealloc=prealloc)
     received = 0
     buf = receiver.get_buffer()
     buf[:4] = struct.pack(">i", 2**30)
@@ -183,7 +187,7 @@ def test_a_frame_larger_than_prealloc_grows_by_doubling_with_what_arrived() -> N
         buf.release()
         assert receiver.buffer_updated(n) == []
         received += n
-        assert receiver.held() <= max(SCRATCH, 2 * received)
+        assert receiver.held() <= max(prealloc, 2 * received)
 
 
 def test_a_large_frame_is_received_into_its_own_buffer_without_further_copies() -> None:
