@@ -137,8 +137,11 @@ class Gateway:
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
         for listener in self.config.listeners:
             await self._listen(listener, None)
+        # The nodes known now are opened before the gateway counts as started: a node port
+        # that cannot be bound fails start-up instead of leaving clients to time out.
         for node_id in sorted(self.ctx.cluster.nodes):
-            self._open_node_listeners(node_id)
+            for listener in self.config.listeners:
+                await self._listen(listener, node_id)
         self.started = True
         log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
                                                for lst in self.config.listeners],
@@ -218,7 +221,8 @@ class Gateway:
                 except ConfigError as exc:
                     log.error("node_out_of_range", error=str(exc))
                     continue
-                asyncio.get_running_loop().create_task(self._listen(listener, node_id))
+                task = asyncio.get_running_loop().create_task(self._listen(listener, node_id))
+                task.add_done_callback(_report_listen_failure)
 
     async def _listen(self, listener: ListenerConfig, node_id: int | None) -> None:
         key = (listener.name, node_id)
@@ -275,6 +279,12 @@ class Gateway:
         if self.security_topic is not None:
             await asyncio.to_thread(self.security_topic.stop)
         log.info("gateway_stopped")
+
+
+def _report_listen_failure(task: asyncio.Task[None]) -> None:
+    """A node discovered while serving whose port cannot be opened: clients sent there cannot connect."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("node_listener_failed", error=str(task.exception()))
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Iterator
 
 import pytest
 
 from gateway.api_versions import GATEWAY_HANDLED
+from gateway.config import ConfigError
 from gateway.embedded_broker import EmbeddedBroker
 from protocol.api_keys import INTERNAL_APIS, ApiKey
 from protocol.registry import all_apis
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, free_port_block
 from tests.wire_client import WireClient, request_frame
+
+TANSU_NODE_ID = 111
 
 METADATA_V = 12
 ALL_TOPICS = {"topics": None, "allow_auto_topic_creation": False,
@@ -152,3 +156,15 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(broker: Embed
         c.close()
     finally:
         idle_gateway.stop()
+
+
+def test_a_node_port_that_cannot_be_bound_fails_start_up(broker: EmbeddedBroker) -> None:
+    """Clients told to use a node address nobody listens on would only time out: refuse to start."""
+    base = free_port_block()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", base + TANSU_NODE_ID))
+        squatter.listen(1)
+        gateway = GatewayThread(broker.bootstrap, {"listener.name.plaintext.node.port.base": base})
+        with pytest.raises(ConfigError, match="cannot bind"):
+            gateway.start()
+        gateway.stop()
