@@ -5,7 +5,6 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
-from gateway.allocator import keep_large_buffers_on_the_heap
 from gateway.api_versions import VersionRanges
 from gateway.authentication import ListenerSecurity
 from gateway.authorization import GatewayAuthorization
@@ -41,13 +40,6 @@ class Counters:
     authenticated: dict[str, int] = field(default_factory=dict)  # principal → successful authentications
 
 
-def _frame_buffers() -> BufferPool:
-    # The pool saves page faults only if the buffers around it (uvloop's per-read bytes,
-    # smaller frames) come from the warm heap too.
-    keep_large_buffers_on_the_heap()
-    return BufferPool()
-
-
 @dataclass(slots=True)
 class GatewayContext:
     config: GatewayConfig
@@ -60,7 +52,7 @@ class GatewayContext:
     metrics: Metrics = field(default_factory=lambda: Metrics(()))
     authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
     # Receive buffers of large requests, reused across connections (one event loop, one pool).
-    frame_buffers: BufferPool = field(default_factory=_frame_buffers)
+    frame_buffers: BufferPool = field(default_factory=BufferPool)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

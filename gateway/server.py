@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from auth.mechanism import wall_clock_ms
 from auth.token_store import TokenStore
+from gateway.allocator import keep_large_buffers_on_the_heap
 from gateway.api_versions import negotiate
 from gateway.cluster_view import ClusterView
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
@@ -128,6 +129,9 @@ class Gateway:
         cluster.on_new_node.append(self._open_node_listeners)
 
     async def start(self) -> None:
+        # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
+        # per-read bytes, smaller frames) come from the warm heap too (a process-wide setting).
+        keep_large_buffers_on_the_heap()
         if self.ctx.authorization is None:
             log.warning("authorization_disabled", hint="authorizer.class.name is empty: every authenticated "
                         "client may do anything; set it to StandardAuthorizer to enforce ACLs")
