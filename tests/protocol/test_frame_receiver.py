@@ -9,9 +9,6 @@ reserved for them, and memory must stay bounded by what the peer actually sent.
 from __future__ import annotations
 
 import struct
-import tracemalloc
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +17,7 @@ from hypothesis import strategies as st
 from protocol.errors import DecodeError
 from protocol.frame_receiver import BufferPool, FrameReceiver
 from protocol.framing import Frame, FrameTooLarge, frame
+from tests.heap import heap_peak
 
 SCRATCH = FrameReceiver.SCRATCH_BYTES
 
@@ -43,23 +41,6 @@ def _receive(receiver: FrameReceiver, data: bytes, chunk_sizes: list[int] | None
         turn += 1
         frames.extend(receiver.buffer_updated(n))
     return frames
-
-
-@contextmanager
-def _heap_peak() -> Iterator[list[int]]:
-    """Yields a list that receives the peak heap growth (bytes) of the block."""
-    already = tracemalloc.is_tracing()
-    if not already:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    result: list[int] = []
-    try:
-        yield result
-    finally:
-        result.append(tracemalloc.get_traced_memory()[1] - base)
-        if not already:
-            tracemalloc.stop()
 
 
 PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)), b"\x00\x00\x00\x05", b"z" * 1000,
@@ -124,7 +105,7 @@ def test_pooled_buffers_are_reused_only_once_no_frame_refers_to_them(
 @given(chunks=st.lists(st.binary(min_size=1, max_size=64), max_size=6), pooled=st.booleans())
 def test_arbitrary_bytes_raise_only_decode_error_with_bounded_memory(chunks: list[bytes], pooled: bool) -> None:
     receiver = FrameReceiver(limit=256, pool=BufferPool() if pooled else None)
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         try:
             for f in _receive(receiver, b"".join(chunks), [len(c) for c in chunks] or [1]):
                 assert len(f.payload) <= 256
@@ -139,7 +120,7 @@ def test_frame_over_the_limit_is_refused_from_its_size_alone(size: int) -> None:
     head = struct.pack(">i", size)
     for stream, chunk_sizes in ((head, [4]), (head, [1, 2, 1]), (frame(b"ok") + head + b"\x00" * 8, [100])):
         receiver = FrameReceiver(limit=1024)
-        with _heap_peak() as peak, pytest.raises(FrameTooLarge) as info:
+        with heap_peak() as peak, pytest.raises(FrameTooLarge) as info:
             _receive(receiver, stream, chunk_sizes)
         assert (info.value.size, info.value.limit) == (size, 1024)
         assert peak[0] < 2 * SCRATCH
@@ -164,7 +145,7 @@ def test_announced_size_reserves_at_most_prealloc_ahead_of_the_bytes_received(pr
     """Before authentication prealloc is small: announcing a size, or stalling after a few
     bytes, makes the gateway hold next to nothing."""
     receiver = FrameReceiver(limit=2**30, prealloc=prealloc)
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         assert _receive(receiver, b"\x40\x00") == []  # half a size prefix, then a stall
         assert receiver.held() <= prealloc
         assert _receive(receiver, b"\x00\x00" + b"0123456789") == []  # 2**30 announced

@@ -13,9 +13,7 @@ from __future__ import annotations
 import random
 import struct
 import time
-import tracemalloc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +34,7 @@ from protocol.header import (
 from protocol.primitives import Reader, Writer
 from protocol.registry import all_apis
 from protocol.schema import FieldSpec, MessageSpec
+from tests.heap import heap_peak
 from tests.protocol.sample_values import sample_message
 
 pytestmark = pytest.mark.timeout(120)
@@ -97,28 +96,11 @@ def _valid_wire(case: Case, rng: random.Random) -> bytes:
 
 # --- measuring ------------------------------------------------------------------------
 
-@contextmanager
-def _heap_peak() -> Iterator[list[int]]:
-    """Yields a list that receives the peak heap growth (bytes) of the block."""
-    already = tracemalloc.is_tracing()
-    if not already:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    result: list[int] = []
-    try:
-        yield result
-    finally:
-        result.append(tracemalloc.get_traced_memory()[1] - base)
-        if not already:
-            tracemalloc.stop()
-
-
 def _decode_or_refuse(decode: Callable[[bytes], Any], data: bytes) -> Any:
     """Run a decoder on untrusted bytes: DecodeError is fine (returns None), any other
     exception propagates and fails the test; heap and time stay bounded by the input."""
     started = time.perf_counter()
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         try:
             value = decode(data)
         except DecodeError:
@@ -370,7 +352,7 @@ def test_huge_declared_lengths_raise_without_allocating(site: Site) -> None:
         for tail in (b"\x00\x01\x02", site.suffix, filler * min(64 * 1024, n // 2)):
             data = site.prefix + _length_bytes(site, n) + tail
             started = time.perf_counter()
-            with _heap_peak() as peak, pytest.raises(DecodeError):
+            with heap_peak() as peak, pytest.raises(DecodeError):
                 codec.decode(data)
             assert time.perf_counter() - started < MAX_DECODE_SECONDS
             assert peak[0] < 16 * 1024, f"{peak[0]} bytes allocated for a {len(data)}-byte input"
@@ -597,7 +579,7 @@ def test_frames_reassemble_identically_under_any_chunking(payloads: list[bytes],
 @given(chunks=st.lists(st.binary(max_size=64), max_size=6))
 def test_frame_splitter_raises_only_decode_error_on_any_stream(chunks: list[bytes]) -> None:
     splitter = FrameSplitter(limit=256)
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         for chunk in chunks:
             try:
                 for f in splitter.feed(chunk):
@@ -611,7 +593,7 @@ def test_frame_splitter_raises_only_decode_error_on_any_stream(chunks: list[byte
 def test_frame_over_the_limit_raises_frame_too_large_before_buffering(size: int) -> None:
     head = struct.pack(">i", size)
     # The size alone, with no body at all, is enough to refuse the frame.
-    with _heap_peak() as peak, pytest.raises(FrameTooLarge) as info:
+    with heap_peak() as peak, pytest.raises(FrameTooLarge) as info:
         FrameSplitter(limit=1024).feed(head)
     assert (info.value.size, info.value.limit) == (size, 1024)
     assert peak[0] < 16 * 1024
@@ -628,7 +610,7 @@ def test_frame_over_the_limit_raises_frame_too_large_before_buffering(size: int)
 def test_announced_frame_size_is_not_preallocated() -> None:
     """Only bytes that arrived are buffered, however large the (allowed) announced frame."""
     splitter = FrameSplitter(limit=2**30)
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         assert splitter.feed(struct.pack(">i", 2**30) + b"0123456789") == []
     assert splitter.buffered() == 14
     assert peak[0] < 16 * 1024

@@ -11,10 +11,7 @@ import gzip
 import re
 import struct
 import time
-import tracemalloc
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -25,6 +22,7 @@ from protocol import record_batch
 from protocol.crc32c import crc32c
 from protocol.errors import DecodeError, EncodeError
 from protocol.record_batch import Record, decode_batches, encode_batch
+from tests.heap import heap_peak
 
 with warnings.catch_warnings():  # kafka-python reads its JSON files with deprecated importlib calls
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -128,28 +126,11 @@ def _kafka_python_read(record_set: bytes) -> list[Record]:
 
 # --- measuring ------------------------------------------------------------------------
 
-@contextmanager
-def _heap_peak() -> Iterator[list[int]]:
-    """Yields a list that receives the peak heap growth (bytes) of the block."""
-    already = tracemalloc.is_tracing()
-    if not already:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    result: list[int] = []
-    try:
-        yield result
-    finally:
-        result.append(tracemalloc.get_traced_memory()[1] - base)
-        if not already:
-            tracemalloc.stop()
-
-
 def _decode_or_refuse(data: bytes, *, verify_crc: bool, heap_per_byte: int = HEAP_PER_INPUT_BYTE) -> Any:
     """Decode untrusted bytes: DecodeError is fine (returns None), any other exception fails
     the test; heap and time stay bounded by the input."""
     started = time.perf_counter()
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         try:
             value = decode_batches(data, verify_crc=verify_crc)
         except DecodeError:
@@ -319,7 +300,7 @@ def test_truncated_trailing_batch_is_ignored_at_every_cut() -> None:
 def test_truncated_trailing_batch_declaring_a_huge_length_is_ignored_without_allocating() -> None:
     first = encode_batch([(b"a", b"1")], timestamp_ms=TS)
     huge = struct.pack(">qi", 1, 2**31 - 1) + bytes(20)
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         assert decode_batches(first + huge) == decode_batches(first)
     assert peak[0] < HEAP_SLACK
 
@@ -453,7 +434,7 @@ def test_gzip_bomb_is_refused_past_the_inflation_limit(monkeypatch: pytest.Monke
 def test_real_gzip_bomb_stops_at_the_default_limit() -> None:
     bomb = _batch(gzip.compress(bytes(64 * 1024 * 1024), compresslevel=9), 1, attributes=GZIP)
     assert len(bomb) < 128 * 1024
-    with _heap_peak() as peak:
+    with heap_peak() as peak:
         _refused(bomb, "inflates past")
     assert peak[0] < 3 * record_batch.MAX_DECOMPRESSED_BATCH_BYTES
 
