@@ -359,6 +359,20 @@ def delete_topic(admin: AdminClient, name: str) -> None:
         print(f"  (could not delete {name}: {exc})", file=sys.stderr)
 
 
+def send_all(producer: Producer, topic: str, value: bytes, records: int,
+             report: Callable[[KafkaError | None, object], None]) -> None:
+    """Queue ``records`` copies of ``value``, waiting for room when librdkafka's queue is full."""
+    produce = producer.produce
+    for i in range(records):
+        try:
+            produce(topic, value=value, on_delivery=report)
+        except BufferError:
+            producer.poll(0.01)
+            produce(topic, value=value, on_delivery=report)
+        if i & 0x3FFF == 0:
+            producer.poll(0)  # serve delivery reports now and then
+
+
 def produce_throughput(bootstrap: str, topic: str, warm_topic: str, records: int, size: int,
                        pids: Pids) -> tuple[float, dict[str, float]]:
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS})
@@ -376,17 +390,9 @@ def produce_throughput(bootstrap: str, topic: str, warm_topic: str, records: int
             raise RuntimeError(f"warm-up produce failed: {failures[:3]}")
         producer.list_topics(topic, timeout=10)
         value = os.urandom(size)
-        produce = producer.produce
         meter = CpuMeter(pids)
         start = time.perf_counter()
-        for i in range(records):
-            try:
-                produce(topic, value=value, on_delivery=report)
-            except BufferError:
-                producer.poll(0.01)
-                produce(topic, value=value, on_delivery=report)
-            if i & 0x3FFF == 0:
-                producer.poll(0)
+        send_all(producer, topic, value, records, report)
         left = producer.flush(120)
         elapsed = time.perf_counter() - start
         cpu = meter.stop()

@@ -70,6 +70,7 @@ from bench.throughput import (  # noqa: E402
     machine,
     machine_busy_seconds,
     parse_settings,
+    send_all,
 )
 from gateway.embedded_broker import EmbeddedBroker, EmbeddedBrokerError, free_port  # noqa: E402
 
@@ -181,15 +182,7 @@ def produce_records(producer: Producer, spec: ClientSpec) -> None:
             failures.append(err)
 
     value = os.urandom(spec.size)
-    produce, topic = producer.produce, spec.topic
-    for i in range(spec.records):
-        try:
-            produce(topic, value=value, on_delivery=report)
-        except BufferError:
-            producer.poll(0.01)
-            produce(topic, value=value, on_delivery=report)
-        if i & 0x3FFF == 0:
-            producer.poll(0)
+    send_all(producer, spec.topic, value, spec.records, report)
     left = producer.flush(spec.timeout_s)
     if left or failures:
         raise RuntimeError(f"client {spec.index}: {left} records undelivered, {len(failures)} failed: "
