@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,7 @@ from auth.credentials import SCRAM_MECHANISMS, PlainCredential, ScramCredential
 from auth.plain import plain_credential
 from auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
 from auth.watched_file import Signature as _Signature
-from auth.watched_file import WatchedFile
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process lock
-    fcntl = None  # type: ignore[assignment]
+from auth.watched_file import WatchedFile, read_with_signature, writer_lock
 
 log = logging.getLogger("ksgate.auth")
 
@@ -243,17 +238,13 @@ class FileCredentialStore(UserEntryReads):
 
     def _load(self) -> tuple[_Signature, dict[str, UserEntry]] | None:
         """Read and parse; the signature comes from the same open file, so it matches the content."""
-        try:
-            with open(self._path, "rb") as file:
-                st = os.fstat(file.fileno())
-                data = file.read()
-        except FileNotFoundError:
+        loaded = read_with_signature(self._path)
+        if loaded is None:
             return None
         try:
-            users = _parse(data)
+            return loaded[0], _parse(loaded[1])
         except CredentialFileError as exc:
             raise CredentialFileError(f"{self._path}: {exc}") from None
-        return (st.st_mtime_ns, st.st_size, st.st_ino), users
 
     # --- mutators (the ``ksgate users`` command) ------------------------------------
 
@@ -314,16 +305,6 @@ class FileCredentialStore(UserEntryReads):
         loaded = self._load()
         return dict(loaded[1]) if loaded is not None else {}
 
-    @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
+    def _file_lock(self) -> contextlib.AbstractContextManager[None]:
         """Serialise concurrent ``ksgate users`` commands so neither loses the other's change."""
-        if fcntl is None:  # pragma: no cover
-            yield
-            return
-        lock_path = self._path.with_name(f".{self._path.name}.lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return writer_lock(self._path)

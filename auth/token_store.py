@@ -17,7 +17,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,12 +28,7 @@ from auth.mechanism import wall_clock_ms
 from auth.principal import USER_TYPE, KafkaPrincipal
 from auth.scram import DEFAULT_ITERATIONS, TokenCredential, TokenLookup, scram_credential
 from auth.watched_file import Signature as _Signature
-from auth.watched_file import WatchedFile
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process lock
-    fcntl = None  # type: ignore[assignment]
+from auth.watched_file import WatchedFile, read_with_signature, writer_lock
 
 log = logging.getLogger("ksgate.auth")
 
@@ -447,17 +442,13 @@ class TokenStore:
         return self._watch.reload_if_changed()
 
     def _load(self) -> tuple[_Signature, dict[str, TokenEntry]] | None:
-        try:
-            with open(self._path, "rb") as file:
-                st = os.fstat(file.fileno())
-                data = file.read()
-        except FileNotFoundError:
+        loaded = read_with_signature(self._path)
+        if loaded is None:
             return None
         try:
-            entries = _parse(data)
+            return loaded[0], _parse(loaded[1])
         except TokenFileError as exc:
             raise TokenFileError(f"{self._path}: {exc}") from None
-        return (st.st_mtime_ns, st.st_size, st.st_ino), entries
 
     def _commit(self, entries: Mapping[str, TokenEntry]) -> None:
         """Persist ``entries`` as the whole new state (called under ``_file_lock``)."""
@@ -468,19 +459,9 @@ class TokenStore:
         loaded = self._load()
         return dict(loaded[1]) if loaded is not None else {}
 
-    @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
+    def _file_lock(self) -> contextlib.AbstractContextManager[None]:
         """Serialise writers (gateways, ``ksgate tokens``) so none loses another's change."""
-        if fcntl is None:  # pragma: no cover
-            yield
-            return
-        lock_path = self._path.with_name(f".{self._path.name}.lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return writer_lock(self._path)
 
 
 def token_lookup(store: TokenStore, clock: Callable[[], int] = wall_clock_ms) -> TokenLookup:

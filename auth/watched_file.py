@@ -7,16 +7,48 @@ empties the content.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
 
 T = TypeVar("T")
 Signature = tuple[int, int, int]  # (mtime_ns, size, inode)
 log = logging.getLogger("ksgate.auth")
+
+
+def read_with_signature(path: Path) -> tuple[Signature, bytes] | None:
+    """The file's bytes and its signature, both from one open file (so they match); None if it is missing."""
+    try:
+        with open(path, "rb") as file:
+            st = os.fstat(file.fileno())
+            data = file.read()
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino), data
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    """Serialise the processes that rewrite ``path`` (gateways, ``ksgate`` commands) so none loses
+    another's change: an exclusive flock on ``.<name>.lock`` beside it."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 class WatchedFile(Generic[T]):
