@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
-from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
 from authz.policies import admin
 from authz.policies.admin import POLICIES, TABLE
@@ -18,38 +16,11 @@ from protocol.api_keys import ApiKey
 from protocol.codec import default_value
 from protocol.registry import api
 from protocol.schema import FieldSpec
+from tests.authz.fake_view import FakeView
 
 Op = AclOperation
 CLUSTER = ResourceType.CLUSTER
-ALICE = KafkaPrincipal("User", "alice")
 MIN_INT = -2147483648
-
-
-class FakeView:
-    """Grants exactly ``granted`` (or everything) and records every question."""
-
-    def __init__(self, granted: Iterable[Action] = (), *, everything: bool = False,
-                 principal: KafkaPrincipal = ALICE, topics: dict[uuid.UUID, str] | None = None) -> None:
-        self.granted = set(granted)
-        self.everything = everything
-        self.principal = principal
-        self.topics = topics or {}
-        self.asked: list[Action] = []
-
-    def allowed(self, action: Action) -> bool:
-        self.asked.append(action)
-        return self.everything or action in self.granted
-
-    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
-        return self.everything or any(a.operation == operation and a.resource_type == resource_type
-                                      for a in self.granted)
-
-    def authorized_operations(self, resource_type: ResourceType, name: str, candidates: Iterable[AclOperation]) -> int:
-        return sum(1 << op for op in candidates if self.everything or Action(op, resource_type, name) in self.granted)
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return self.topics.get(topic_id)
-
 
 
 def cluster(operation: AclOperation) -> Action:

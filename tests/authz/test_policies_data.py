@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from auth.principal import KafkaPrincipal
 from authz.model import AclOperation as Op
 from authz.model import ResourceType as RT
 from authz.policies.data import POLICIES, TABLE, authorize_metadata
@@ -18,6 +17,7 @@ from protocol.api_keys import ApiKey
 from protocol.codec import default_value
 from protocol.registry import api
 from protocol.schema import FieldSpec
+from tests.authz.fake_view import FakeView as SharedFakeView
 
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
@@ -33,28 +33,9 @@ GHOST = uuid.UUID(int=99)  # a topic id no topic has
 
 # --- the fake view ----------------------------------------------------------------------------------
 
-class FakeView:
-    principal = KafkaPrincipal("User", "alice")
-
+class FakeView(SharedFakeView):
     def __init__(self, allowed: Iterable[Action] = (), *, everything: bool = False) -> None:
-        self.granted = set(allowed)
-        self.everything = everything
-        self.topics = {topic_id: name for name, topic_id in IDS.items()}
-        self.asked: list[Action] = []
-
-    def allowed(self, action: Action) -> bool:
-        self.asked.append(action)
-        return self.everything or action in self.granted
-
-    def allowed_any(self, operation: Op, resource_type: RT) -> bool:
-        return self.everything or any(a.operation == operation and a.resource_type == resource_type
-                                      for a in self.granted)
-
-    def authorized_operations(self, resource_type: RT, name: str, candidates: Iterable[Op]) -> int:
-        return sum(1 << op for op in candidates if self.allowed(Action(op, resource_type, name)))
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return self.topics.get(topic_id)
+        super().__init__(allowed, everything=everything, topics={topic_id: name for name, topic_id in IDS.items()})
 
 
 def topic(op: Op, *names: str) -> list[Action]:

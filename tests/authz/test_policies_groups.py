@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
 from authz.policies.groups import POLICIES, TABLE
 from authz.request_policy import CLUSTER_NAME, Action, Answer, Body, Relay, Rewrite, Verdict
@@ -17,6 +16,7 @@ from protocol.api_keys import ApiKey
 from protocol.codec import default_value
 from protocol.registry import api
 from protocol.schema import FieldSpec
+from tests.authz.fake_view import FakeView as SharedFakeView
 
 Op = AclOperation
 MIN_INT = -2147483648
@@ -25,33 +25,10 @@ ID_A, ID_B, ID_C = uuid.UUID(int=0xA), uuid.UUID(int=0xB), uuid.UUID(int=0xC)
 NAMES = {ID_A: "a", ID_B: "b"}  # ID_C names no topic
 
 
-class FakeView:
-    """Grants exactly ``granted`` (or everything) and records every question."""
-
+class FakeView(SharedFakeView):
     def __init__(self, granted: Iterable[Action] = (), *, everything: bool = False,
                  topics: dict[uuid.UUID, str] | None = None) -> None:
-        self.granted = set(granted)
-        self.everything = everything
-        self.topics = NAMES if topics is None else topics
-        self.asked: list[Action] = []
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        return KafkaPrincipal("User", "alice")
-
-    def allowed(self, action: Action) -> bool:
-        self.asked.append(action)
-        return self.everything or action in self.granted
-
-    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
-        return self.everything or any(a.operation == operation and a.resource_type == resource_type
-                                      for a in self.granted)
-
-    def authorized_operations(self, resource_type: ResourceType, name: str, candidates: Iterable[AclOperation]) -> int:
-        return sum(1 << op for op in candidates if self.allowed(Action(op, resource_type, name)))
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return self.topics.get(topic_id)
+        super().__init__(granted, everything=everything, topics=NAMES if topics is None else topics)
 
 
 def everything() -> FakeView:
