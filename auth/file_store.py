@@ -51,20 +51,22 @@ class UserEntry:
 # --- the file format --------------------------------------------------------------------
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _field_bytes(record: Mapping[str, Any], key: str, where: str) -> bytes:
+def field_bytes(record: Mapping[str, Any], key: str, where: str,
+                error: type[ValueError] = CredentialFileError) -> bytes:
+    """A non-empty base64 field of a JSON record; ``error`` (naming the field, never its value) otherwise."""
     value = record.get(key)
     if not isinstance(value, str):
-        raise CredentialFileError(f"{where}: '{key}' must be a base64 string")
+        raise error(f"{where}: '{key}' must be a base64 string")
     try:
         decoded = base64.b64decode(value, validate=True)
     except binascii.Error:
-        raise CredentialFileError(f"{where}: '{key}' is not valid base64") from None
+        raise error(f"{where}: '{key}' is not valid base64") from None
     if not decoded:
-        raise CredentialFileError(f"{where}: '{key}' is empty")
+        raise error(f"{where}: '{key}' is empty")
     return decoded
 
 
@@ -108,19 +110,19 @@ def credential_from_json(mechanism: str, record: object, where: str) -> PlainCre
     if not isinstance(record, dict):
         raise CredentialFileError(f"{where}: expected an object")
     if mechanism == PLAIN:
-        return PlainCredential(_field_bytes(record, "salt", where), _field_bytes(record, "hash", where),
+        return PlainCredential(field_bytes(record, "salt", where), field_bytes(record, "hash", where),
                                _field_iterations(record, where))
     if mechanism in SCRAM_MECHANISMS:
-        return ScramCredential(_field_bytes(record, "salt", where), _field_bytes(record, "stored_key", where),
-                               _field_bytes(record, "server_key", where), _field_iterations(record, where))
+        return ScramCredential(field_bytes(record, "salt", where), field_bytes(record, "stored_key", where),
+                               field_bytes(record, "server_key", where), _field_iterations(record, where))
     raise CredentialFileError(f"{where}: unknown mechanism")
 
 
 def credential_to_json(credential: PlainCredential | ScramCredential) -> dict[str, Any]:
     if isinstance(credential, PlainCredential):
-        return {"salt": _b64(credential.salt), "hash": _b64(credential.hash), "iterations": credential.iterations}
-    return {"salt": _b64(credential.salt), "stored_key": _b64(credential.stored_key),
-            "server_key": _b64(credential.server_key), "iterations": credential.iterations}
+        return {"salt": b64(credential.salt), "hash": b64(credential.hash), "iterations": credential.iterations}
+    return {"salt": b64(credential.salt), "stored_key": b64(credential.stored_key),
+            "server_key": b64(credential.server_key), "iterations": credential.iterations}
 
 
 def _serialize(users: Mapping[str, UserEntry]) -> bytes:

@@ -7,7 +7,6 @@ authenticate with SCRAM (``tokenauth=true``), the token id as user name and base
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import enum
 import hashlib
@@ -23,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from auth.credentials import SCRAM_MECHANISMS, ScramCredential
-from auth.file_store import _write_atomic
+from auth.file_store import (
+    CredentialFileError,
+    _write_atomic,
+    b64,
+    credential_from_json,
+    credential_to_json,
+    field_bytes,
+)
 from auth.mechanism import wall_clock_ms
 from auth.principal import USER_TYPE, KafkaPrincipal
 from auth.scram import DEFAULT_ITERATIONS, TokenCredential, TokenLookup, scram_credential
@@ -148,23 +154,6 @@ def _saturating_add(now_ms: int, period_ms: int) -> int:
 # --- the file format --------------------------------------------------------------------
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _field_bytes(record: Mapping[str, Any], key: str, where: str) -> bytes:
-    value = record.get(key)
-    if not isinstance(value, str):
-        raise TokenFileError(f"{where}: '{key}' must be a base64 string")
-    try:
-        decoded = base64.b64decode(value, validate=True)
-    except binascii.Error:
-        raise TokenFileError(f"{where}: '{key}' is not valid base64") from None
-    if not decoded:
-        raise TokenFileError(f"{where}: '{key}' is empty")
-    return decoded
-
-
 def _field_int(record: Mapping[str, Any], key: str, where: str) -> int:
     value = record.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
@@ -196,11 +185,12 @@ def token_entry_from_json(token_id: str, record: Any) -> TokenEntry:
         cwhere = f"{where}, {mechanism}"
         if mechanism not in SCRAM_MECHANISMS or not isinstance(cred, dict):
             raise TokenFileError(f"{cwhere}: expected a SCRAM mechanism and an object")
-        iterations = _field_int(cred, "iterations", cwhere)
-        if iterations < 1:
-            raise TokenFileError(f"{cwhere}: 'iterations' must be positive")
-        scram[mechanism] = ScramCredential(_field_bytes(cred, "salt", cwhere), _field_bytes(cred, "stored_key", cwhere),
-                                           _field_bytes(cred, "server_key", cwhere), iterations)
+        try:  # the same record as a user's SCRAM credential in the credential file
+            credential = credential_from_json(mechanism, cred, cwhere)
+        except CredentialFileError as exc:
+            raise TokenFileError(str(exc)) from None
+        assert isinstance(credential, ScramCredential)
+        scram[mechanism] = credential
     info = TokenInfo(
         token_id=token_id,
         owner=_field_principal(record.get("owner"), where),
@@ -209,7 +199,7 @@ def token_entry_from_json(token_id: str, record: Any) -> TokenEntry:
         issue_timestamp_ms=_field_int(record, "issue_timestamp_ms", where),
         expiry_timestamp_ms=_field_int(record, "expiry_timestamp_ms", where),
         max_timestamp_ms=_field_int(record, "max_timestamp_ms", where))
-    return TokenEntry(info, _field_bytes(record, "hmac_sha256", where), scram)
+    return TokenEntry(info, field_bytes(record, "hmac_sha256", where, TokenFileError), scram)
 
 
 def _parse(data: bytes) -> dict[str, TokenEntry]:
@@ -233,10 +223,8 @@ def token_entry_to_json(entry: TokenEntry) -> dict[str, Any]:
     return {
         "owner": info.owner, "requester": info.requester, "renewers": list(info.renewers),
         "issue_timestamp_ms": info.issue_timestamp_ms, "expiry_timestamp_ms": info.expiry_timestamp_ms,
-        "max_timestamp_ms": info.max_timestamp_ms, "hmac_sha256": _b64(entry.hmac_sha256),
-        "credentials": {m: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key),
-                            "server_key": _b64(c.server_key), "iterations": c.iterations}
-                        for m, c in entry.scram.items()},
+        "max_timestamp_ms": info.max_timestamp_ms, "hmac_sha256": b64(entry.hmac_sha256),
+        "credentials": {m: credential_to_json(c) for m, c in entry.scram.items()},
     }
 
 
