@@ -19,7 +19,7 @@ from auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram
 from auth.token_store import TokenEntry, TokenStore
 from authz.acl_store import AclChangeListener, AclStoreError
 from authz.model import AclBinding, AclBindingFilter, validate_binding, validate_filter
-from gateway.security_records import AppliedRecords, acl_record, credential_record, token_record
+from gateway.security_records import AppliedRecords, StoreRecord, acl_record, credential_record, token_record
 from gateway.security_topic import SecurityTopic, StoreWriteError
 
 
@@ -52,7 +52,7 @@ class TopicAclStore:
         self._append([acl_record(b, present=False) for b in removed])
         return removed
 
-    def _append(self, records: list) -> None:  # type: ignore[type-arg]
+    def _append(self, records: list[StoreRecord]) -> None:
         try:
             self._topic.append(records)
         except StoreWriteError as exc:

@@ -333,24 +333,24 @@ class SecurityTopic:
 
     async def _connect(self) -> UpstreamClient:
         """A connection to the partition's leader (found through the bootstrap servers), authenticated."""
-        client = await self._bootstrap()
+        address, client = await self._bootstrap()
         try:
             await self._ensure_topic(client)
         except BaseException:
             await client.close()
             raise
         assert self._leader is not None
-        host, port = self._leader
-        if (host, port) in self._upstream.bootstrap_servers[:1]:
+        if self._leader == address:  # the bootstrap server that answered leads the partition
             return client
         await client.close()
-        return await self._open(host, port)
+        return await self._open(*self._leader)
 
-    async def _bootstrap(self) -> UpstreamClient:
+    async def _bootstrap(self) -> tuple[tuple[str, int], UpstreamClient]:
+        """The first bootstrap server that answers, and a connection to it."""
         errors = []
         for host, port in self._upstream.bootstrap_servers:
             try:
-                return await self._open(host, port)
+                return (host, port), await self._open(host, port)
             except UpstreamError as exc:
                 errors.append(str(exc))
         raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors))
