@@ -17,7 +17,11 @@ field by field, with the versions each field exists in.  The format, line by lin
 Children are indented two spaces under an ``[]`` (array of struct) or ``{}`` (struct)
 field.  Attributes: ``v=`` versions the field exists in (default: all), ``null=``
 versions in which it may be null, ``tag=N`` makes it a tagged field (``tagged=`` its
-versions, default ``v``), ``default=`` the value used when it is absent.
+versions, default ``v``), ``default=`` the value used when it is absent, ``entity=`` what
+Kafka entity the field names (as ``entityType`` in Kafka's message JSON): ``topicName``,
+``topicId``, ``configResourceName`` (a topic name when the sibling ``resource_type`` is 2),
+or ``none`` for a field that looks like one but is not (a regex).  Protections find topics
+through these annotations, never through hand-written field paths.
 """
 
 from __future__ import annotations
@@ -30,6 +34,13 @@ PRIMITIVES = frozenset(
      "string", "bytes", "uuid", "records"}
 )
 _INT_TYPES = frozenset({"int8", "int16", "uint16", "int32", "uint32", "int64"})
+# The values of ``entity=`` and the field types each may annotate.
+ENTITY_TYPES: dict[str, frozenset[str]] = {
+    "topicName": frozenset({"string", "[]string"}),
+    "topicId": frozenset({"uuid", "[]uuid"}),
+    "configResourceName": frozenset({"string"}),
+    "none": frozenset({"string", "[]string", "uuid", "[]uuid"}),
+}
 
 
 class SchemaError(ValueError):
@@ -76,6 +87,7 @@ class FieldSpec:
     tagged_versions: VersionRange = NO_VERSIONS
     default: object = None
     has_default: bool = False  # an explicit default= (which may be null)
+    entity: str | None = None  # see ENTITY_TYPES
     fields: list[FieldSpec] = field(default_factory=list)
 
     @property
@@ -195,6 +207,11 @@ def _parse_field(text: str, where: str) -> FieldSpec:
     if "default" in attrs:
         spec.default = _parse_default(ftype, attrs.pop("default"), where)
         spec.has_default = True
+    if "entity" in attrs:
+        spec.entity = attrs.pop("entity")
+        allowed_types = ENTITY_TYPES.get(spec.entity)
+        if allowed_types is None or ftype not in allowed_types:
+            raise SchemaError(f"{where}: entity={spec.entity} does not fit a {ftype} field")
     if attrs:
         raise SchemaError(f"{where}: unknown attributes {sorted(attrs)}")
     return spec
