@@ -39,6 +39,7 @@ class DecisionRule(Enum):
     NO_MATCHING_ACL = "NoMatchingAcl"  # ACLs reference the resource, none applies to this request
     # Not Kafka's: a resource only the gateway itself may use (its security-store topic).
     GATEWAY_RESERVED = "GatewayReserved"
+    ILLEGAL_TOPIC_NAME = "IllegalTopicName"
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,6 +58,8 @@ NO_MATCHING_ACL = Decision(False, DecisionRule.NO_MATCHING_ACL)
 DEFAULT_ALLOW = Decision(True, DecisionRule.NO_ACL_DEFAULT)
 DEFAULT_DENY = Decision(False, DecisionRule.NO_ACL_DEFAULT)
 GATEWAY_RESERVED = Decision(False, DecisionRule.GATEWAY_RESERVED)
+# An allowed action on a name Kafka's Topic.validate rejects: never relayed (see authz/topic_guard.py).
+ILLEGAL_TOPIC_NAME = Decision(False, DecisionRule.ILLEGAL_TOPIC_NAME)
 
 _DecisionKey = tuple[str, str, str, AclOperation, ResourceType, str]
 

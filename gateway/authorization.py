@@ -14,9 +14,10 @@ from typing import Any
 
 from auth.principal import KafkaPrincipal
 from authz.acl_store import AclStore
-from authz.authorizer import GATEWAY_RESERVED, Decision, StandardAuthorizer
+from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, Decision, StandardAuthorizer
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, ApiPolicy
+from authz.topic_guard import NOTHING_FOUND, TopicFindings
 from gateway.audit import AuditLog
 from protocol.registry import api
 
@@ -52,6 +53,11 @@ class ConnectionAuthzView:
     api_key: int
     api_version: int
     topic_names: dict[uuid.UUID, str]
+    # What the topic guard found in this request: with a reserved or illegal topic named, cluster-level
+    # actions are denied so that the policy decides every topic on its own (authz/topic_guard.py).
+    findings: TopicFindings = NOTHING_FOUND
+    # Illegal names whose action was otherwise allowed (their errors become the API's own).
+    illegal_denied: set[str] = field(default_factory=set)
 
     def _audit(self, action: Action, decision: Decision) -> None:
         audit = self.shared.audit
@@ -71,11 +77,16 @@ class ConnectionAuthzView:
         return resource_type == ResourceType.TOPIC and name in self.shared.reserved_topics
 
     def allowed(self, action: Action) -> bool:
-        if self._reserved(action.resource_type, action.name):
+        if self._reserved(action.resource_type, action.name) or (
+                self.findings.suspicious and action.resource_type == ResourceType.CLUSTER):
             decision = GATEWAY_RESERVED
         else:
             decision = self.shared.authorizer.authorize(self.principal, self.client_host, action.operation,
                                                         action.resource_type, action.name)
+            if decision.allowed and action.resource_type == ResourceType.TOPIC \
+                    and action.name in self.findings.illegal:
+                self.illegal_denied.add(action.name)
+                decision = ILLEGAL_TOPIC_NAME
         self._audit(action, decision)
         return decision.allowed
 

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 from auth.credentials import CredentialStore
 from auth.mechanism import wall_clock_ms
 from auth.token_store import TokenStore
-from authz.request_policy import Refuse, Verdict
+from authz.policies import all_policies
+from authz.policies.data import is_follower_fetch
+from authz.request_policy import Refuse, Relay, Verdict
+from authz.topic_guard import TopicGuard, UnrestrictedView
 from gateway.acl_admin import create_acls, delete_acls, describe_acls
 from gateway.authorization import ConnectionAuthzView, GatewayAuthorization
 from gateway.scram_admin import alter_user_scram_credentials, describe_user_scram_credentials
@@ -27,6 +30,7 @@ from gateway.token_admin import (
     renew_delegation_token,
 )
 from protocol.api_keys import ApiKey
+from protocol.registry import api
 
 if TYPE_CHECKING:
     from gateway.connection import ClientConnection
@@ -78,10 +82,43 @@ def local_handlers(credentials: CredentialStore | None, tokens: TokenStore | Non
 
 
 def authorize(conn: ClientConnection, shared: GatewayAuthorization, key: int, version: int, body: Body) -> Verdict:
+    """The policy's verdict, inside the topic guard that no policy can skip (authz/topic_guard.py)."""
     policy = shared.policies.get(key)
-    if policy is None:
+    schema = api(key)
+    if policy is None or schema is None:
         return Refuse(f"no authorization policy for api key {key}")
+    if key == ApiKey.FETCH and is_follower_fetch(body, version):
+        return Refuse("a follower (replica) Fetch: brokers never replicate through the gateway")
     assert conn.principal is not None
+    guard = TopicGuard(key, version, schema.request, schema.response, shared.reserved_topics,
+                       conn.ctx.cluster.topic_names)
+    findings = guard.inspect(body)
     view = ConnectionAuthzView(shared, conn.principal, conn.client_host, conn.client_port, conn.listener.name,
-                               key, version, conn.ctx.cluster.topic_names)
-    return policy(body, version, view)
+                               key, version, conn.ctx.cluster.topic_names, findings, guard.illegal_denied)
+    return guard.seal(policy(body, version, view), findings)
+
+
+def check_topics(conn: ClientConnection, key: int, version: int, body: Body) -> Verdict:
+    """Without an authorizer: the follower refusal and Kafka's topic-name rules, nothing else.
+
+    A request naming an illegal topic runs its API's policy with a view that allows every
+    legal action, so the illegal names get the API's own per-item errors.
+    """
+    schema = api(key)
+    if schema is None:
+        return Refuse(f"api key {key} has no schema")
+    if key == ApiKey.FETCH and is_follower_fetch(body, version):
+        return Refuse("a follower (replica) Fetch: brokers never replicate through the gateway")
+    guard = TopicGuard(key, version, schema.request, schema.response, frozenset(), conn.ctx.cluster.topic_names)
+    findings = guard.inspect(body)
+    if not findings.suspicious:
+        return _RELAY
+    policy = all_policies().get(key)
+    if policy is None:
+        return Refuse(f"api key {key} v{version} names an illegal topic")
+    assert conn.principal is not None
+    view = UnrestrictedView(conn.principal, findings.illegal, guard.illegal_denied, conn.ctx.cluster.topic_names)
+    return guard.seal(policy(body, version, view), findings)
+
+
+_RELAY = Relay()

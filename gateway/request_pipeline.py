@@ -19,7 +19,7 @@ from authz.request_policy import Answer, Refuse, Relay, Rewrite
 from gateway.address_rewrite import REWRITERS, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
-from gateway.authorize_stage import authorize
+from gateway.authorize_stage import authorize, check_topics
 from gateway.config import ConfigError
 from gateway.local_answers import answer_locally
 from gateway.pending import WireBytes, with_correlation_id
@@ -80,24 +80,26 @@ def handle_request(conn: ClientConnection, frame: Frame) -> list[WireBytes] | No
         # Trailing bytes after the body: Kafka ignores them, so we accept the request,
         # but relay the canonical encoding so the upstream sees exactly what we parsed.
         wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(body)))
-    hook = None
     shared = conn.ctx.authorization
     if shared is not None:
         verdict = authorize(conn, shared, key, version, body)
         conn.ctx.metrics.authorization_decision(key, _OUTCOMES[type(verdict)])
-        if isinstance(verdict, Refuse):
-            raise PipelineRefusal(verdict.reason)
-        if isinstance(verdict, Answer):
-            conn.responses.add_local(correlation_id, key, version,
-                                     response_frame(key, version, correlation_id, verdict.response))
-            return None
-        if isinstance(verdict, Rewrite):
-            wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(verdict.request)))
-        hook = verdict.on_response
-        local = shared.local.get(key)
-        if local is not None:
-            answer_locally(conn, partial(local, shared, conn, body, version), hook, key, version, correlation_id)
-            return None
+    else:  # no ACLs, but Kafka's topic-name rules and the follower refusal still hold
+        verdict = check_topics(conn, key, version, body)
+    if isinstance(verdict, Refuse):
+        raise PipelineRefusal(verdict.reason)
+    if isinstance(verdict, Answer):
+        conn.responses.add_local(correlation_id, key, version,
+                                 response_frame(key, version, correlation_id, verdict.response))
+        return None
+    if isinstance(verdict, Rewrite):
+        wire = memoryview(_framed(bytes(payload[: header.size]) + codec.encode(verdict.request)))
+    hook = verdict.on_response
+    local = shared.local.get(key) if shared is not None else None
+    if local is not None:
+        assert shared is not None
+        answer_locally(conn, partial(local, shared, conn, body, version), hook, key, version, correlation_id)
+        return None
     if key == ApiKey.PRODUCE and body["acks"] == 0:
         upstream_id = conn.responses.expect_nothing()  # the client expects no response
     else:

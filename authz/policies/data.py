@@ -22,12 +22,14 @@ from authz.request_policy import (
     ApiPolicy,
     AuthzView,
     Body,
+    Refuse,
     Relay,
     ResponseHook,
     Rewrite,
     Verdict,
 )
 from authz.response_defaults import default_item, default_response
+from authz.topic_guard import topic_name_problem
 from protocol.api_keys import ApiKey
 
 Op = AclOperation
@@ -146,19 +148,6 @@ def _java_order(name: str) -> bytes:
     return name.encode("utf-16-be", "surrogatepass")
 
 
-def _topic_name_problem(name: str) -> str | None:
-    """Kafka's Topic.validate reason, or None for a legal topic name."""
-    if not name:
-        return "the empty string is not allowed"
-    if name in (".", ".."):
-        return f"'{name}' is not allowed"
-    if len(name.encode("utf-16-le", "surrogatepass")) // 2 > 249:
-        return f"the length of '{name}' is longer than the max allowed length 249"
-    if any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in name):
-        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
-
-
 def _dedupe(names: Iterable[Hashable]) -> list[Any]:
     return list(dict.fromkeys(names))
 
@@ -187,20 +176,20 @@ def _fetch_error_entry(topic: Body, version: int, error: int, indexes: Iterable[
     return entry
 
 
-def _fetch_replica_id(request: Body, version: int) -> int:
+def is_follower_fetch(request: Body, version: int) -> bool:
+    """A Fetch sent by a replica (replica_id >= 0, or a ReplicaState from v15), not by a consumer."""
     replica_id: int = request["replica_state"]["replica_id"] if version >= 15 else request["replica_id"]
-    return replica_id
+    return replica_id >= 0
 
 
 def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
-    follower = _fetch_replica_id(request, version) >= 0
-    if follower and _cluster_allows(view, Op.CLUSTER_ACTION):
-        return Relay()
+    if is_follower_fetch(request, version):
+        # Brokers never replicate through the gateway; CLUSTER_ACTION would let a client read any topic.
+        return Refuse("a follower (replica) Fetch: brokers never replicate through the gateway")
     read = _Checker(view, Op.READ)
 
     def error_of(topic: Body) -> int | None:
-        # A follower without CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED on every partition, unknown ids too.
-        return TOPIC_AUTHORIZATION_FAILED if follower else _fetch_read_error(topic, version, view, read)
+        return _fetch_read_error(topic, version, view, read)
 
     topics = request["topics"]
     denied = {i: _fetch_error_entry(t, version, e, (p["partition"] for p in t["partitions"]))
@@ -297,7 +286,7 @@ def authorize_describe_producers(request: Body, version: int, view: AuthzView) -
 
     def check(topic: Body) -> Body | None:
         # As handleDescribeProducersRequest: an illegal name fails before (and without) authorization.
-        problem = _topic_name_problem(topic["name"])
+        problem = topic_name_problem(topic["name"])
         if problem is not None:
             return error(topic, INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
         return None if read(topic["name"]) else error(topic, TOPIC_AUTHORIZATION_FAILED,
@@ -424,7 +413,7 @@ def _metadata_pick(upstream: list[Body], names: list[str], version: int) -> list
     by_name = {t["name"]: t for t in upstream}
     picked = []
     for name in names:
-        error = INVALID_TOPIC_EXCEPTION if _topic_name_problem(name) else UNKNOWN_TOPIC_OR_PARTITION
+        error = INVALID_TOPIC_EXCEPTION if topic_name_problem(name) else UNKNOWN_TOPIC_OR_PARTITION
         picked.append(by_name.get(name) or _metadata_topic(version, error, name, ZERO_UUID, name in INTERNAL_TOPICS))
     return picked
 
@@ -809,9 +798,8 @@ POLICIES: dict[int, ApiPolicy] = {
 }
 
 TABLE = [
-    (ApiKey.FETCH, "READ", "TOPIC", "each fetched topic (consumer fetch); topic ids (v13+) are resolved to names"),
-    (ApiKey.FETCH, "CLUSTER_ACTION", "CLUSTER", "follower fetch (replica id >= 0); without it every partition "
-                                                "fails with TOPIC_AUTHORIZATION_FAILED"),
+    (ApiKey.FETCH, "READ", "TOPIC", "each fetched topic (consumer fetch); topic ids (v13+) are resolved to names; "
+                                    "a follower fetch (replica id >= 0) is refused whatever the ACLs"),
     (ApiKey.LIST_OFFSETS, "DESCRIBE", "TOPIC", "each topic"),
     (ApiKey.METADATA, "DESCRIBE", "TOPIC", "each named topic; all-topics requests silently omit topics without it"),
     (ApiKey.METADATA, "CREATE", "CLUSTER", "auto-creation of a missing named topic (allow_auto_topic_creation)"),
