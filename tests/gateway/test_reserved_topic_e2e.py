@@ -181,3 +181,17 @@ def test_without_an_authorizer_illegal_names_still_get_kafkas_errors(broker: Emb
     assert {t["name"]: t["error_code"] for t in response["topics"]} == {"sp ace": INVALID_TOPIC_EXCEPTION, legal: 0}
     upstream = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
     assert legal in upstream and "sp ace" not in upstream
+
+
+def test_a_real_admin_client_gets_invalid_topic_for_an_illegal_name(setup: Setup) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": setup.gateway.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "admin",
+                         "sasl.password": "admin-secret"})
+    future = admin.create_topics([NewTopic("co:lon", 1, 1)], operation_timeout=5)["co:lon"]
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=10)
+    assert raised.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    assert "co:lon" not in setup.upstream_topics()
