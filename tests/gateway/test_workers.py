@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The supervised program: each worker records "start-<index>-<pid>", then waits for SIGTERM
 # or SIGINT, records "stop-<index>-<pid>" and exits 0.  Modes make worker 0 misbehave.
 SUPERVISED = """
-import os, signal, sys
+import os, signal, sys, time
 from pathlib import Path
 from gateway.workers import run_workers
 
@@ -32,7 +32,14 @@ def serve_one(index: int) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     earlier = len(list(out.glob(f"start-{index}-*")))
     (out / f"start-{index}-{os.getpid()}").touch()
-    if index == 0 and (mode == "always-fails" or (mode == "fails-once" and earlier == 0)):
+    if index == 0 and mode == "always-fails":
+        # Fail only once the healthy worker is up: else, on a loaded machine, the supervisor may give up and stop
+        # worker 1 before it has even written its start marker.
+        deadline = time.monotonic() + 30
+        while not list(out.glob("start-1-*")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return 3
+    if index == 0 and mode == "fails-once" and earlier == 0:
         return 3
     if mode == "all-finish":
         return 0
