@@ -1,0 +1,1 @@
+"""The network edge: what arrives before the Kafka protocol (PROXY headers, TLS server names)."""
