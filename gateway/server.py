@@ -212,6 +212,8 @@ class Gateway:
                 await self.probe_upstream()
             except UpstreamError as exc:
                 remaining = deadline - loop.time()
+                if not exc.retriable:
+                    raise
                 if remaining <= 0:
                     raise UpstreamError(
                         f"the upstream did not answer within {timeout_ms} ms (ksgate.upstream.startup.timeout.ms, "
@@ -247,6 +249,7 @@ class Gateway:
         interval = self.ctx.upstream_health.probe_interval_s
         timeout = min(self.config.upstream.connect_timeout_ms / 1000, max(1.0, interval))
         errors = []
+        reached = False
         for host, port in self.config.upstream.bootstrap_servers:
             try:
                 client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
@@ -254,6 +257,7 @@ class Gateway:
             except UpstreamError as exc:
                 errors.append(str(exc))
                 continue
+            reached = True
             try:
                 await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
                                                              "client_software_version": "0.1.0"})
@@ -262,20 +266,25 @@ class Gateway:
                 errors.append(str(exc))
             finally:
                 await client.close()
-        self.ctx.metrics.upstream_error("unreachable")
+        if not reached:
+            self.ctx.metrics.upstream_error("unreachable")
         return "; ".join(errors)
 
     async def probe_upstream(self) -> None:
         """Learn the upstream's API versions and brokers; fail start-up if none answers."""
         timeout = self.config.upstream.connect_timeout_ms / 1000
         errors = []
+        retriable = True  # False once an upstream refused the gateway itself (TLS, credentials)
+        reached = False  # a TCP (TLS) connection succeeded: the upstream is there, if unhappy
         for host, port in self.config.upstream.bootstrap_servers:
             try:
                 client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
                                                       self.ctx.metrics.upstream_error)
             except UpstreamError as exc:
                 errors.append(str(exc))
+                retriable = retriable and exc.retriable
                 continue
+            reached = True
             try:
                 versions = await client.request(ApiKey.API_VERSIONS, 3, {
                     "client_software_name": "ksgate", "client_software_version": "0.1.0"})
@@ -294,10 +303,12 @@ class Gateway:
                 return
             except (UpstreamError, UpstreamAuthError, DecodeError) as exc:
                 errors.append(str(exc))
+                retriable = retriable and isinstance(exc, UpstreamError) and exc.retriable
             finally:
                 await client.close()
-        self.ctx.metrics.upstream_error("unreachable")
-        raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors))
+        if not reached:
+            self.ctx.metrics.upstream_error("unreachable")
+        raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors), retriable=retriable)
 
     def _close_idle_connections(self) -> None:
         """Kafka's connections.max.idle.ms: close connections that have sent nothing for that long."""

@@ -22,7 +22,15 @@ from protocol.messages import decode_response, request_frame
 
 
 class UpstreamError(ConnectionError):
-    """The upstream broker could not be reached or answered something unusable."""
+    """The upstream broker could not be reached or answered something unusable.
+
+    ``retriable``: trying again later may help (nothing listening yet, a dropped link); False
+    when the upstream refused the gateway itself (its certificate, its credentials).
+    """
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
 
 
 # The gateway's own requests get small answers (the security store's Fetch is the largest).
@@ -52,6 +60,9 @@ class UpstreamClient:
                 asyncio.open_connection(host, port, ssl=ssl_context,
                                         server_hostname=host if ssl_context else None),
                 timeout_s)
+        except ssl.SSLError as exc:  # a TLS handshake that failed: the same answer on every try
+            on_error("connect")
+            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}", retriable=False) from None
         except (TimeoutError, OSError) as exc:
             on_error("connect")
             raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}") from None
