@@ -318,6 +318,9 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
                     "connection.buffer.max.bytes", "shutdown.timeout.ms", "sasl.server.max.receive.size",
                     "ksgate.authentication.timeout.ms", "ksgate.security.store.load.timeout.ms",
                     "ksgate.readiness.upstream.timeout.ms")
+    if settings["ksgate.upstream.startup.timeout.ms"] < 0:
+        raise ConfigError(f"ksgate.upstream.startup.timeout.ms: must not be negative, "
+                          f"got {settings['ksgate.upstream.startup.timeout.ms']}")
     if settings["node.id.max"] < settings["node.id.min"]:
         raise ConfigError("node.id.max: must not be below node.id.min")
     listeners = _listeners(settings, per_listener)

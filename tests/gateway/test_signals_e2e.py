@@ -288,3 +288,37 @@ def test_without_an_upstream_the_gateway_exits_non_zero_after_the_startup_timeou
     assert len(attempts) >= 2, stderr  # a log line per failed attempt
     assert re.search(r"the upstream did not answer within 1500 ms \(ksgate\.upstream\.startup\.timeout\.ms, "
                      r"\d+ attempts\): no upstream bootstrap server answered: cannot connect", stderr), stderr
+
+
+def test_the_readme_command_runs_the_example_config_against_the_embedded_broker(tmp_path: Path) -> None:
+    """README: `python -m gateway.embedded_broker --port 19092` then `ksgate run --config
+    configs/example.yaml` (here on free ports: the variables override the file's addresses)."""
+    upstream_port, port = free_port(), free_port()
+    broker = subprocess.Popen([sys.executable, "-m", "gateway.embedded_broker", "--port", str(upstream_port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "KSGATE_UPSTREAM_BOOTSTRAP_SERVERS": f"localhost:{upstream_port}",
+           "KSGATE_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+           "KSGATE_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}"}
+    gateway_proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run", "--config", "configs/example.yaml"],
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert broker.stdout is not None and b"listening on" in broker.stdout.readline()
+        assert gateway_proc.stderr is not None
+        for line in gateway_proc.stderr:
+            if b"gateway_started" in line:
+                break
+        else:
+            raise AssertionError(f"the gateway exited with {gateway_proc.wait()}")
+        threading.Thread(target=gateway_proc.stderr.read, daemon=True).start()
+        client = WireClient(f"127.0.0.1:{port}")
+        client.send(_metadata_request(3))
+        correlation_id, metadata = client.read_response(ApiKey.METADATA, 4)
+        client.close()
+        assert correlation_id == 3 and metadata["brokers"]
+    finally:
+        gateway_proc.send_signal(signal.SIGTERM)
+        assert gateway_proc.wait(timeout=30) == 0
+        broker.send_signal(signal.SIGTERM)
+        assert broker.wait(timeout=30) == 0
+    with pytest.raises(OSError):  # the broker's Tansu went with it
+        socket.create_connection(("127.0.0.1", upstream_port), timeout=2).close()
