@@ -293,6 +293,7 @@ def api_name(api_key: int) -> str:
 
 _API_NAMES: tuple[str, ...] = tuple(api_name(k) for k in range(max(ApiKey) + 1))
 _API_KEY = struct.Struct(">h")
+_N_APIS = len(_API_NAMES)
 
 
 def ksgate_version() -> str:
@@ -316,23 +317,23 @@ class ListenerTraffic:
     __slots__ = ("received", "sent")
 
     def __init__(self) -> None:
-        self.received = [0] * (len(_API_NAMES) + 1)
-        self.sent = [0] * (len(_API_NAMES) + 1)
+        self.received = [0] * (_N_APIS + 1)
+        self.sent = [0] * (_N_APIS + 1)
 
     def request_frame(self, wire: memoryview) -> None:
         """A request frame as received (its API key is read from the header, if it has one)."""
         received = self.received
         key = _API_KEY.unpack_from(wire, 4)[0] if len(wire) >= 6 else -1
-        received[key if 0 <= key < len(_API_NAMES) else -1] += len(wire)
+        received[key if 0 <= key < _N_APIS else -1] += len(wire)
 
     def response(self, api_key: int, nbytes: int) -> None:
-        self.sent[api_key if 0 <= api_key < len(_API_NAMES) else -1] += nbytes
+        self.sent[api_key if 0 <= api_key < _N_APIS else -1] += nbytes
 
     @staticmethod
     def series(cells: list[int], listener: str) -> Iterator[tuple[LabelValues, float]]:
         for index, value in enumerate(cells):
             if value:
-                yield (listener, _API_NAMES[index] if index < len(_API_NAMES) else "unknown"), value
+                yield (listener, _API_NAMES[index] if index < _N_APIS else "unknown"), value
 
 
 class Metrics:
