@@ -234,6 +234,32 @@ def test_bytes_in_and_out_are_counted_per_listener_and_api(broker: EmbeddedBroke
         assert counted("ksgate_response_bytes_total", "Metadata") == 4 + len(metadata_response)
 
 
+def test_large_produce_and_streamed_fetch_bytes_are_counted(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    record = os.urandom(300_000)  # Fetch responses over 64 KiB are streamed to the client as they arrive
+    topic = f"signals-bytes-{os.getpid()}-{time.monotonic_ns()}"
+    with gateway(tmp_path, broker.bootstrap) as gw:
+        gw.wait_ready()
+        producer = Producer({"bootstrap.servers": gw.bootstrap, "message.max.bytes": 2_000_000})
+        producer.produce(topic, record)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": gw.bootstrap, "group.id": topic, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + DEADLINE_S
+        message = None
+        while message is None and time.monotonic() < deadline:
+            candidate = consumer.poll(1.0)
+            if candidate is not None and candidate.error() is None:
+                message = candidate
+        consumer.close()
+        assert message is not None and message.value() == record
+        labels = '{listener="PLAINTEXT",api="%s"}'
+        assert gw.sample("ksgate_request_bytes_total", labels % "Produce") > len(record)
+        assert gw.sample("ksgate_response_bytes_total", labels % "Fetch") > len(record)
+
+
 def test_build_info_and_process_metrics_are_exported(broker: EmbeddedBroker, tmp_path: Path) -> None:
     with gateway(tmp_path, broker.bootstrap) as gw:
         gw.wait_ready()
