@@ -186,6 +186,45 @@ def test_an_upstream_answering_garbage_counts_protocol_errors(broker: EmbeddedBr
         garbage.close()
 
 
+def test_an_upstream_refusing_the_gateways_credentials_counts_authentication_errors(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    # A secured upstream: a second ksgate (SASL_SSL, SCRAM) in front of Tansu, as in
+    # test_upstream_security.py (Tansu itself cannot run SCRAM here).
+    from auth.cert_tools import write_tls_material
+    from auth.file_store import FileCredentialStore
+    from tests.harness import GatewayThread
+
+    tls = write_tls_material(tmp_path / "tls")
+    users = FileCredentialStore(tmp_path / "users.json")
+    users.upsert_user("ksgate-svc", "svc-secret")
+    upstream = GatewayThread(broker.bootstrap, {
+        "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "ksgate.credentials.file": str(tmp_path / "users.json"),
+    }, protocol="SASL_SSL", advertised_host="localhost").start()
+    try:
+        secured = (f"upstream.security.protocol: SASL_SSL\nupstream.sasl.mechanism: SCRAM-SHA-512\n"
+                   f"upstream.sasl.username: ksgate-svc\nupstream.sasl.password: svc-secret\n"
+                   f"upstream.ssl.truststore.location: {tls.ca}\n")
+        with gateway(tmp_path, upstream.bootstrap.replace("127.0.0.1", "localhost"), secured) as gw:
+            gw.wait_ready()
+            kind = 'ksgate_upstream_errors_total{kind="authentication"}'
+            assert gw.sample(kind) == 0
+            users.delete_user("ksgate-svc")  # the upstream now refuses the gateway's service principal
+
+            def refused() -> bool:  # the upstream re-reads its users file within its poll interval
+                client = WireClient(gw.bootstrap)
+                try:
+                    client.send(_metadata_request(1))
+                    return client.is_closed_by_peer(timeout_s=DEADLINE_S)
+                finally:
+                    client.close()
+
+            _until(refused, "a client connection refused because the upstream refused the gateway")
+            assert gw.sample(kind) == 1
+    finally:
+        upstream.stop()
+
+
 # --- item 4: /readyz follows the upstream --------------------------------------------------
 
 
