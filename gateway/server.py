@@ -217,7 +217,8 @@ class Gateway:
                 if remaining <= 0:
                     raise UpstreamError(
                         f"the upstream did not answer within {timeout_ms} ms (ksgate.upstream.startup.timeout.ms, "
-                        f"{attempt} attempt{'s' if attempt > 1 else ''}): {exc}") from None
+                        f"{attempt} attempt{'s' if attempt > 1 else ''}); is a broker running at "
+                        f"upstream.bootstrap.servers? {exc}") from None
                 delay = min(self.STARTUP_RETRY_S * 2 ** (attempt - 1), self.STARTUP_RETRY_MAX_S, remaining)
                 log.warning("upstream_not_answering", attempt=attempt, error=str(exc),
                             retry_in_ms=round(delay * 1000), gives_up_in_ms=round(remaining * 1000))

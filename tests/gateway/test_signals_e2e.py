@@ -352,7 +352,8 @@ def test_without_an_upstream_the_gateway_exits_non_zero_after_the_startup_timeou
     attempts = [line for line in stderr.splitlines() if "upstream_not_answering" in line]
     assert len(attempts) >= 2, stderr  # a log line per failed attempt
     assert re.search(r"the upstream did not answer within 1500 ms \(ksgate\.upstream\.startup\.timeout\.ms, "
-                     r"\d+ attempts\): no upstream bootstrap server answered: cannot connect", stderr), stderr
+                     r"\d+ attempts\); is a broker running at upstream\.bootstrap\.servers\? "
+                     r"no upstream bootstrap server answered: cannot connect", stderr), stderr
 
 
 def test_the_readme_command_runs_the_example_config_against_the_embedded_broker(tmp_path: Path) -> None:
