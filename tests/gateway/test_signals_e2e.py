@@ -181,7 +181,7 @@ def test_an_upstream_answering_garbage_counts_protocol_errors(broker: EmbeddedBr
             client.send(_metadata_request(1))  # relayed to the garbage broker
             assert client.is_closed_by_peer(timeout_s=DEADLINE_S)
             client.close()
-            assert gw.sample(protocol) == before + 1
+            assert gw.sample(protocol) >= before + 1  # (the periodic probe may meet the garbage too)
     finally:
         garbage.close()
 
