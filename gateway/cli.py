@@ -65,7 +65,7 @@ def _metrics_server(config: GatewayConfig, gateway: Gateway, worker: int) -> Met
         if not gateway.started:
             return "starting: probing the upstream" + (" and loading the security store"
                                                         if gateway.security_topic is not None else "")
-        return gateway.store_problem or True
+        return gateway.readiness_problem() or True
 
     return MetricsServer(host, port, gateway.ctx.metrics, ready=ready, live=lambda: True)
 

@@ -236,6 +236,10 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "upstream.ssl.key.password": (_str, None),
     "upstream.ssl.endpoint.identification.algorithm": (_str, "https"),
     "upstream.connect.timeout.ms": (_int, 10_000),
+    # start-up waits this long for an upstream bootstrap server to answer (retrying)
+    "ksgate.upstream.startup.timeout.ms": (_int, 30_000),
+    # /readyz is 503 while no upstream broker has answered for this long
+    "ksgate.readiness.upstream.timeout.ms": (_int, 15_000),
 }
 # Keys a listener may override with listener.name.<name>.<key>, as Kafka spells them.
 # TLS keys are validated by auth.tls when the listener's context is built.
@@ -312,7 +316,11 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         raise ConfigError("upstream.bootstrap.servers: required (host:port[,host:port…])")
     _check_positive(settings, "socket.request.max.bytes", "queued.max.requests",
                     "connection.buffer.max.bytes", "shutdown.timeout.ms", "sasl.server.max.receive.size",
-                    "ksgate.authentication.timeout.ms", "ksgate.security.store.load.timeout.ms")
+                    "ksgate.authentication.timeout.ms", "ksgate.security.store.load.timeout.ms",
+                    "ksgate.readiness.upstream.timeout.ms")
+    if settings["ksgate.upstream.startup.timeout.ms"] < 0:
+        raise ConfigError(f"ksgate.upstream.startup.timeout.ms: must not be negative, "
+                          f"got {settings['ksgate.upstream.startup.timeout.ms']}")
     if settings["node.id.max"] < settings["node.id.min"]:
         raise ConfigError("node.id.max: must not be below node.id.min")
     listeners = _listeners(settings, per_listener)

@@ -46,7 +46,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.id = next(_ids)
         self.log = get_logger(conn=self.id, listener=listener_name, node=node_id)
         self.splitter = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
-        self.responses = ResponseQueue(ctx.metrics.observe_latency)
+        self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
+        self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response)
+        self._stream_api = -1  # the API of the response being streamed (for its byte count)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
         self._paused_reasons: set[str] = set()
@@ -114,6 +116,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                     ssl=self.ctx.upstream_ssl, server_hostname=host if self.ctx.upstream_ssl else None,
                 ), config.connect_timeout_ms / 1000)
             except (TimeoutError, OSError) as exc:
+                self.ctx.metrics.upstream_error("connect")
                 self.log.warning("upstream_connect_failed", upstream=f"{host}:{port}", error=repr(exc))
                 continue
             if self._closing:
@@ -126,12 +129,14 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
             self.upstream = link
             self.ctx.counters.upstream_connections += 1
+            self.ctx.upstream_health.answered(loop.time())
             self.log = self.log.bind(upstream=f"{host}:{port}")
             if self._backlog:
                 link.transport.writelines(self._backlog)
                 self._backlog = []
             self.set_read_paused("connecting", False)
             return
+        self.ctx.metrics.upstream_error("unreachable")
         self.abort("no upstream broker reachable")
 
     async def _authenticate_upstream(self, link: UpstreamLink) -> bool:
@@ -144,6 +149,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         try:
             await sasl_exchange(requester, self.ctx.config.upstream, version)
         except (TimeoutError, UpstreamAuthError, DecodeError) as exc:
+            self.ctx.metrics.upstream_error("protocol" if isinstance(exc, DecodeError) else "authentication")
             transport.close()
             self.abort(f"upstream authentication failed: {exc!r}")
             return False
@@ -178,6 +184,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         outgoing: list[WireBytes] = []
         for frame in frames:
+            self.traffic.request_frame(frame.wire)
             if self.principal is None:
                 if self._closing:
                     return
@@ -232,6 +239,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             try:
                 transform_response(self, frame)
             except (DecodeError, PipelineRefusal) as exc:
+                self.ctx.metrics.upstream_error("protocol")
                 self.abort(f"upstream response refused: {exc}")
                 return
             except Exception:  # a gateway bug: fail closed for this connection only
@@ -255,12 +263,15 @@ class ClientConnection(asyncio.BufferedProtocol):
     def stream_start(self, upstream_id: int, head: bytearray) -> None:
         slot = self.responses.start_streaming(upstream_id)
         self._streaming = True
+        self._stream_api = slot.api_key
+        self.traffic.response(slot.api_key, len(head))
         self.ctx.counters.streamed_responses += 1
         view = memoryview(head)
         if self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(with_correlation_id(view, 4, slot.correlation_id))
 
     def stream_chunk(self, chunk: memoryview) -> None:
+        self.traffic.response(self._stream_api, len(chunk))
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(chunk)
 
@@ -271,6 +282,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.set_read_paused("in-flight", False)
 
     def on_upstream_error(self, reason: str) -> None:
+        self.ctx.metrics.upstream_error("protocol")  # the upstream's bytes are not Kafka frames
         self.abort(reason)
 
     def on_upstream_lost(self, exc: Exception | None) -> None:

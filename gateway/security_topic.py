@@ -27,7 +27,7 @@ from typing import Any
 from gateway.config import UpstreamConfig
 from gateway.security_records import AppliedRecords, SecuritySnapshot, StoreRecord, StoreRecordError, apply_records
 from gateway.upstream_auth import UpstreamAuthError
-from gateway.upstream_client import UpstreamClient, UpstreamError
+from gateway.upstream_client import ErrorSink, UpstreamClient, UpstreamError
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.record_batch import batches, decode_batches, encode_batch
@@ -84,6 +84,8 @@ class SecurityTopic:
         self._versions: dict[int, int] = {}
         self._leader: tuple[str, int] | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
+        # Told each upstream failure's kind, from the store's thread (the gateway hops it onto its loop).
+        self.on_upstream_error: ErrorSink = lambda kind: None
 
     # --- life cycle ----------------------------------------------------------------
 
@@ -353,10 +355,12 @@ class SecurityTopic:
                 return (host, port), await self._open(host, port)
             except UpstreamError as exc:
                 errors.append(str(exc))
+        self.on_upstream_error("unreachable")
         raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors))
 
     async def _open(self, host: str, port: int) -> UpstreamClient:
-        client = await UpstreamClient.connect(host, port, self._ssl, self._upstream.connect_timeout_ms / 1000)
+        client = await UpstreamClient.connect(host, port, self._ssl, self._upstream.connect_timeout_ms / 1000,
+                                              self.on_upstream_error)
         try:
             versions = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
                                                                     "client_software_version": "0.1.0"})

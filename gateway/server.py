@@ -22,8 +22,10 @@ from gateway.security_setup import build_authorization, build_security, credenti
 from gateway.security_topic import SecurityTopic
 from gateway.upstream_auth import UpstreamAuthError
 from gateway.upstream_client import UpstreamClient, UpstreamError
+from gateway.upstream_health import UpstreamHealth
 from gateway.upstream_tls import upstream_ssl_context
 from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
 
 log = get_logger(component="server")
 
@@ -47,6 +49,10 @@ class Gateway:
     ACL_POLL_S = 0.5
     TOPIC_REFRESH_MIN_INTERVAL_S = 1.0
     _last_topic_refresh: float = 0.0
+    # Start-up retries of an upstream that does not answer yet: first delay, doubling up to the max.
+    STARTUP_RETRY_S = 0.5
+    STARTUP_RETRY_MAX_S = 5.0
+    _upstream_silent: bool = False  # the periodic probe's last attempt failed (logged once per outage)
 
     def _policed_apis(self) -> tuple[set[int], set[int]] | None:
         """(APIs with a policy, APIs the gateway serves itself); None when authorization is off."""
@@ -78,7 +84,8 @@ class Gateway:
     async def _with_upstream(self, action: Callable[[UpstreamClient], Awaitable[None]]) -> None:
         timeout = self.config.upstream.connect_timeout_ms / 1000
         host, port = self.config.upstream.bootstrap_servers[0]
-        client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout)
+        client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
+                                              self.ctx.metrics.upstream_error)
         try:
             await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
                                                          "client_software_version": "0.1.0"})
@@ -119,7 +126,9 @@ class Gateway:
     def __post_init__(self) -> None:
         cluster = ClusterView()
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream),
-                                  metrics=Metrics(listener.name for listener in self.config.listeners))
+                                  metrics=Metrics((listener.name for listener in self.config.listeners), process=True),
+                                  upstream_health=UpstreamHealth(
+                                      self.config.settings["ksgate.readiness.upstream.timeout.ms"] / 1000))
         self.security_topic = security_topic(self.config, self.ctx.upstream_ssl)
         credentials = credential_store(self.config, self.security_topic)
         self.tokens = token_store(self.config, self.security_topic)
@@ -135,10 +144,11 @@ class Gateway:
         if self.ctx.authorization is None:
             log.warning("authorization_disabled", hint="authorizer.class.name is empty: every authenticated "
                         "client may do anything; set it to StandardAuthorizer to enforce ACLs")
-        await self.probe_upstream()
+        await self._probe_until_answered()
         if self.security_topic is not None:
             await self._load_security_store(self.security_topic)
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._watch_upstream()))
         for listener in self.config.listeners:
             await self._listen(listener, None)
         # The nodes known now are opened before the gateway counts as started: a node port
@@ -155,6 +165,13 @@ class Gateway:
         """Replay the security topic before any listener opens: until then nobody can authenticate
         or be authorized (fail closed, as Kafka's authorizer before its metadata has loaded)."""
         timeout_ms = self.config.settings["ksgate.security.store.load.timeout.ms"]
+        # The store's links run on its own thread: count their failures on this loop.
+        loop, metrics = asyncio.get_running_loop(), self.ctx.metrics
+
+        def count(kind: str) -> None:
+            loop.call_soon_threadsafe(metrics.upstream_error, kind)
+
+        topic.on_upstream_error = count
         topic.start()
         if not await asyncio.to_thread(topic.wait_loaded, timeout_ms / 1000):
             await asyncio.to_thread(topic.stop)
@@ -178,16 +195,97 @@ class Gateway:
             return f"security store stalled: {topic.stalled}"
         return None if topic.loaded else "security store loading"
 
+    def readiness_problem(self) -> str | None:
+        """Why the gateway cannot serve right now (for /readyz once started), or None."""
+        return self.store_problem or self.ctx.upstream_health.problem(asyncio.get_running_loop().time())
+
+    async def _probe_until_answered(self) -> None:
+        """probe_upstream, retried for ksgate.upstream.startup.timeout.ms: a broker started
+        together with the gateway (compose, systemd, a laptop) may not listen yet."""
+        timeout_ms = self.config.settings["ksgate.upstream.startup.timeout.ms"]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await self.probe_upstream()
+            except UpstreamError as exc:
+                remaining = deadline - loop.time()
+                if not exc.retriable:
+                    raise
+                if remaining <= 0:
+                    raise UpstreamError(
+                        f"the upstream did not answer within {timeout_ms} ms (ksgate.upstream.startup.timeout.ms, "
+                        f"{attempt} attempt{'s' if attempt > 1 else ''}); is a broker running at "
+                        f"upstream.bootstrap.servers? {exc}") from None
+                delay = min(self.STARTUP_RETRY_S * 2 ** (attempt - 1), self.STARTUP_RETRY_MAX_S, remaining)
+                log.warning("upstream_not_answering", attempt=attempt, error=str(exc),
+                            retry_in_ms=round(delay * 1000), gives_up_in_ms=round(remaining * 1000))
+                await asyncio.sleep(delay)
+                continue
+            if attempt > 1:
+                log.info("upstream_answered", attempt=attempt)
+            return
+
+    async def _watch_upstream(self) -> None:
+        """Keep /readyz true to the upstream: ApiVersions to a bootstrap server every few seconds,
+        skipped while client links keep proving the upstream alive."""
+        health, loop = self.ctx.upstream_health, asyncio.get_running_loop()
+        while not self._stopping:
+            await asyncio.sleep(health.probe_interval_s)
+            if not health.needs_probe(loop.time()):
+                continue
+            error = await self._bootstrap_answers()
+            if error is None:
+                health.answered(loop.time())
+                if self._upstream_silent:
+                    log.info("upstream_answering_again")
+            elif not self._upstream_silent:
+                log.warning("upstream_probe_failed", error=error)
+            self._upstream_silent = error is not None
+
+    async def _bootstrap_answers(self) -> str | None:
+        """None if a bootstrap server answers ApiVersions, else why none did."""
+        interval = self.ctx.upstream_health.probe_interval_s
+        timeout = min(self.config.upstream.connect_timeout_ms / 1000, max(1.0, interval))
+        errors = []
+        reached = False
+        for host, port in self.config.upstream.bootstrap_servers:
+            try:
+                client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
+                                                      self.ctx.metrics.upstream_error)
+            except UpstreamError as exc:
+                errors.append(str(exc))
+                continue
+            reached = True
+            try:
+                await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
+                                                             "client_software_version": "0.1.0"})
+                return None
+            except (UpstreamError, DecodeError) as exc:
+                errors.append(str(exc))
+            finally:
+                await client.close()
+        if not reached:
+            self.ctx.metrics.upstream_error("unreachable")
+        return "; ".join(errors)
+
     async def probe_upstream(self) -> None:
         """Learn the upstream's API versions and brokers; fail start-up if none answers."""
         timeout = self.config.upstream.connect_timeout_ms / 1000
         errors = []
+        retriable = True  # False once an upstream refused the gateway itself (TLS, credentials)
+        reached = False  # a TCP (TLS) connection succeeded: the upstream is there, if unhappy
         for host, port in self.config.upstream.bootstrap_servers:
             try:
-                client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout)
+                client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
+                                                      self.ctx.metrics.upstream_error)
             except UpstreamError as exc:
                 errors.append(str(exc))
+                retriable = retriable and exc.retriable
                 continue
+            reached = True
             try:
                 versions = await client.request(ApiKey.API_VERSIONS, 3, {
                     "client_software_name": "ksgate", "client_software_version": "0.1.0"})
@@ -202,12 +300,16 @@ class Gateway:
                     "include_topic_authorized_operations": False})
                 for broker in metadata["brokers"]:
                     self.ctx.cluster.learn_node(broker["node_id"], broker["host"], broker["port"])
+                self.ctx.upstream_health.answered(asyncio.get_running_loop().time())
                 return
-            except (UpstreamError, UpstreamAuthError) as exc:
+            except (UpstreamError, UpstreamAuthError, DecodeError) as exc:
                 errors.append(str(exc))
+                retriable = retriable and isinstance(exc, UpstreamError) and exc.retriable
             finally:
                 await client.close()
-        raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors))
+        if not reached:
+            self.ctx.metrics.upstream_error("unreachable")
+        raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors), retriable=retriable)
 
     def _close_idle_connections(self) -> None:
         """Kafka's connections.max.idle.ms: close connections that have sent nothing for that long."""

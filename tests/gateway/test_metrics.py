@@ -101,6 +101,8 @@ def test_every_product_series_is_exposed_with_its_type() -> None:
         "ksgate_authentications_total": "counter", "ksgate_authorization_decisions_total": "counter",
         "ksgate_request_latency_seconds": "histogram", "ksgate_upstream_errors_total": "counter",
         "ksgate_store_lag_seconds": "gauge", "ksgate_relayed_requests_total": "counter",
+        "ksgate_request_bytes_total": "counter", "ksgate_response_bytes_total": "counter",
+        "ksgate_build_info": "gauge",
     }
     assert "ksgate_store_lag_seconds 0\n" in text
     assert 'ksgate_upstream_errors_total{kind="connect"} 0\n' in text
@@ -166,6 +168,30 @@ def test_hot_path_hooks_reuse_pre_bound_label_tuples() -> None:
     assert relayed_key is metrics._api[ApiKey.PRODUCE]
     assert authz_key is metrics._authz["allowed"][ApiKey.PRODUCE]
     assert next(iter(metrics.connections._values)) is metrics._listeners["PLAINTEXT"]
+
+
+def test_bytes_are_counted_per_listener_and_api_with_unknown_keys_and_short_frames_as_unknown() -> None:
+    metrics = Metrics(["PLAINTEXT"])
+    traffic = metrics.traffic("PLAINTEXT")
+    assert metrics.traffic("PLAINTEXT") is traffic  # one table per listener, shared by its connections
+    traffic.request_frame(memoryview(b"\x00\x00\x00\x06\x00\x03\x00\x0c\x00\x00"))  # Metadata, 10 bytes
+    traffic.request_frame(memoryview(b"\x00\x00\x00\x02\x7f\xff"))  # api key 32767
+    traffic.request_frame(memoryview(b"\x00\x00\x00\x01\x00"))  # too short to name an API
+    traffic.response(ApiKey.METADATA, 100)
+    traffic.response(-1, 7)
+    text = metrics.render()
+    assert 'ksgate_request_bytes_total{listener="PLAINTEXT",api="Metadata"} 10\n' in text
+    assert 'ksgate_request_bytes_total{listener="PLAINTEXT",api="unknown"} 11\n' in text
+    assert 'ksgate_response_bytes_total{listener="PLAINTEXT",api="Metadata"} 100\n' in text
+    assert 'ksgate_response_bytes_total{listener="PLAINTEXT",api="unknown"} 7\n' in text
+    assert 'api="Produce"' not in text  # APIs never seen are not exported
+
+
+def test_process_metrics_are_exported_only_when_asked() -> None:
+    assert "process_cpu_seconds_total" not in Metrics().render()
+    text = Metrics(process=True).render()
+    assert "# TYPE process_cpu_seconds_total counter" in text
+    assert "# TYPE process_open_fds gauge" in text
 
 
 def test_store_lag_is_set_by_the_store() -> None:
