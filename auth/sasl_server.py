@@ -102,6 +102,12 @@ def claimed_user(mechanism: str, first_token: bytes) -> str | None:
     return None
 
 
+def principal_change_message(before: KafkaPrincipal, after: KafkaPrincipal) -> str:
+    """Kafka's SaslAuthenticate error message (ReauthInfo.ensurePrincipalUnchanged), sent with error 58."""
+    return (f"Cannot change principals during re-authentication from {before.principal_type}.{before.name}: "
+            f"{after.principal_type}.{after.name}")
+
+
 def _framed(payload: bytes) -> bytes:
     return _SIZE.pack(len(payload)) + payload
 
@@ -232,7 +238,8 @@ class SaslServerAuthenticator:
             self.state = SaslState.FAILED
             return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
                          authentication_failure=True, failure_class="bad_credentials")
-        return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime))
+        return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime),
+                              lambda message: reply(SASL_AUTHENTICATION_FAILED, message, b""))
 
     def _raw_token(self, token: bytes) -> Step:
         """SaslHandshake v0: tokens travel as bare length-prefixed frames."""
@@ -242,7 +249,8 @@ class SaslServerAuthenticator:
         if isinstance(outcome, Failure):
             self.state = SaslState.FAILED
             return Close(outcome.reason, None, authentication_failure=True, failure_class="bad_credentials")
-        return self._complete(outcome, lambda _lifetime: _framed(outcome.final))
+        # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
+        return self._complete(outcome, lambda _lifetime: _framed(outcome.final), lambda _message: None)
 
     def _evaluate(self, token: bytes) -> Challenge | Done | Failure:
         assert self._server is not None
@@ -254,7 +262,8 @@ class SaslServerAuthenticator:
     def attempted_user(self) -> str | None:
         return self._attempted_user
 
-    def _complete(self, done: Done, frame_for: Callable[[int], bytes]) -> Step:
+    def _complete(self, done: Done, frame_for: Callable[[int], bytes],
+                  refusal_for: Callable[[str], bytes | None]) -> Step:
         assert self._mechanism_name is not None
         principal = self._config.principal_builder.build(SaslAuthContext(
             listener=self._context.listener, client_host=self._context.client_host,
@@ -262,9 +271,11 @@ class SaslServerAuthenticator:
             token_authenticated=done.token_authenticated, tls=self._context.tls))
         reauthenticated = self.principal is not None
         if reauthenticated and principal != self.principal:
+            assert self.principal is not None
             self.state = SaslState.FAILED
             return Close(f"re-authentication as {principal} on a connection of {self.principal}",
-                         frame_for(0), authentication_failure=True, failure_class="reauthentication_refused")
+                         refusal_for(principal_change_message(self.principal, principal)),
+                         authentication_failure=True, failure_class="reauthentication_refused")
         now = self._context.now_ms()
         lifetime = self._session_lifetime_ms(done, now)
         self.principal = principal

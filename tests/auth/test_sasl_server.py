@@ -216,9 +216,18 @@ def test_reauthentication_as_another_principal_is_refused() -> None:
     m = _authenticated(clock, mech)
     m.on_frame(_handshake(1, "SCRAM-SHA-512"))
     m.on_frame(_authenticate(b"client-first"))
-    step = m.on_frame(_authenticate(b"client-final"))
+    step = m.on_frame(_authenticate(b"client-final", cid=7))
     assert isinstance(step, Close) and step.authentication_failure
+    assert step.failure_class == "reauthentication_refused"
     assert m.principal == KafkaPrincipal("User", "alice")
+    assert m.state is SaslState.FAILED
+    # Kafka's answer (ReauthInfo.ensurePrincipalUnchanged): error 58 with its message, then the close.
+    assert step.frame is not None
+    cid, body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)
+    assert cid == 7
+    assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+    assert body["error_message"] == "Cannot change principals during re-authentication from User.alice: User.mallory"
+    assert body["auth_bytes"] == b"" and body["session_lifetime_ms"] == 0
 
 
 def test_reauthentication_with_another_mechanism_is_refused() -> None:

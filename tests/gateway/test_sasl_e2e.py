@@ -191,15 +191,19 @@ def test_replayed_scram_client_final_is_refused(sasl_gateway: GatewayThread) -> 
     assert replay.is_closed_by_peer()
 
 
-def test_reauthentication_as_another_user_closes_the_connection(sasl_gateway: GatewayThread) -> None:
+def test_reauthentication_as_another_user_is_refused_with_kafkas_error_then_closed(
+        sasl_gateway: GatewayThread) -> None:
     client = WireClient(sasl_gateway.bootstrap)
+    finals = []
     for cid, (user, password) in enumerate([("alice", "alice-secret"), ("bob", "bob-secret")]):
         assert _handshake(client, "SCRAM-SHA-512", cid * 10)["error_code"] == 0
         scram = ScramClient("SCRAM-SHA-512", user, password)
         server_first = _auth(client, scram.first_message(), cid * 10 + 1)["auth_bytes"]
-        final = _auth(client, scram.final_message(bytes(server_first)), cid * 10 + 2)  # type: ignore[arg-type]
-        if user == "alice":
-            assert final["error_code"] == 0
+        finals.append(_auth(client, scram.final_message(bytes(server_first)), cid * 10 + 2))  # type: ignore[arg-type]
+    assert finals[0]["error_code"] == 0
+    # KIP-368, as Kafka's SaslServerAuthenticator answers it: 58 SASL_AUTHENTICATION_FAILED, then the close.
+    assert finals[1]["error_code"] == 58
+    assert finals[1]["error_message"] == "Cannot change principals during re-authentication from User.alice: User.bob"
     assert client.is_closed_by_peer()
 
 
