@@ -60,6 +60,7 @@ class Authenticated:
     mechanism: str
     session_expiry_ms: int | None  # wall clock; None = no re-authentication required
     reauthenticated: bool = False
+    legacy_nonce: bool = False  # SCRAM's nonce came in librdkafka's pre-2.6.1 form (Done.legacy_nonce)
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,8 +70,8 @@ class Close:
     reason: str
     frame: bytes | None = None
     authentication_failure: bool = False
-    # A short, stable class for audit and metrics: bad_credentials, unsupported_mechanism,
-    # illegal_state, reauthentication_refused, malformed.
+    # A short, stable class for audit and metrics: bad_credentials, nonce_mismatch,
+    # unsupported_mechanism, illegal_state, reauthentication_refused, malformed.
     failure_class: str = "illegal_state"
 
 
@@ -237,7 +238,7 @@ class SaslServerAuthenticator:
         if isinstance(outcome, Failure):
             self.state = SaslState.FAILED
             return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
-                         authentication_failure=True, failure_class="bad_credentials")
+                         authentication_failure=True, failure_class=outcome.failure_class)
         return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime),
                               lambda message: reply(SASL_AUTHENTICATION_FAILED, message, b""))
 
@@ -248,7 +249,7 @@ class SaslServerAuthenticator:
             return Respond(_framed(outcome.data))
         if isinstance(outcome, Failure):
             self.state = SaslState.FAILED
-            return Close(outcome.reason, None, authentication_failure=True, failure_class="bad_credentials")
+            return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class)
         # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
         return self._complete(outcome, lambda _lifetime: _framed(outcome.final), lambda _message: None)
 
@@ -283,7 +284,7 @@ class SaslServerAuthenticator:
         self.state = SaslState.COMPLETE
         self._server = None
         return Authenticated(frame_for(lifetime), principal, self._mechanism_name, self.session_expiry_ms,
-                             reauthenticated)
+                             reauthenticated, done.legacy_nonce)
 
     def _session_lifetime_ms(self, done: Done, now_ms: int) -> int:
         """KIP-368: min(credential expiry, connections.max.reauth.ms); 0 = no limit."""

@@ -135,7 +135,8 @@ def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None,
         from auth.scram import ScramMechanism
         from auth.token_store import token_lookup
 
-        return ScramMechanism(name, store, token_lookup=token_lookup(tokens) if tokens is not None else None)
+        return ScramMechanism(name, store, token_lookup=token_lookup(tokens) if tokens is not None else None,
+                              legacy_nonce=bool(settings["ksgate.sasl.scram.legacy.librdkafka.nonce.enable"]))
     if name == "OAUTHBEARER":
         from auth.oauthbearer import build_oauthbearer_from_config
 
