@@ -235,20 +235,22 @@ class ScramMechanism:
     """MechanismFactory for SCRAM-SHA-256 or SCRAM-SHA-512.
 
     ``nonce_factory`` (tests) replaces the secure random server nonce.  ``decoy_key`` keys the
-    fake salts shown for unknown users; pass a persistent secret to keep them stable across
-    restarts, otherwise they are stable for this process only.  ``legacy_nonce`` accepts
+    fake salts shown for unknown users: a persistent secret (or a callable returning the
+    store's current one, None while it has none) keeps them stable across restarts, as real
+    users' salts are; without one they are stable for this process only.  ``legacy_nonce`` accepts
     librdkafka's pre-2.6.1 client-final nonce (see ``_ScramServer._check_nonce``).
     """
 
     def __init__(self, mechanism: str, store: CredentialStore, token_lookup: TokenLookup | None = None, *,
-                 nonce_factory: Callable[[], str] | None = None, decoy_key: bytes | None = None,
-                 legacy_nonce: bool = True) -> None:
+                 nonce_factory: Callable[[], str] | None = None,
+                 decoy_key: bytes | Callable[[], bytes | None] | None = None, legacy_nonce: bool = True) -> None:
         self._hash_name = _hash_name(mechanism)
         self._mechanism = mechanism
         self._store = store
         self._token_lookup = token_lookup
         self._nonce_factory = nonce_factory or default_server_nonce
-        self._decoy_key = decoy_key if decoy_key is not None else secrets.token_bytes(32)
+        self._decoy_key = decoy_key
+        self._process_decoy_key = secrets.token_bytes(32)  # when no persistent secret is available
         self._legacy_nonce = legacy_nonce
 
     @property
@@ -262,8 +264,10 @@ class ScramMechanism:
         return f"ScramMechanism({self._mechanism!r}, tokens={self._token_lookup is not None})"
 
     def _decoy_credential(self, username: str) -> ScramCredential:
-        """Same salt for the same name every time, so probing twice cannot tell it is fake."""
-        salt = _hmac("sha256", self._decoy_key, f"{self._mechanism}\0{username}".encode())
+        """Same salt for the same name every time, so probing twice cannot tell it is fake; the salt's
+        length and the iterations are those of a user created with the defaults (``ksgate users add``)."""
+        key = self._decoy_key() if callable(self._decoy_key) else self._decoy_key
+        salt = _hmac("sha256", key or self._process_decoy_key, f"{self._mechanism}\0{username}".encode())
         size = hashlib.new(self._hash_name).digest_size
         return ScramCredential(salt[:SALT_BYTES], secrets.token_bytes(size), secrets.token_bytes(size),
                                DEFAULT_ITERATIONS)
