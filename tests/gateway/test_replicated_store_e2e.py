@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import re
 import time
 import uuid
@@ -385,7 +386,8 @@ def test_an_unknown_users_scram_salt_is_the_same_on_every_instance_and_after_a_r
 
 
 def test_instances_starting_together_on_a_new_topic_converge_on_one_decoy_secret(
-        broker: EmbeddedBroker, tmp_path: Path) -> None:
+        broker: EmbeddedBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     fresh = Cluster(broker, tmp_path)
     with ThreadPoolExecutor(2) as pool:
         started = list(pool.map(lambda _: fresh.start(), range(2)))
@@ -396,6 +398,10 @@ def test_instances_starting_together_on_a_new_topic_converge_on_one_decoy_secret
         secrets = {t.snapshot.decoy_secret for t in topics if t is not None}
         assert len(secrets) == 1 and None not in secrets
         assert scram_salt(started[0].bootstrap, "mallory") == scram_salt(started[1].bootstrap, "mallory")
+        secret = secrets.pop()
+        assert secret is not None and "SCRAM decoys" in caplog.text  # the store's lines were captured
+        for form in (base64.b64encode(secret).decode(), secret.hex(), repr(secret)):
+            assert form not in caplog.text
     finally:
         for gateway in started:
             fresh.stop(gateway)
