@@ -1,6 +1,8 @@
 """A CredentialStore kept in a JSON file of derived keys (never passwords), reloaded when the file changes.
 
 Writes go to a temp file that is fsynced and renamed over the old one, so readers never see half a file.
+The file also keeps the secret that SCRAM's decoy salts for unknown users derive from (``decoy_secret``),
+so those stay the same across restarts and on every instance using a copy of the file.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import tempfile
 import time
 import unicodedata
@@ -31,7 +34,8 @@ FORMAT_VERSION = 1
 PLAIN = "PLAIN"
 ALL_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 RELOAD_INTERVAL_S = 1.0
-
+DECOY_SECRET_BYTES = 32
+MIN_DECOY_SECRET_BYTES = 16  # a hand-made secret shorter than this is refused as too guessable
 
 
 class CredentialFileError(ValueError):
@@ -46,6 +50,14 @@ class UserEntry:
     @property
     def mechanisms(self) -> list[str]:
         return [m for m in ALL_MECHANISMS if (m == PLAIN and self.plain is not None) or m in self.scram]
+
+
+@dataclass(slots=True, frozen=True)
+class CredentialFileContent:
+    """What the file holds: the users, and the decoy secret (None in a file no ksgate has written yet)."""
+
+    users: dict[str, UserEntry] = field(default_factory=dict)
+    decoy_secret: bytes | None = field(default=None, repr=False)
 
 
 # --- the file format --------------------------------------------------------------------
@@ -77,7 +89,7 @@ def _field_iterations(record: Mapping[str, Any], where: str) -> int:
     return value
 
 
-def _parse(data: bytes) -> dict[str, UserEntry]:
+def _parse(data: bytes) -> CredentialFileContent:
     try:
         document = json.loads(data)
     except json.JSONDecodeError as exc:  # its message gives a position, never content
@@ -102,7 +114,12 @@ def _parse(data: bytes) -> dict[str, UserEntry]:
             else:
                 scram[mechanism] = credential
         parsed[user] = UserEntry(plain, scram)
-    return parsed
+    decoy_secret = None
+    if document.get("decoy_secret") is not None:
+        decoy_secret = field_bytes(document, "decoy_secret", "the file")
+        if len(decoy_secret) < MIN_DECOY_SECRET_BYTES:
+            raise CredentialFileError(f"the file: 'decoy_secret' must hold at least {MIN_DECOY_SECRET_BYTES} bytes")
+    return CredentialFileContent(parsed, decoy_secret)
 
 
 def credential_from_json(mechanism: str, record: object, where: str) -> PlainCredential | ScramCredential:
@@ -125,7 +142,11 @@ def credential_to_json(credential: PlainCredential | ScramCredential) -> dict[st
             "server_key": b64(credential.server_key), "iterations": credential.iterations}
 
 
-def _serialize(users: Mapping[str, UserEntry]) -> bytes:
+def new_decoy_secret() -> bytes:
+    return secrets.token_bytes(DECOY_SECRET_BYTES)
+
+
+def _serialize(users: Mapping[str, UserEntry], decoy_secret: bytes) -> bytes:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for user, entry in users.items():
         records: dict[str, dict[str, Any]] = {}
@@ -134,7 +155,8 @@ def _serialize(users: Mapping[str, UserEntry]) -> bytes:
         for mechanism, cred in entry.scram.items():
             records[mechanism] = credential_to_json(cred)
         out[user] = records
-    text = json.dumps({"version": FORMAT_VERSION, "users": out}, indent=2, sort_keys=True)
+    text = json.dumps({"version": FORMAT_VERSION, "decoy_secret": b64(decoy_secret), "users": out}, indent=2,
+                      sort_keys=True)
     return (text + "\n").encode("utf-8")
 
 
@@ -176,6 +198,10 @@ class UserEntryReads:
     def _entry(self, user: str) -> UserEntry | None:
         raise NotImplementedError
 
+    def decoy_secret(self) -> bytes | None:
+        """The persisted secret SCRAM's decoy salts derive from; None while the store has none."""
+        return None
+
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         entry = self._entry(user)
         return entry.scram.get(mechanism) if entry is not None else None
@@ -203,14 +229,15 @@ class FileCredentialStore(UserEntryReads):
         loaded = self._load()
         if loaded is None:
             log.info("credential file %s does not exist yet: no users", self._path)
-        self._watch: WatchedFile[dict[str, UserEntry]] = WatchedFile(
-            self._path, self._load, dict, errors=(OSError, CredentialFileError), what="credential file",
-            describe=lambda users: f"{len(users)} users", removed="no users can authenticate",
+        self._watch: WatchedFile[CredentialFileContent] = WatchedFile(
+            self._path, self._load, CredentialFileContent, errors=(OSError, CredentialFileError),
+            what="credential file", describe=lambda content: f"{len(content.users)} users",
+            removed="no users can authenticate",
             clock=clock, interval=reload_interval_s, initial=loaded)
 
     @property
     def _users(self) -> dict[str, UserEntry]:
-        return self._watch.content
+        return self._watch.content.users
 
     @property
     def path(self) -> Path:
@@ -229,6 +256,31 @@ class FileCredentialStore(UserEntryReads):
         self._maybe_reload()
         return self._users.get(user)
 
+    def decoy_secret(self) -> bytes | None:
+        self._maybe_reload()
+        return self._watch.content.decoy_secret
+
+    def ensure_decoy_secret(self) -> bytes | None:
+        """The file's decoy secret, added once to an existing file that has none (a gateway calls this
+        at start-up; every ksgate write adds one too).  None if the file is missing or cannot be
+        written: decoys then last only as long as the process, which is logged."""
+        self.reload_if_changed()
+        if self._watch.content.decoy_secret is None and self._path.exists():
+            try:
+                with self._file_lock():  # concurrent starters: the first writes, the rest find it
+                    content = self._read_for_update()
+                    if content.decoy_secret is None:
+                        self._write(content.users, None)
+                        log.info("credential file %s: added the secret for SCRAM decoys of unknown users",
+                                 self._path)
+            except OSError as exc:
+                log.warning("credential file %s: cannot add the secret for SCRAM decoys (%s); unknown users' "
+                            "SCRAM salts will change when the gateway restarts. Any `ksgate users` change "
+                            "adds it", self._path, exc.strerror or type(exc).__name__)
+                return None
+            self.reload_if_changed()
+        return self._watch.content.decoy_secret
+
     # --- reloading -------------------------------------------------------------------
 
     def _maybe_reload(self) -> None:
@@ -238,7 +290,7 @@ class FileCredentialStore(UserEntryReads):
         """Re-read the file if its (mtime, size, inode) changed; True if the content was replaced."""
         return self._watch.reload_if_changed()
 
-    def _load(self) -> tuple[_Signature, dict[str, UserEntry]] | None:
+    def _load(self) -> tuple[_Signature, CredentialFileContent] | None:
         """Read and parse; the signature comes from the same open file, so it matches the content."""
         loaded = read_with_signature(self._path)
         if loaded is None:
@@ -267,18 +319,18 @@ class FileCredentialStore(UserEntryReads):
             scram={m: scram_credential(m, password, iterations=iterations) for m in SCRAM_MECHANISMS
                    if m in mechanisms})
         with self._file_lock():
-            users = self._read_for_update()
-            users[user] = entry
-            _write_atomic(self._path, _serialize(users))
+            content = self._read_for_update()
+            self._write({**content.users, user: entry}, content.decoy_secret)
         self.reload_if_changed()
 
     def delete_user(self, user: str) -> bool:
         """Remove ``user``; False if there was no such user."""
         with self._file_lock():
-            users = self._read_for_update()
+            content = self._read_for_update()
+            users = dict(content.users)
             if users.pop(user, None) is None:
                 return False
-            _write_atomic(self._path, _serialize(users))
+            self._write(users, content.decoy_secret)
         self.reload_if_changed()
         return True
 
@@ -289,7 +341,8 @@ class FileCredentialStore(UserEntryReads):
         A user left with no credential at all is removed; PLAIN credentials are untouched.
         """
         with self._file_lock():
-            users = self._read_for_update()
+            content = self._read_for_update()
+            users = dict(content.users)
             for user, mechanism in deletions:
                 entry = users.get(user)
                 if entry is not None:
@@ -299,13 +352,17 @@ class FileCredentialStore(UserEntryReads):
                 entry = users.get(user) or UserEntry()
                 users[user] = UserEntry(entry.plain, {**entry.scram, mechanism: credential})
             users = {u: e for u, e in users.items() if e.plain is not None or e.scram}
-            _write_atomic(self._path, _serialize(users))
+            self._write(users, content.decoy_secret)
         self.reload_if_changed()
 
-    def _read_for_update(self) -> dict[str, UserEntry]:
+    def _read_for_update(self) -> CredentialFileContent:
         """The file's current content (not our cache): another process may have written it."""
         loaded = self._load()
-        return dict(loaded[1]) if loaded is not None else {}
+        return loaded[1] if loaded is not None else CredentialFileContent()
+
+    def _write(self, users: Mapping[str, UserEntry], decoy_secret: bytes | None) -> None:
+        """Replace the file (under the file lock); the decoy secret is kept, or created by the first write."""
+        _write_atomic(self._path, _serialize(users, decoy_secret or new_decoy_secret()))
 
     def _file_lock(self) -> contextlib.AbstractContextManager[None]:
         """Serialise concurrent ``ksgate users`` commands so neither loses the other's change."""

@@ -32,14 +32,20 @@ class Done:
     final: bytes = b""
     credential_expiry_ms: int | None = None
     token_authenticated: bool = False
+    # The client sent SCRAM's nonce in librdkafka's pre-2.6.1 form, accepted for compatibility.
+    legacy_nonce: bool = False
 
 
 @dataclass(slots=True, frozen=True)
 class Failure:
-    """Authentication failed. ``reason`` is logged, never sent; the client gets a generic message."""
+    """Authentication failed. ``reason`` is logged, never sent; the client gets a generic message.
+
+    ``failure_class`` is the short, stable class audit and metrics record (auth.sasl_server.Close).
+    """
 
     reason: str
     client_message: str = "Authentication failed: Invalid username or password"
+    failure_class: str = "bad_credentials"
 
 
 Outcome = Challenge | Done | Failure

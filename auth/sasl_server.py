@@ -60,6 +60,7 @@ class Authenticated:
     mechanism: str
     session_expiry_ms: int | None  # wall clock; None = no re-authentication required
     reauthenticated: bool = False
+    legacy_nonce: bool = False  # SCRAM's nonce came in librdkafka's pre-2.6.1 form (Done.legacy_nonce)
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,8 +70,8 @@ class Close:
     reason: str
     frame: bytes | None = None
     authentication_failure: bool = False
-    # A short, stable class for audit and metrics: bad_credentials, unsupported_mechanism,
-    # illegal_state, reauthentication_refused, malformed.
+    # A short, stable class for audit and metrics: bad_credentials, nonce_mismatch,
+    # unsupported_mechanism, illegal_state, reauthentication_refused, malformed.
     failure_class: str = "illegal_state"
 
 
@@ -100,6 +101,12 @@ def claimed_user(mechanism: str, first_token: bytes) -> str | None:
     except UnicodeDecodeError:
         return None
     return None
+
+
+def principal_change_message(before: KafkaPrincipal, after: KafkaPrincipal) -> str:
+    """Kafka's SaslAuthenticate error message (ReauthInfo.ensurePrincipalUnchanged), sent with error 58."""
+    return (f"Cannot change principals during re-authentication from {before.principal_type}.{before.name}: "
+            f"{after.principal_type}.{after.name}")
 
 
 def _framed(payload: bytes) -> bytes:
@@ -231,8 +238,9 @@ class SaslServerAuthenticator:
         if isinstance(outcome, Failure):
             self.state = SaslState.FAILED
             return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
-                         authentication_failure=True, failure_class="bad_credentials")
-        return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime))
+                         authentication_failure=True, failure_class=outcome.failure_class)
+        return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime),
+                              lambda message: reply(SASL_AUTHENTICATION_FAILED, message, b""))
 
     def _raw_token(self, token: bytes) -> Step:
         """SaslHandshake v0: tokens travel as bare length-prefixed frames."""
@@ -241,8 +249,9 @@ class SaslServerAuthenticator:
             return Respond(_framed(outcome.data))
         if isinstance(outcome, Failure):
             self.state = SaslState.FAILED
-            return Close(outcome.reason, None, authentication_failure=True, failure_class="bad_credentials")
-        return self._complete(outcome, lambda _lifetime: _framed(outcome.final))
+            return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class)
+        # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
+        return self._complete(outcome, lambda _lifetime: _framed(outcome.final), lambda _message: None)
 
     def _evaluate(self, token: bytes) -> Challenge | Done | Failure:
         assert self._server is not None
@@ -254,7 +263,8 @@ class SaslServerAuthenticator:
     def attempted_user(self) -> str | None:
         return self._attempted_user
 
-    def _complete(self, done: Done, frame_for: Callable[[int], bytes]) -> Step:
+    def _complete(self, done: Done, frame_for: Callable[[int], bytes],
+                  refusal_for: Callable[[str], bytes | None]) -> Step:
         assert self._mechanism_name is not None
         principal = self._config.principal_builder.build(SaslAuthContext(
             listener=self._context.listener, client_host=self._context.client_host,
@@ -262,9 +272,11 @@ class SaslServerAuthenticator:
             token_authenticated=done.token_authenticated, tls=self._context.tls))
         reauthenticated = self.principal is not None
         if reauthenticated and principal != self.principal:
+            assert self.principal is not None
             self.state = SaslState.FAILED
             return Close(f"re-authentication as {principal} on a connection of {self.principal}",
-                         frame_for(0), authentication_failure=True, failure_class="reauthentication_refused")
+                         refusal_for(principal_change_message(self.principal, principal)),
+                         authentication_failure=True, failure_class="reauthentication_refused")
         now = self._context.now_ms()
         lifetime = self._session_lifetime_ms(done, now)
         self.principal = principal
@@ -272,7 +284,7 @@ class SaslServerAuthenticator:
         self.state = SaslState.COMPLETE
         self._server = None
         return Authenticated(frame_for(lifetime), principal, self._mechanism_name, self.session_expiry_ms,
-                             reauthenticated)
+                             reauthenticated, done.legacy_nonce)
 
     def _session_lifetime_ms(self, done: Done, now_ms: int) -> int:
         """KIP-368: min(credential expiry, connections.max.reauth.ms); 0 = no limit."""

@@ -235,18 +235,23 @@ class ScramMechanism:
     """MechanismFactory for SCRAM-SHA-256 or SCRAM-SHA-512.
 
     ``nonce_factory`` (tests) replaces the secure random server nonce.  ``decoy_key`` keys the
-    fake salts shown for unknown users; pass a persistent secret to keep them stable across
-    restarts, otherwise they are stable for this process only.
+    fake salts shown for unknown users: a persistent secret (or a callable returning the
+    store's current one, None while it has none) keeps them stable across restarts, as real
+    users' salts are; without one they are stable for this process only.  ``legacy_nonce`` accepts
+    librdkafka's pre-2.6.1 client-final nonce (see ``_ScramServer._check_nonce``).
     """
 
     def __init__(self, mechanism: str, store: CredentialStore, token_lookup: TokenLookup | None = None, *,
-                 nonce_factory: Callable[[], str] | None = None, decoy_key: bytes | None = None) -> None:
+                 nonce_factory: Callable[[], str] | None = None,
+                 decoy_key: bytes | Callable[[], bytes | None] | None = None, legacy_nonce: bool = True) -> None:
         self._hash_name = _hash_name(mechanism)
         self._mechanism = mechanism
         self._store = store
         self._token_lookup = token_lookup
         self._nonce_factory = nonce_factory or default_server_nonce
-        self._decoy_key = decoy_key if decoy_key is not None else secrets.token_bytes(32)
+        self._decoy_key = decoy_key
+        self._process_decoy_key = secrets.token_bytes(32)  # when no persistent secret is available
+        self._legacy_nonce = legacy_nonce
 
     @property
     def name(self) -> str:
@@ -259,8 +264,10 @@ class ScramMechanism:
         return f"ScramMechanism({self._mechanism!r}, tokens={self._token_lookup is not None})"
 
     def _decoy_credential(self, username: str) -> ScramCredential:
-        """Same salt for the same name every time, so probing twice cannot tell it is fake."""
-        salt = _hmac("sha256", self._decoy_key, f"{self._mechanism}\0{username}".encode())
+        """Same salt for the same name every time, so probing twice cannot tell it is fake; the salt's
+        length and the iterations are those of a user created with the defaults (``ksgate users add``)."""
+        key = self._decoy_key() if callable(self._decoy_key) else self._decoy_key
+        salt = _hmac("sha256", key or self._process_decoy_key, f"{self._mechanism}\0{username}".encode())
         size = hashlib.new(self._hash_name).digest_size
         return ScramCredential(salt[:SALT_BYTES], secrets.token_bytes(size), secrets.token_bytes(size),
                                DEFAULT_ITERATIONS)
@@ -278,7 +285,9 @@ class _ScramServer:
         self._client_first_bare = ""
         self._channel_binding = ""
         self._server_first = ""
+        self._client_nonce = ""
         self._nonce = ""
+        self._legacy_nonce_used = False
         self._authorization_id = ""
         self._token_authenticated = False
         self._expiry_ms: int | None = None
@@ -295,8 +304,8 @@ class _ScramServer:
             self._credential = None  # as Kafka's clearCredentials: keys live no longer than needed
         return outcome
 
-    def _failure(self, reason: str) -> Failure:
-        return Failure(reason, generic_failure_message(self._factory.name))
+    def _failure(self, reason: str, failure_class: str = "bad_credentials") -> Failure:
+        return Failure(reason, generic_failure_message(self._factory.name), failure_class)
 
     def _on_client_first(self, token: bytes) -> Outcome:
         factory = self._factory
@@ -347,6 +356,7 @@ class _ScramServer:
         self._client_first_bare = first.bare
         # c= echoes the gs2 header: "biws" for the usual "n,,".
         self._channel_binding = _b64(first.gs2_header.encode("utf-8"))
+        self._client_nonce = first.nonce
         self._nonce = first.nonce + factory._nonce_factory()
         self._server_first = f"r={self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._state = _State.CLIENT_FINAL
@@ -361,8 +371,9 @@ class _ScramServer:
             return self._failure(f"invalid SCRAM client-final message: {exc}")
         if final.channel_binding != self._channel_binding:
             return self._failure("SCRAM client-final channel binding does not echo the gs2 header")
-        if final.nonce != self._nonce:
-            return self._failure("SCRAM client-final nonce differs from the server-first nonce")
+        nonce_problem = self._check_nonce(final.nonce)
+        if nonce_problem is not None:
+            return self._failure(nonce_problem, "nonce_mismatch")
         hash_name = self._factory._hash_name
         if len(final.proof) != hashlib.new(hash_name).digest_size:
             return self._failure("SCRAM client proof has the wrong length")
@@ -379,7 +390,26 @@ class _ScramServer:
         self._credential = None
         self._state = _State.COMPLETE
         return Done(authorization_id=self._authorization_id, final=f"v={_b64(signature)}".encode("ascii"),
-                    credential_expiry_ms=self._expiry_ms, token_authenticated=self._token_authenticated)
+                    credential_expiry_ms=self._expiry_ms, token_authenticated=self._token_authenticated,
+                    legacy_nonce=self._legacy_nonce_used)
+
+    def _check_nonce(self, nonce: str) -> str | None:
+        """Why the client-final nonce is refused, or None.  RFC 5802 wants exactly the server-first nonce.
+
+        librdkafka before 2.6.1 (its PR #4895) sends the client nonce followed by the whole
+        server-first nonce, which itself starts with the client nonce.  That exact form still
+        carries this exchange's fresh server nonce (and the proof signs the server-first
+        message), so replay protection is unchanged; Kafka 3.8.1-3.9 accepted it too.
+        """
+        if nonce == self._nonce:
+            return None
+        if nonce != self._client_nonce + self._nonce:
+            return "SCRAM client-final nonce differs from the server-first nonce"
+        if not self._factory._legacy_nonce:
+            return ("SCRAM client-final nonce repeats the client nonce (librdkafka before 2.6.1), refused because "
+                    "ksgate.sasl.scram.legacy.librdkafka.nonce.enable is false")
+        self._legacy_nonce_used = True
+        return None
 
 
 # --- a client, for tests ----------------------------------------------------------------
@@ -389,8 +419,10 @@ class ScramClient:
     """The client side of one SCRAM exchange: first, final, then verify the server (upstream links, tests)."""
 
     def __init__(self, mechanism: str, username: str, password: str, *, nonce: str | None = None,
-                 authzid: str = "", extensions: Mapping[str, str] | None = None) -> None:
+                 authzid: str = "", extensions: Mapping[str, str] | None = None,
+                 repeat_client_nonce: bool = False) -> None:
         self._hash_name = _hash_name(mechanism)
+        self._repeat_client_nonce = repeat_client_nonce  # as librdkafka before 2.6.1 does (tests)
         self._password = password
         self._nonce = nonce or default_server_nonce()
         gs2_authzid = f"a={encode_saslname(authzid)}" if authzid else ""
@@ -415,7 +447,7 @@ class ScramClient:
         client_key = _hmac(self._hash_name, salted, b"Client Key")
         stored_key = hashlib.new(self._hash_name, client_key).digest()
         binding = _b64(self._gs2_header.encode("utf-8"))
-        without_proof = f"c={binding},r={nonce}"
+        without_proof = f"c={binding},r={self._nonce if self._repeat_client_nonce else ''}{nonce}"
         auth_message = f"{self._bare},{text},{without_proof}".encode()
         proof = _xor(client_key, _hmac(self._hash_name, stored_key, auth_message))
         server_key = _hmac(self._hash_name, salted, b"Server Key")

@@ -73,6 +73,17 @@ def authenticate_frame(conn: ClientConnection, frame: Frame) -> None:
     apply_step(conn, authenticator.on_frame(frame.payload))
 
 
+def _note_legacy_nonce(conn: ClientConnection, step: Authenticated) -> None:
+    """Counted every time; logged once per connection (at its first login; re-authentication
+    comes from the same client library), so an old client is visible without flooding the log."""
+    conn.ctx.metrics.scram_legacy_nonce(step.mechanism)
+    if not step.reauthenticated:
+        conn.log.info("scram_legacy_nonce_accepted", mechanism=step.mechanism,
+                      detail="the client repeats its SCRAM nonce (librdkafka before 2.6.1); accepted because "
+                             "ksgate.sasl.scram.legacy.librdkafka.nonce.enable is true; upgrading the client "
+                             "removes the need")
+
+
 def _looks_like_kafka(frame: Frame) -> bool:
     payload = frame.payload
     return len(payload) >= 8 and payload[0] == 0 and payload[1] < 0x7F
@@ -84,6 +95,8 @@ def apply_step(conn: ClientConnection, step: Step) -> None:
     elif isinstance(step, Authenticated):
         conn.responses.add_local(0, 0, 0, step.frame)
         conn.on_authenticated(step)
+        if step.legacy_nonce:
+            _note_legacy_nonce(conn, step)
     else:
         assert isinstance(step, Close)
         conn.refuse_authentication(step)

@@ -185,6 +185,7 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.authentication.timeout.ms": (_int, 10_000),
     "ksgate.credentials.file": (_optional_str, None),
     "ksgate.sasl.plain.allow.insecure": (_bool, False),
+    "ksgate.sasl.scram.legacy.librdkafka.nonce.enable": (_bool, True),
     "ssl.principal.mapping.rules": (_str, "DEFAULT"),
     "sasl.kerberos.principal.to.local.rules": (_str, "DEFAULT"),
     "sasl.kerberos.service.name": (_str, "kafka"),

@@ -59,7 +59,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 # Answer → denied (nothing relayed), Refuse → refused (connection closed).
 AUTHZ_OUTCOMES = ("allowed", "partial", "denied", "refused")
 # "success", or auth.sasl_server.Close.failure_class, or "timeout" (authentication.timeout.ms).
-AUTH_OUTCOMES = ("success", "bad_credentials", "unsupported_mechanism", "illegal_state",
+AUTH_OUTCOMES = ("success", "bad_credentials", "nonce_mismatch", "unsupported_mechanism", "illegal_state",
                  "reauthentication_refused", "malformed", "timeout")
 AUTH_MECHANISMS = (*SASL_MECHANISMS, *SECURITY_PROTOCOLS)
 # connect: one address refused/timed out; unreachable: no address of the node answered;
@@ -376,6 +376,12 @@ class Metrics:
                     ("version", "python_version"), lambda: [(build, 1)])
         for metric in PROCESS_METRICS if process else ():
             r.collected(metric.kind, metric.name, metric.help, (), _unlabelled(metric.read))
+        self.scram_legacy_nonces = r.counter(
+            "ksgate_sasl_scram_legacy_nonce_total",
+            "SCRAM logins accepted with librdkafka's pre-2.6.1 client-final nonce (the client nonce repeated), "
+            "by mechanism.", ("mechanism",))
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            self.scram_legacy_nonces.declare((mechanism,))
 
         self._listeners: dict[str, LabelValues] = {}
         for name in listeners:
@@ -431,6 +437,10 @@ class Metrics:
             bounded = mechanism if mechanism in AUTH_MECHANISMS else "unknown" if mechanism is None else "other"
             labels = (bounded, outcome if outcome in AUTH_OUTCOMES else "other")
         self.authentications.inc(labels)
+
+    def scram_legacy_nonce(self, mechanism: str) -> None:
+        """A SCRAM login (or re-authentication) used librdkafka's legacy nonce form."""
+        self.scram_legacy_nonces.inc((mechanism if mechanism in SASL_MECHANISMS else "other",))
 
     def authorization_decision(self, api_key: int, outcome: str) -> None:
         """``outcome`` is one of AUTHZ_OUTCOMES."""

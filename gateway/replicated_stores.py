@@ -9,18 +9,28 @@ on two instances are last-writer-wins, as two ``ksgate tokens`` commands on one 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from auth.credentials import SCRAM_MECHANISMS, ScramCredential
-from auth.file_store import ALL_MECHANISMS, PLAIN, UserEntry, UserEntryReads, _validate_user
+from auth.file_store import ALL_MECHANISMS, PLAIN, UserEntry, UserEntryReads, _validate_user, new_decoy_secret
 from auth.plain import plain_credential
 from auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
 from auth.token_store import TokenEntry, TokenStore
 from authz.acl_store import AclChangeListener, AclStoreError
 from authz.model import AclBinding, AclBindingFilter, validate_binding, validate_filter
-from gateway.security_records import AppliedRecords, StoreRecord, acl_record, credential_record, token_record
+from gateway.security_records import (
+    AppliedRecords,
+    StoreRecord,
+    acl_record,
+    credential_record,
+    decoy_secret_record,
+    token_record,
+)
 from gateway.security_topic import SecurityTopic, StoreWriteError
+
+log = logging.getLogger("ksgate.store")
 
 
 class TopicAclStore:
@@ -90,6 +100,22 @@ class TopicCredentialStore(UserEntryReads):
 
     def users(self) -> list[str]:
         return sorted(self._topic.snapshot.users)
+
+    def decoy_secret(self) -> bytes | None:
+        return self._topic.snapshot.decoy_secret
+
+    def ensure_decoy_secret(self) -> bytes | None:
+        """The topic's decoy secret, written first if the loaded topic has none (blocking: a worker
+        thread).  Racing instances each append a candidate; all converge on the first in the log."""
+        if self._topic.snapshot.decoy_secret is None:
+            try:
+                self._topic.append([decoy_secret_record(new_decoy_secret())])
+            except StoreWriteError as exc:
+                log.warning("security store: cannot write the secret for SCRAM decoys (%s); unknown users' "
+                            "SCRAM salts will change when the gateway restarts", exc)
+                return None
+            log.info("security store: the secret for SCRAM decoys of unknown users is in place")
+        return self._topic.snapshot.decoy_secret
 
     def reload_if_changed(self) -> bool:
         return False

@@ -27,7 +27,8 @@ UNKNOWN_SERVER_ERROR = -1
 def describe_user_scram_credentials(store: CredentialStore, request: Body, version: int) -> Body:
     response = default_response(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, version)
     requested = request["users"]
-    names = [u["name"] for u in requested] if requested is not None else _all_users(store)
+    # Kafka (ScramImage.describe): a null *and* an empty user list both mean every user.
+    names = [u["name"] for u in requested] if requested else _all_users(store)
     counts = Counter(names)
     results = []
     for name in dict.fromkeys(names):

@@ -6,8 +6,11 @@ Kafka topic, keyed so that compaction keeps exactly the latest record of each:
     {"kind": "credential", "mechanism": M, "user": U}  →  the derived keys (never a password)
     {"kind": "acl", <the binding's fields>}             →  {"v": 1} while the binding exists
     {"kind": "token", "id": TOKEN_ID}                   →  the token's details, its HMAC hashed
+    {"kind": "decoy_secret", "id": RANDOM}              →  the secret SCRAM's decoy salts derive from
 
-A null value (a tombstone) deletes.  Keys are canonical JSON (sorted, no spaces), so the
+A null value (a tombstone) deletes.  The decoy secret is written once, by whichever instance
+finds none after loading; if several race, each writes its own id (so compaction keeps all)
+and the first in log order wins everywhere.  Keys are canonical JSON (sorted, no spaces), so the
 same entity always has byte-identical keys whichever instance wrote them.  Replaying the
 topic in log order from any point where the state was known gives the same state; from
 offset 0 it gives the whole state, which is what every instance does at start-up.
@@ -16,12 +19,22 @@ offset 0 it gives the whole state, which is what every instance does at start-up
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from auth.credentials import PlainCredential, ScramCredential
-from auth.file_store import PLAIN, CredentialFileError, UserEntry, credential_from_json, credential_to_json
+from auth.file_store import (
+    MIN_DECOY_SECRET_BYTES,
+    PLAIN,
+    CredentialFileError,
+    UserEntry,
+    b64,
+    credential_from_json,
+    credential_to_json,
+    field_bytes,
+)
 from auth.token_store import TokenEntry, TokenFileError, token_entry_from_json, token_entry_to_json
 from authz.acl_store import binding_from_json, binding_to_json
 from authz.model import AclBinding, AclValidationError
@@ -30,6 +43,7 @@ VALUE_VERSION = 1
 KIND_CREDENTIAL = "credential"
 KIND_ACL = "acl"
 KIND_TOKEN = "token"
+KIND_DECOY_SECRET = "decoy_secret"
 
 
 class StoreRecordError(ValueError):
@@ -64,6 +78,12 @@ def token_record(token_id: str, entry: TokenEntry | None) -> StoreRecord:
     return StoreRecord(key, None if entry is None else _canonical({"v": VALUE_VERSION, **token_entry_to_json(entry)}))
 
 
+def decoy_secret_record(secret: bytes) -> StoreRecord:
+    """A candidate decoy secret under a fresh id: it never replaces one already in the log."""
+    key = _canonical({"kind": KIND_DECOY_SECRET, "id": secrets.token_hex(16)})
+    return StoreRecord(key, _canonical({"v": VALUE_VERSION, "secret": b64(secret)}))
+
+
 @dataclass(slots=True, frozen=True)
 class SecuritySnapshot:
     """Everything the store holds at one log position; replaced whole, never changed in place."""
@@ -71,6 +91,7 @@ class SecuritySnapshot:
     acls: Mapping[AclBinding, None] = field(default_factory=dict)  # a dict for its order
     users: Mapping[str, UserEntry] = field(default_factory=dict)
     tokens: Mapping[str, TokenEntry] = field(default_factory=dict)
+    decoy_secret: bytes | None = field(default=None, repr=False)  # the first in log order
 
 
 @dataclass(slots=True, frozen=True)
@@ -103,7 +124,7 @@ def _value_object(value: bytes, what: str) -> dict[str, Any]:
 class _Changes:
     """Copy-on-write views of the three maps: a map is copied the first time a record touches it."""
 
-    __slots__ = ("acls", "base", "tokens", "touched_acls", "users")
+    __slots__ = ("acls", "base", "decoy_secret", "tokens", "touched_acls", "users")
 
     def __init__(self, base: SecuritySnapshot) -> None:
         self.base = base
@@ -111,6 +132,7 @@ class _Changes:
         self.users: dict[str, UserEntry] | None = None
         self.tokens: dict[str, TokenEntry] | None = None
         self.touched_acls: dict[AclBinding, None] = {}
+        self.decoy_secret = base.decoy_secret
 
     def acl(self, binding: AclBinding, present: bool) -> None:
         if self.acls is None:
@@ -149,7 +171,7 @@ class _Changes:
         base = self.base
         state = SecuritySnapshot(base.acls if self.acls is None else self.acls,
                                  base.users if self.users is None else self.users,
-                                 base.tokens if self.tokens is None else self.tokens)
+                                 base.tokens if self.tokens is None else self.tokens, self.decoy_secret)
         added = [b for b in self.touched_acls if b in state.acls and b not in base.acls]
         removed = [b for b in self.touched_acls if b in base.acls and b not in state.acls]
         return AppliedRecords(state, added, removed, unknown)
@@ -174,6 +196,8 @@ def apply_records(state: SecuritySnapshot, records: Iterable[tuple[bytes | None,
                 _apply_credential(changes, key_obj, value)
             elif kind == KIND_TOKEN:
                 _apply_token(changes, key_obj, value)
+            elif kind == KIND_DECOY_SECRET:
+                _apply_decoy_secret(changes, value)
             else:
                 unknown += 1
         except (AclValidationError, CredentialFileError, TokenFileError) as exc:
@@ -203,3 +227,14 @@ def _apply_token(changes: _Changes, key: dict[str, Any], value: bytes | None) ->
         raise StoreRecordError("token record: the key needs an id")
     entry = None if value is None else token_entry_from_json(token_id, _value_object(value, "token"))
     changes.token(token_id, entry)
+
+
+def _apply_decoy_secret(changes: _Changes, value: bytes | None) -> None:
+    """First writer wins: later candidates (lost races) are checked and ignored; nothing deletes it."""
+    if value is None:
+        return
+    secret = field_bytes(_value_object(value, "decoy_secret"), "secret", "decoy_secret record", StoreRecordError)
+    if len(secret) < MIN_DECOY_SECRET_BYTES:
+        raise StoreRecordError(f"decoy_secret record: the secret must hold at least {MIN_DECOY_SECRET_BYTES} bytes")
+    if changes.decoy_secret is None:
+        changes.decoy_secret = secret

@@ -132,10 +132,13 @@ def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None,
             from auth.plain import PlainMechanism
 
             return PlainMechanism(store)
+        from auth.file_store import UserEntryReads
         from auth.scram import ScramMechanism
         from auth.token_store import token_lookup
 
-        return ScramMechanism(name, store, token_lookup=token_lookup(tokens) if tokens is not None else None)
+        return ScramMechanism(name, store, token_lookup=token_lookup(tokens) if tokens is not None else None,
+                              decoy_key=store.decoy_secret if isinstance(store, UserEntryReads) else None,
+                              legacy_nonce=bool(settings["ksgate.sasl.scram.legacy.librdkafka.nonce.enable"]))
     if name == "OAUTHBEARER":
         from auth.oauthbearer import build_oauthbearer_from_config
 
@@ -162,7 +165,9 @@ def credential_store(config: GatewayConfig, topic: SecurityTopic | None = None) 
         return None
     from auth.file_store import FileCredentialStore
 
-    return FileCredentialStore(path)
+    store = FileCredentialStore(path)
+    store.ensure_decoy_secret()
+    return store
 
 
 def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],

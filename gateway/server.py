@@ -178,10 +178,12 @@ class Gateway:
             why = f": {topic.stalled}" if topic.stalled else ""
             raise UpstreamError(f"the security topic {topic.settings.topic} was not replayed within {timeout_ms} ms "
                                 f"(ksgate.security.store.load.timeout.ms){why}")
+        from gateway.replicated_stores import TopicAclStore, TopicCredentialStore
+
+        # SCRAM's decoy salts for unknown users derive from a secret kept in the topic.
+        await asyncio.to_thread(TopicCredentialStore(topic).ensure_decoy_secret)
         authorization = self.ctx.authorization
         if authorization is not None:
-            from gateway.replicated_stores import TopicAclStore
-
             assert isinstance(authorization.store, TopicAclStore)
             authorization.store.load_and_subscribe(authorization.authorizer.load, authorization.authorizer.apply)
 

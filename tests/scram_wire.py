@@ -3,6 +3,7 @@ and with a real client."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -28,6 +29,22 @@ def scram_login(address: str, user: str, password: str, mechanism: str = "SCRAM-
                               {"auth_bytes": scram.final_message(bytes(first["auth_bytes"]))}))
     _, final = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
     return client, final["error_code"]
+
+
+def scram_salt(address: str, user: str, mechanism: str = "SCRAM-SHA-256") -> tuple[bytes, int]:
+    """The salt and iteration count the server-first message offers ``user`` (known or not); no login."""
+    client = WireClient(address)
+    try:
+        client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": mechanism}))
+        client.read_response(ApiKey.SASL_HANDSHAKE, 1)
+        first_message = ScramClient(mechanism, user, "unused").first_message()
+        client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": first_message}))
+        _, first = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
+    finally:
+        client.close()
+    assert first["error_code"] == 0, first
+    attributes = dict(item.split("=", 1) for item in bytes(first["auth_bytes"]).decode().split(","))
+    return base64.b64decode(attributes["s"]), int(attributes["i"])
 
 
 def create_token(client: WireClient) -> dict[str, Any]:

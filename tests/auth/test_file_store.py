@@ -14,7 +14,7 @@ import pytest
 import auth.file_store
 import auth.plain
 from auth.file_store import CredentialFileError, FileCredentialStore
-from auth.mechanism import Done, SaslContext
+from auth.mechanism import Challenge, Done, SaslContext
 from auth.plain import PlainMechanism
 from auth.scram import ScramClient, ScramMechanism
 
@@ -253,3 +253,112 @@ def test_removed_file_empties_the_running_store(path: Path, caplog: pytest.LogCa
         assert gateway.reload_if_changed() is True
     assert gateway.users() == []
     assert any("removed" in r.getMessage() for r in caplog.records)
+
+
+# --- the secret behind SCRAM's decoys for unknown users -------------------------------------
+
+
+def _offer(mechanism: ScramMechanism, user: str) -> str:
+    """``s=<salt>,i=<iterations>`` from the server-first message ``mechanism`` answers ``user`` with."""
+    outcome = mechanism.create(CONTEXT).evaluate(f"n,,n={user},r=cnonce".encode())
+    assert isinstance(outcome, Challenge)
+    return outcome.data.decode().split(",", 1)[1]
+
+
+def _decoy_offer(store: FileCredentialStore, user: str, mechanism: str = "SCRAM-SHA-256") -> str:
+    """What a gateway started over ``store`` offers ``user``."""
+    return _offer(ScramMechanism(mechanism, store, decoy_key=store.decoy_secret), user)
+
+
+def test_the_first_write_creates_the_decoy_secret_and_later_writes_keep_it(path: Path) -> None:
+    store = FileCredentialStore(path)
+    store.upsert_user("alice", PASSWORD, mechanisms=("SCRAM-SHA-256",))
+    secret = json.loads(path.read_text())["decoy_secret"]
+    assert len(base64.b64decode(secret)) == 32
+    store.upsert_user("bob", PASSWORD, mechanisms=("SCRAM-SHA-256",))
+    store.delete_user("bob")
+    store.alter_scram([], [("alice", "SCRAM-SHA-256")])
+    assert json.loads(path.read_text())["decoy_secret"] == secret
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_an_unknown_users_decoy_is_the_same_after_a_restart(path: Path) -> None:
+    FileCredentialStore(path).upsert_user("alice", PASSWORD, mechanisms=("SCRAM-SHA-256", "SCRAM-SHA-512"))
+    offers = [(_decoy_offer(FileCredentialStore(path), "mallory"),
+               _decoy_offer(FileCredentialStore(path), "mallory", "SCRAM-SHA-512")) for _ in range(2)]
+    assert offers[0] == offers[1]
+    assert _decoy_offer(FileCredentialStore(path), "trudy") != offers[0][0]
+
+
+def test_a_decoy_looks_like_a_real_users_salt_and_iterations(path: Path) -> None:
+    store = FileCredentialStore(path)
+    store.upsert_user("alice", PASSWORD, mechanisms=("SCRAM-SHA-512",))
+    real_salt, real_iterations = _decoy_offer(store, "alice", "SCRAM-SHA-512").split(",")
+    decoy_salt, decoy_iterations = _decoy_offer(store, "mallory", "SCRAM-SHA-512").split(",")
+    assert len(base64.b64decode(decoy_salt[2:])) == len(base64.b64decode(real_salt[2:]))
+    assert decoy_iterations == real_iterations == "i=4096"
+
+
+def test_a_gateway_adds_the_secret_once_to_a_file_without_one(path: Path) -> None:
+    FileCredentialStore(path).upsert_user("alice", PASSWORD, mechanisms=("SCRAM-SHA-256",))
+    document = json.loads(path.read_text())
+    del document["decoy_secret"]  # hand-made, or written by an older ksgate
+    path.write_text(json.dumps(document))
+    first = FileCredentialStore(path)
+    secret = first.ensure_decoy_secret()
+    assert secret is not None and base64.b64encode(secret).decode() == json.loads(path.read_text())["decoy_secret"]
+    written = path.read_bytes()
+    restarted = FileCredentialStore(path)
+    assert restarted.ensure_decoy_secret() == secret
+    assert path.read_bytes() == written  # found, not rewritten
+    assert _decoy_offer(first, "mallory") == _decoy_offer(restarted, "mallory")
+    assert restarted.users() == ["alice"]
+
+
+def test_no_file_means_no_secret_and_no_file_is_created(path: Path) -> None:
+    store = FileCredentialStore(path)
+    assert store.ensure_decoy_secret() is None
+    assert not path.exists()
+    mechanism = ScramMechanism("SCRAM-SHA-256", store, decoy_key=store.decoy_secret)
+    offers = {_offer(mechanism, "mallory") for _ in range(2)}
+    assert len(offers) == 1  # stable for the life of the process
+
+
+def test_a_file_that_cannot_be_written_leaves_decoys_per_process_and_says_so(
+        path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    path.write_text(json.dumps({"version": 1, "users": {}}))
+
+    def read_only(target: Path, data: bytes) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(auth.file_store, "_write_atomic", read_only)
+    with caplog.at_level(logging.WARNING, logger="ksgate.auth"):
+        assert FileCredentialStore(path).ensure_decoy_secret() is None
+    assert "decoys" in caplog.text and "Permission denied" in caplog.text
+
+
+def test_a_short_or_broken_decoy_secret_is_refused_without_showing_it(path: Path) -> None:
+    for value in ("c2hvcnQ=", "!!not-base64"):
+        path.write_text(json.dumps({"version": 1, "decoy_secret": value, "users": {}}))
+        with pytest.raises(CredentialFileError) as error:
+            FileCredentialStore(path)
+        assert value not in str(error.value) and "decoy_secret" in str(error.value)
+
+
+def test_the_decoy_secret_never_reaches_logs_or_reprs(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG):
+        FileCredentialStore(path).upsert_user("alice", PASSWORD, mechanisms=("SCRAM-SHA-256",))
+        document = json.loads(path.read_text())
+        del document["decoy_secret"]
+        path.write_text(json.dumps(document))
+        store = FileCredentialStore(path)
+        secret = store.ensure_decoy_secret()
+        assert secret is not None
+        _decoy_offer(store, "mallory")
+        store.upsert_user("bob", PASSWORD, mechanisms=("SCRAM-SHA-256",))
+        store.reload_if_changed()
+    assert "added the secret for SCRAM decoys" in caplog.text  # the log was captured
+    texts = [caplog.text, repr(store), repr(store._watch.content)]
+    for text in texts:
+        for form in (base64.b64encode(secret).decode(), secret.hex(), repr(secret)):
+            assert form not in text

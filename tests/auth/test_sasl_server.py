@@ -216,9 +216,18 @@ def test_reauthentication_as_another_principal_is_refused() -> None:
     m = _authenticated(clock, mech)
     m.on_frame(_handshake(1, "SCRAM-SHA-512"))
     m.on_frame(_authenticate(b"client-first"))
-    step = m.on_frame(_authenticate(b"client-final"))
+    step = m.on_frame(_authenticate(b"client-final", cid=7))
     assert isinstance(step, Close) and step.authentication_failure
+    assert step.failure_class == "reauthentication_refused"
     assert m.principal == KafkaPrincipal("User", "alice")
+    assert m.state is SaslState.FAILED
+    # Kafka's answer (ReauthInfo.ensurePrincipalUnchanged): error 58 with its message, then the close.
+    assert step.frame is not None
+    cid, body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)
+    assert cid == 7
+    assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+    assert body["error_message"] == "Cannot change principals during re-authentication from User.alice: User.mallory"
+    assert body["auth_bytes"] == b"" and body["session_lifetime_ms"] == 0
 
 
 def test_reauthentication_with_another_mechanism_is_refused() -> None:
@@ -228,3 +237,26 @@ def test_reauthentication_with_another_mechanism_is_refused() -> None:
     step = m.on_frame(_handshake(1, "OAUTHBEARER"))
     assert isinstance(step, Close)
     assert m.state is SaslState.REAUTH_BAD_MECHANISM
+
+
+def test_a_mechanisms_failure_class_reaches_the_close_step() -> None:
+    mech = ScriptedMechanism("SCRAM-SHA-256", lambda: ScriptedServer([
+        (b"client-first", Challenge(b"s")),
+        (b"client-final", Failure("nonce differs", "generic", failure_class="nonce_mismatch"))]))
+    m = _machine(mech)
+    m.on_frame(_handshake(1, "SCRAM-SHA-256"))
+    m.on_frame(_authenticate(b"client-first"))
+    step = m.on_frame(_authenticate(b"client-final"))
+    assert isinstance(step, Close) and step.failure_class == "nonce_mismatch"
+    assert step.frame is not None
+    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == SASL_AUTHENTICATION_FAILED
+
+
+def test_a_legacy_nonce_login_is_reported_in_the_authenticated_step() -> None:
+    mech = ScriptedMechanism("SCRAM-SHA-256", lambda: ScriptedServer([
+        (b"client-first", Challenge(b"s")), (b"client-final", Done("alice", legacy_nonce=True))]))
+    m = _machine(mech)
+    m.on_frame(_handshake(1, "SCRAM-SHA-256"))
+    m.on_frame(_authenticate(b"client-first"))
+    step = m.on_frame(_authenticate(b"client-final"))
+    assert isinstance(step, Authenticated) and step.legacy_nonce

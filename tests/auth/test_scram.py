@@ -441,3 +441,86 @@ def test_kafka_python_scram_client_with_a_wrong_password_is_refused() -> None:
     server = alice_server()
     client.process_server_first_message(challenge(server.evaluate(client.first_message())))
     assert isinstance(server.evaluate(client.final_message()), Failure)
+
+
+# --- librdkafka before 2.6.1: the client nonce repeated in client-final (librdkafka PR #4895) ---
+
+
+def legacy_final(client_nonce: str, server_first: bytes) -> str:
+    """The nonce field librdkafka 2.0.2 sends: its own nonce, then the whole server-first nonce."""
+    return f"r={client_nonce}{server_first.decode().split(',')[0][2:]}"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_librdkafka_legacy_nonce_is_accepted_by_default_and_reported(mechanism: str) -> None:
+    server = ScramMechanism(mechanism, store_with("alice", "pw", mechanism)).create(CONTEXT)
+    client = ScramClient(mechanism, "alice", "pw", nonce="cnonce", repeat_client_nonce=True)
+    server_first = challenge(server.evaluate(client.first_message()))
+    final = client.final_message(server_first)
+    assert legacy_final("cnonce", server_first) in final.decode()
+    outcome = server.evaluate(final)
+    assert isinstance(outcome, Done) and outcome.legacy_nonce
+    assert outcome.authorization_id == "alice"
+    client.verify_server_final(outcome.final)
+
+
+def test_rfc_nonce_is_not_reported_as_legacy() -> None:
+    outcome = run_exchange(alice_server(), ScramClient("SCRAM-SHA-256", "alice", "pw"))
+    assert isinstance(outcome, Done) and not outcome.legacy_nonce
+
+
+def test_librdkafka_legacy_nonce_is_refused_as_a_nonce_mismatch_when_switched_off() -> None:
+    mechanism = ScramMechanism("SCRAM-SHA-256", store_with("alice", "pw", "SCRAM-SHA-256"), legacy_nonce=False)
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", repeat_client_nonce=True)
+    outcome = run_exchange(mechanism.create(CONTEXT), client)
+    assert isinstance(outcome, Failure)
+    assert outcome.failure_class == "nonce_mismatch"
+    assert "ksgate.sasl.scram.legacy.librdkafka.nonce.enable" in outcome.reason
+    assert outcome.client_message == generic_failure_message("SCRAM-SHA-256")
+    # The RFC form still works with the switch off.
+    assert isinstance(run_exchange(mechanism.create(CONTEXT), ScramClient("SCRAM-SHA-256", "alice", "pw")), Done)
+
+
+@pytest.mark.parametrize("nonce_field", [
+    lambda c, s: f"r={c}{c}{s}",  # the client nonce three times
+    lambda c, s: f"r={s}{c}",  # appended instead of prepended
+    lambda c, s: f"r={s[len(c):]}",  # only the server's part
+    lambda c, s: f"r=other{s}",  # another prefix
+    lambda c, s: f"r={c}{s}x",  # a suffix
+])
+def test_only_the_exact_legacy_form_is_accepted(nonce_field: Callable[[str, str], str]) -> None:
+    server = alice_server()
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", nonce="cnonce")
+    server_first = challenge(server.evaluate(client.first_message()))
+    full = server_first.decode().split(",")[0]
+    final = client.final_message(server_first).replace(full.encode(), nonce_field("cnonce", full[2:]).encode(), 1)
+    outcome = server.evaluate(final)
+    assert isinstance(outcome, Failure) and outcome.failure_class == "nonce_mismatch"
+
+
+def test_legacy_nonce_with_a_wrong_password_is_bad_credentials() -> None:
+    client = ScramClient("SCRAM-SHA-256", "alice", "guess", repeat_client_nonce=True)
+    outcome = run_exchange(alice_server(), client)
+    assert isinstance(outcome, Failure) and outcome.failure_class == "bad_credentials"
+
+
+def test_legacy_client_final_replayed_on_a_new_exchange_is_refused() -> None:
+    mechanism = ScramMechanism("SCRAM-SHA-256", store_with("alice", "pw", "SCRAM-SHA-256"))
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", nonce="fixed", repeat_client_nonce=True)
+    first = mechanism.create(CONTEXT)
+    final = client.final_message(challenge(first.evaluate(client.first_message())))
+    assert isinstance(first.evaluate(final), Done)
+    replay = mechanism.create(CONTEXT)
+    challenge(replay.evaluate(client.first_message()))  # a fresh server nonce
+    outcome = replay.evaluate(final)
+    assert isinstance(outcome, Failure) and outcome.failure_class == "nonce_mismatch"
+
+
+def test_unknown_user_with_the_legacy_nonce_fails_like_a_wrong_password() -> None:
+    mechanism = ScramMechanism("SCRAM-SHA-256", store_with("alice", "pw", "SCRAM-SHA-256"))
+    ghost = run_exchange(mechanism.create(CONTEXT), ScramClient("SCRAM-SHA-256", "mallory", "pw",
+                                                                 repeat_client_nonce=True))
+    wrong = run_exchange(mechanism.create(CONTEXT), ScramClient("SCRAM-SHA-256", "alice", "guess",
+                                                                 repeat_client_nonce=True))
+    assert isinstance(ghost, Failure) and isinstance(wrong, Failure)
+    assert (ghost.client_message, ghost.failure_class) == (wrong.client_message, wrong.failure_class)

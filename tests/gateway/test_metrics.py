@@ -103,8 +103,10 @@ def test_every_product_series_is_exposed_with_its_type() -> None:
         "ksgate_store_lag_seconds": "gauge", "ksgate_relayed_requests_total": "counter",
         "ksgate_request_bytes_total": "counter", "ksgate_response_bytes_total": "counter",
         "ksgate_build_info": "gauge",
+        "ksgate_sasl_scram_legacy_nonce_total": "counter",
     }
     assert "ksgate_store_lag_seconds 0\n" in text
+    assert 'ksgate_sasl_scram_legacy_nonce_total{mechanism="SCRAM-SHA-256"} 0\n' in text
     assert 'ksgate_upstream_errors_total{kind="connect"} 0\n' in text
 
 
@@ -371,3 +373,16 @@ def test_metrics_listener_setting_is_host_colon_port(text: str, expected: tuple[
 def test_malformed_metrics_listener_setting_names_the_key(text: str) -> None:
     with pytest.raises(ConfigError, match=r"^ksgate\.metrics\.listener: "):
         parse_metrics_listener(text)
+
+
+def test_scram_legacy_nonce_logins_are_counted_by_mechanism() -> None:
+    metrics = Metrics()
+    metrics.scram_legacy_nonce("SCRAM-SHA-256")
+    metrics.scram_legacy_nonce("SCRAM-SHA-256")
+    metrics.scram_legacy_nonce("bogus")
+    metrics.authentication("SCRAM-SHA-512", "nonce_mismatch")
+    text = metrics.render()
+    assert 'ksgate_sasl_scram_legacy_nonce_total{mechanism="SCRAM-SHA-256"} 2\n' in text
+    assert 'ksgate_sasl_scram_legacy_nonce_total{mechanism="SCRAM-SHA-512"} 0\n' in text
+    assert 'ksgate_sasl_scram_legacy_nonce_total{mechanism="other"} 1\n' in text
+    assert 'ksgate_authentications_total{mechanism="SCRAM-SHA-512",outcome="nonce_mismatch"} 1\n' in text

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +36,10 @@ from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from gateway.cli import main as ksgate
 from gateway.embedded_broker import EmbeddedBroker
-from gateway.security_records import SecuritySnapshot
+from gateway.security_records import SecuritySnapshot, decoy_secret_record
 from protocol.api_keys import ApiKey
 from tests.harness import GatewayThread
-from tests.scram_wire import can_connect, create_token, scram_login
+from tests.scram_wire import can_connect, create_token, scram_login, scram_salt
 from tests.wire_client import request_frame
 
 CONVERGENCE_S = 2.0  # the bound
@@ -359,3 +361,47 @@ def test_a_write_survives_the_broker_closing_the_idle_writer_connection(cluster:
         future.result(timeout=10)
     assert _as_tuple(binding) in _state(a)[0]
     assert topic._writer is not None and topic._writer is not writer
+
+
+def test_an_unknown_users_scram_salt_is_the_same_on_every_instance_and_after_a_restart(cluster: Cluster) -> None:
+    a, b = cluster.running[:2]
+    offered = scram_salt(a.bootstrap, "mallory")
+    assert scram_salt(b.bootstrap, "mallory") == offered
+    real_salt, real_iterations = scram_salt(a.bootstrap, "alice")
+    assert (len(offered[0]), offered[1]) == (len(real_salt), real_iterations)
+    assert scram_salt(a.bootstrap, "trudy") != offered
+
+    # A late racer's candidate changes nothing: the first in the log stays the secret everywhere.
+    topic_a, topic_b = a.gateway.security_topic, b.gateway.security_topic
+    assert topic_a is not None and topic_b is not None
+    winner = topic_b.snapshot.decoy_secret
+    assert winner is not None
+    topic_b.append([decoy_secret_record(b"late-candidate-0123456789abcdef!")])
+    _within(CONVERGENCE_S, lambda: topic_a.next_offset >= topic_b.next_offset)
+    assert topic_a.snapshot.decoy_secret == topic_b.snapshot.decoy_secret == winner
+
+    cluster.stop(a)
+    restarted = cluster.start()
+    assert scram_salt(restarted.bootstrap, "mallory") == offered
+
+
+def test_instances_starting_together_on_a_new_topic_converge_on_one_decoy_secret(
+        broker: EmbeddedBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    fresh = Cluster(broker, tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        started = list(pool.map(lambda _: fresh.start(), range(2)))
+    try:
+        topics = [g.gateway.security_topic for g in started]
+        assert all(t is not None for t in topics)
+        _within(CONVERGENCE_S, lambda: len({t.next_offset for t in topics if t is not None}) == 1)
+        secrets = {t.snapshot.decoy_secret for t in topics if t is not None}
+        assert len(secrets) == 1 and None not in secrets
+        assert scram_salt(started[0].bootstrap, "mallory") == scram_salt(started[1].bootstrap, "mallory")
+        secret = secrets.pop()
+        assert secret is not None and "SCRAM decoys" in caplog.text  # the store's lines were captured
+        for form in (base64.b64encode(secret).decode(), secret.hex(), repr(secret)):
+            assert form not in caplog.text
+    finally:
+        for gateway in started:
+            fresh.stop(gateway)

@@ -6,6 +6,7 @@ the gateway opens no upstream connection before a client has authenticated.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from auth.scram import ScramClient
 from gateway.embedded_broker import EmbeddedBroker
 from protocol.api_keys import ApiKey
 from tests.harness import GatewayThread
+from tests.scram_wire import scram_salt
 from tests.wire_client import WireClient, request_frame
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -191,15 +193,19 @@ def test_replayed_scram_client_final_is_refused(sasl_gateway: GatewayThread) -> 
     assert replay.is_closed_by_peer()
 
 
-def test_reauthentication_as_another_user_closes_the_connection(sasl_gateway: GatewayThread) -> None:
+def test_reauthentication_as_another_user_is_refused_with_kafkas_error_then_closed(
+        sasl_gateway: GatewayThread) -> None:
     client = WireClient(sasl_gateway.bootstrap)
+    finals = []
     for cid, (user, password) in enumerate([("alice", "alice-secret"), ("bob", "bob-secret")]):
         assert _handshake(client, "SCRAM-SHA-512", cid * 10)["error_code"] == 0
         scram = ScramClient("SCRAM-SHA-512", user, password)
         server_first = _auth(client, scram.first_message(), cid * 10 + 1)["auth_bytes"]
-        final = _auth(client, scram.final_message(bytes(server_first)), cid * 10 + 2)  # type: ignore[arg-type]
-        if user == "alice":
-            assert final["error_code"] == 0
+        finals.append(_auth(client, scram.final_message(bytes(server_first)), cid * 10 + 2))  # type: ignore[arg-type]
+    assert finals[0]["error_code"] == 0
+    # KIP-368, as Kafka's SaslServerAuthenticator answers it: 58 SASL_AUTHENTICATION_FAILED, then the close.
+    assert finals[1]["error_code"] == 58
+    assert finals[1]["error_message"] == "Cannot change principals during re-authentication from User.alice: User.bob"
     assert client.is_closed_by_peer()
 
 
@@ -224,3 +230,28 @@ def test_librdkafka_reauthenticates_before_the_session_lifetime_ends(broker: Emb
         assert counters.authentication_failures == 0
     finally:
         gateway.stop()
+
+
+def test_an_unknown_users_scram_salt_survives_a_restart_and_looks_like_a_real_users(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """Decoys derive from a secret kept in the credential file, so probing across restarts (or
+    across instances with a copy of the file) cannot tell an unknown user from a real one."""
+    path = tmp_path / "users.json"
+    FileCredentialStore(path).upsert_user("alice", "alice-secret")
+    document = json.loads(path.read_text())
+    document.pop("decoy_secret", None)  # as a file written by hand or by an older ksgate
+    path.write_text(json.dumps(document))
+    offered: list[dict[str, tuple[bytes, int]]] = []
+    for _ in range(2):
+        gateway = _sasl_gateway(broker, path)
+        try:
+            offered.append({user: scram_salt(gateway.bootstrap, user) for user in ("alice", "mallory", "trudy")})
+            offered[-1]["mallory-512"] = scram_salt(gateway.bootstrap, "mallory", "SCRAM-SHA-512")
+        finally:
+            gateway.stop()
+    before, after = offered
+    assert before == after  # the same salts and iterations after the restart, real and decoy alike
+    (real_salt, real_iterations), (decoy_salt, decoy_iterations) = before["alice"], before["mallory"]
+    assert (len(decoy_salt), decoy_iterations) == (len(real_salt), real_iterations)
+    assert before["mallory"] != before["trudy"] and before["mallory"] != before["mallory-512"]
+    assert isinstance(json.loads(path.read_text())["decoy_secret"], str)  # the gateway stored it once

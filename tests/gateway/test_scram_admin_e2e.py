@@ -83,3 +83,18 @@ def test_only_cluster_alter_may_change_credentials(scram_gateway: tuple[GatewayT
         for future in alice.alter_user_scram_credentials([upsert]).values():
             future.result(timeout=10)
     assert error.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_describe_without_user_names_lists_every_scram_user(scram_gateway: tuple[GatewayThread, Path]) -> None:
+    """confluent-kafka sends an empty user list for "all users"; Kafka treats empty like null."""
+    gateway, users = scram_gateway
+    admin = AdminClient(_as(gateway, "admin", "admin-secret"))
+    described = admin.describe_user_scram_credentials()
+    every = described.result(timeout=10) if not isinstance(described, dict) else {
+        user: future.result(timeout=10) for user, future in described.items()}
+    expected = {user for user in FileCredentialStore(users).users()}
+    assert {"admin", "alice"} <= expected
+    assert set(every) == expected
+    for description in every.values():
+        assert {(i.mechanism, i.iterations) for i in description.scram_credential_infos} == {
+            (ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 4096)}

@@ -17,6 +17,7 @@ from gateway.security_records import (
     acl_record,
     apply_records,
     credential_record,
+    decoy_secret_record,
     token_record,
 )
 from tests.authz.helpers import acl
@@ -102,6 +103,8 @@ def test_records_of_an_unknown_kind_are_skipped_and_counted() -> None:
     (b'{"kind":"credential","user":"u","mechanism":"MD5"}', b'{"v":1,"salt":"AA==","hash":"AA==","iterations":1}'),
     (b'{"kind":"token"}', None),
     (b'{"kind":"token","id":"t"}', b'{"v":1,"owner":"nobody"}'),
+    (b'{"kind":"decoy_secret","id":"x"}', b'{"v":1,"secret":"c2hvcnQ="}'),
+    (b'{"kind":"decoy_secret","id":"x"}', b'{"v":1}'),
 ])
 def test_a_bad_record_of_a_known_kind_is_refused_and_the_state_is_kept(key: bytes | None,
                                                                         value: bytes | None) -> None:
@@ -117,3 +120,26 @@ def test_error_messages_never_contain_key_material() -> None:
     with pytest.raises(StoreRecordError) as error:
         apply_records(SecuritySnapshot(), [(b'{"kind":"credential","user":"u","mechanism":"SCRAM-SHA-256"}', value)])
     assert "c2VjcmV0" not in str(error.value) and "not-base64" not in str(error.value)
+
+
+def test_the_first_decoy_secret_in_log_order_wins_and_later_candidates_change_nothing() -> None:
+    first, late = decoy_secret_record(b"1" * 32), decoy_secret_record(b"2" * 32)
+    assert first.key != late.key  # racing instances' candidates all survive compaction, in log order
+    state = _apply(SecuritySnapshot(), first, acl_record(_binding("a")), late).state
+    assert state.decoy_secret == b"1" * 32 and list(state.acls) == [_binding("a")]
+    assert _apply(state, decoy_secret_record(b"3" * 32), StoreRecord(late.key, None)).state.decoy_secret == b"1" * 32
+    # Replaying from scratch (a restarted instance) converges on the same one.
+    assert _apply(SecuritySnapshot(), first, late).state.decoy_secret == b"1" * 32
+
+
+def test_the_decoy_secret_is_kept_out_of_reprs_and_error_messages() -> None:
+    secret = b"decoy-secret-bytes-0123456789abc"
+    record = decoy_secret_record(secret)
+    state = _apply(SecuritySnapshot(), record).state
+    encoded = record.value.decode() if record.value else ""
+    assert "ZGVjb3kt" in encoded
+    for text in (repr(state), repr(record)):
+        assert "ZGVjb3kt" not in text and "decoy-secret" not in text
+    with pytest.raises(StoreRecordError) as error:
+        apply_records(SecuritySnapshot(), [(record.key, b'{"v":1,"secret":"ZGVjb3kt!!"}')])
+    assert "ZGVjb3kt" not in str(error.value)
