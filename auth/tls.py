@@ -14,7 +14,8 @@ import secrets
 import ssl
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,14 @@ class ServerCertificate:
     subject: str  # RFC 2253, as Java spells it
     subject_alt_names: frozenset[tuple[str, str]]
 
+    @property
+    def dns_names(self) -> list[str]:
+        return sorted(value for kind, value in self.subject_alt_names if kind == "DNSName")
+
+
+# A one-port listener's router: the route for a ClientHello's server name, or None to refuse it.
+ServerNameGate = Callable[[str | None], object | None]
+
 
 def build_server_context(settings: ListenerTlsSettings) -> ServerCertificate:
     """Read the key material and build a server SSLContext; raises TlsConfigError."""
@@ -366,6 +375,25 @@ class TlsContextProvider:
         self._lock = threading.Lock()
         self._state = self._file_state()
         self._current = self._build()
+        # One-port listeners (SNI routing): which server names are served, and where each handshake goes.
+        self._gate: ServerNameGate | None = None
+        self._check_names: Callable[[list[str]], list[str]] | None = None
+        self._routes: weakref.WeakKeyDictionary[ssl.SSLObject, object] = weakref.WeakKeyDictionary()
+
+    def route_server_names(self, gate: ServerNameGate, uncovered: Callable[[list[str]], list[str]]) -> None:
+        """Serve only the server names ``gate`` routes (refusing others during the handshake) and require
+        the certificate to cover them: ``uncovered(dns names)`` lists what it misses, now and on reload."""
+        self._check_names = uncovered
+        missing = uncovered(self._current.dns_names)
+        if missing:
+            raise TlsConfigError(f"ssl.keystore.location ({self._settings.keystore_location}): the certificate "
+                                 f"does not cover {', '.join(missing)} (its names: "
+                                 f"{', '.join(self._current.dns_names) or 'none'})")
+        self._gate = gate
+
+    def route_of(self, connection: ssl.SSLObject | None) -> object | None:
+        """Where the handshake of ``connection`` was routed by its server name (None: no SNI routing)."""
+        return self._routes.get(connection) if connection is not None else None
 
     @classmethod
     def from_settings(cls, config: Mapping[str, Any]) -> TlsContextProvider:
@@ -398,6 +426,10 @@ class TlsContextProvider:
                 log.error("TLS reload refused: the certificate subject changed from %r to %r "
                           "and ssl.allow.dn.changes is false", old.subject, new.subject)
                 return False
+            missing = self._check_names(new.dns_names) if self._check_names is not None else []
+            if missing:
+                log.error("TLS reload refused: the new certificate does not cover %s", ", ".join(missing))
+                return False
             if not self._settings.allow_san_changes and new.subject_alt_names != old.subject_alt_names:
                 log.error("TLS reload refused: the subject alternative names changed from %s to %s "
                           "and ssl.allow.san.changes is false",
@@ -422,10 +454,19 @@ class TlsContextProvider:
         built.context.sni_callback = self._hand_over
         return built
 
-    def _hand_over(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+    def _hand_over(self, connection: ssl.SSLObject, server_name: str | None,
+                   context: ssl.SSLContext) -> int | None:
+        if self._gate is not None:
+            route = self._gate(server_name)
+            if route is None:  # fail closed: no SNI, or a name this listener does not serve
+                log.warning("TLS handshake refused: server name %r is not served on this listener",
+                            (server_name or "")[:255])
+                return ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME
+            self._routes[connection] = route
         current = self._current.context
         if context is not current:
             connection.context = current
+        return None
 
     def _file_state(self) -> _FileState:
         states: list[tuple[int, int, int, int] | None] = []

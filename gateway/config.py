@@ -9,6 +9,7 @@ work.  ``KSGATE_<KEY>`` (dots as underscores, upper case) overrides any known ke
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from gateway.edge.sni_routing import SniConfigError, SniRoutes
 
 
 class ConfigError(ValueError):
@@ -51,6 +54,11 @@ class ListenerConfig:
     node_port_base: int  # upstream node N is served on node_port_base + N - node_id_min
     # The listener's effective ssl.*/sasl.* settings: globals overlaid with listener.name.<name>.*
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # One port for every broker, routed by TLS SNI (no node ports): listener.name.<name>.ksgate.sni.*
+    sni: SniRoutes | None = None
+    # Connections start with a PROXY header from one of these networks (listener.name.<name>.ksgate.proxy.*)
+    proxy_protocol: bool = False
+    proxy_trusted_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
     @property
     def uses_tls(self) -> bool:
@@ -252,6 +260,10 @@ for _key in TLS_KEYS:
     KNOWN_KEYS[_key] = (_optional_str, None)
 LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {
     "node.port.base": _int,
+    # The network edge (docs/deployment.md): per listener only, as their meaning is the listener's.
+    "ksgate.sni.broker.host.pattern": _optional_str,
+    "ksgate.proxy.protocol": _bool,
+    "ksgate.proxy.protocol.trusted.networks": _optional_str,
     "sasl.enabled.mechanisms": _str,
     "ssl.principal.mapping.rules": _str,
     **{key: _optional_str for key in TLS_KEYS},
@@ -414,8 +426,9 @@ def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[s
         if base <= 0:
             raise ConfigError(f"listener.name.{bind.name.lower()}.node.port.base: must be positive")
         effective = {key: settings[key] for key in LISTENER_KEYS if key in settings}
-        effective.update({k: v for k, v in overrides.items() if k != "node.port.base"})
-        listener = ListenerConfig(bind.name, bind.security_protocol, bind, adv, base, effective)
+        effective.update({k: v for k, v in overrides.items() if k not in _EDGE_KEYS})
+        listener = ListenerConfig(bind.name, bind.security_protocol, bind, adv, base, effective,
+                                  **_edge(bind, adv, overrides))
         if listener.uses_sasl and not listener.sasl_mechanisms:
             raise ConfigError(f"sasl.enabled.mechanisms: listener {bind.name} is {bind.security_protocol} "
                               f"but enables no mechanism")
@@ -425,6 +438,37 @@ def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[s
                               f"(supported: {', '.join(SASL_MECHANISMS)})")
         result.append(listener)
     return tuple(result)
+
+
+_EDGE_KEYS = frozenset({"node.port.base", "ksgate.sni.broker.host.pattern", "ksgate.proxy.protocol",
+                        "ksgate.proxy.protocol.trusted.networks"})
+
+
+def _edge(bind: Endpoint, advertised: Endpoint, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A listener's SNI routes and PROXY protocol settings (listener.name.<name>.ksgate.*)."""
+    prefix = f"listener.name.{bind.name.lower()}."
+    edge: dict[str, Any] = {}
+    pattern = overrides.get("ksgate.sni.broker.host.pattern")
+    if pattern:
+        if bind.security_protocol not in ("SSL", "SASL_SSL"):
+            raise ConfigError(f"{prefix}ksgate.sni.broker.host.pattern: SNI needs TLS, but listener {bind.name} "
+                              f"is {bind.security_protocol}")
+        try:
+            edge["sni"] = SniRoutes(advertised.host, pattern)
+        except SniConfigError as exc:
+            raise ConfigError(f"{prefix}ksgate.sni.broker.host.pattern: {exc}") from None
+    if overrides.get("ksgate.proxy.protocol", False):
+        networks = overrides.get("ksgate.proxy.protocol.trusted.networks")
+        if not networks:
+            raise ConfigError(f"{prefix}ksgate.proxy.protocol.trusted.networks: required with "
+                              f"ksgate.proxy.protocol (the balancers allowed to state a client's address)")
+        try:
+            edge["proxy_trusted_networks"] = tuple(ipaddress.ip_network(n.strip(), strict=False)
+                                                   for n in networks.split(",") if n.strip())
+        except ValueError as exc:
+            raise ConfigError(f"{prefix}ksgate.proxy.protocol.trusted.networks: {exc}") from None
+        edge["proxy_protocol"] = True
+    return edge
 
 
 def _upstream(settings: Mapping[str, Any]) -> UpstreamConfig:

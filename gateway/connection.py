@@ -18,6 +18,7 @@ from auth.sasl_server import Authenticated, Close, SaslServerAuthenticator
 from gateway.address_rewrite import needs_rewrite
 from gateway.authentication import authenticate_frame, new_authenticator, principal_at_connect
 from gateway.context import GatewayContext
+from gateway.edge.sni_routing import Node
 from gateway.logs import get_logger
 from gateway.pending import ResponseQueue, WireBytes, with_correlation_id
 from gateway.request_pipeline import PipelineRefusal, handle_request, transform_response
@@ -39,7 +40,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     a large Produce request lands in one buffer of its own, with no per-read copy."""
 
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
-                 on_close: Any = None) -> None:
+                 on_close: Any = None, client_address: tuple[str, int] | None = None) -> None:
         self.ctx = ctx
         self.listener = next(lst for lst in ctx.config.listeners if lst.name == listener_name)
         self.node_id = node_id
@@ -73,6 +74,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         # The last local answer still being computed (a store write): later local answers
         # wait for it, so a connection sees its own admin changes, as on a Kafka broker.
         self.local_chain: asyncio.Future[None] | None = None
+        # The client's address as a trusted load balancer's PROXY header states it (else the socket's peer).
+        self._client_address = client_address
 
     # --- client socket events ------------------------------------------------------
 
@@ -81,11 +84,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport = tr = cast(asyncio.Transport, transport)
         self.ctx.metrics.connection_opened(self.listener.name)
         self._counted = True
-        peer = tr.get_extra_info("peername")
+        peer = self._client_address or tr.get_extra_info("peername")
         self.client_host = str(peer[0]) if peer else "?"
         self.client_port = int(peer[1]) if peer else 0
         self.log = self.log.bind(client=f"{peer[0]}:{peer[1]}" if peer else "?")
         tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+        if self.listener.sni is not None and self.security.tls is not None:
+            # One port for every broker: the handshake's server name said which node this connection is for.
+            route = self.security.tls.route_of(tr.get_extra_info("ssl_object"))
+            self.node_id = route.node_id if isinstance(route, Node) else None
+            self.log = self.log.bind(node=self.node_id)
         try:
             self.principal = principal_at_connect(self, self.security)
         except Exception as exc:  # e.g. no ssl.principal.mapping.rules rule matched the DN

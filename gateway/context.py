@@ -27,6 +27,8 @@ class ListenerAddressBook:
         self.cluster.learn_node(node_id, host, port)
 
     def client_address(self, node_id: int) -> tuple[str, int]:
+        if self.listener.sni is not None:  # one port for every broker: the node is told apart by its name
+            return self.listener.sni.host_of(node_id), self.listener.advertised.port
         return self.listener.advertised.host, self.config.node_port(self.listener, node_id)
 
 

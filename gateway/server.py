@@ -6,8 +6,10 @@ import asyncio
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from auth.mechanism import wall_clock_ms
+from auth.tls import TlsConfigError
 from auth.token_store import TokenStore
 from gateway.allocator import keep_large_buffers_on_the_heap
 from gateway.api_versions import negotiate
@@ -15,6 +17,8 @@ from gateway.cluster_view import ClusterView
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.connection import ClientConnection
 from gateway.context import GatewayContext
+from gateway.edge.proxied_listener import ProxiedServer
+from gateway.edge.sni_routing import SniRoutes
 from gateway.logs import get_logger
 from gateway.metrics import Metrics
 from gateway.request_pipeline import NEVER_RELAYED
@@ -34,7 +38,7 @@ log = get_logger(component="server")
 class Gateway:
     config: GatewayConfig
     ctx: GatewayContext = field(init=False)
-    _servers: dict[tuple[str, int | None], asyncio.base_events.Server] = field(default_factory=dict)
+    _servers: dict[tuple[str, int | None], asyncio.base_events.Server | ProxiedServer] = field(default_factory=dict)
     _connections: set[ClientConnection] = field(default_factory=set)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
@@ -149,13 +153,15 @@ class Gateway:
             await self._load_security_store(self.security_topic)
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_upstream()))
+        self._route_server_names()
         for listener in self.config.listeners:
             await self._listen(listener, None)
         # The nodes known now are opened before the gateway counts as started: a node port
         # that cannot be bound fails start-up instead of leaving clients to time out.
         for node_id in sorted(self.ctx.cluster.nodes):
             for listener in self.config.listeners:
-                await self._listen(listener, node_id)
+                if listener.sni is None:  # a one-port (SNI) listener serves every node on its own port
+                    await self._listen(listener, node_id)
         self.started = True
         log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
                                                for lst in self.config.listeners],
@@ -321,8 +327,27 @@ class Gateway:
             if conn.idle_for(now) > limit:
                 conn.abort(f"idle for more than {self.config.connections_max_idle_ms} ms (connections.max.idle.ms)")
 
+    def _route_server_names(self) -> None:
+        """One-port listeners: refuse handshakes for names they do not serve, and check the certificate covers
+        the bootstrap host and every broker name (a wildcard SAN, or each known node's name)."""
+        for listener in self.config.listeners:
+            sni, tls = listener.sni, self.ctx.security[listener.name].tls
+            if sni is None or tls is None:
+                continue
+            try:
+                tls.route_server_names(sni.route, partial(_uncovered, sni, self.ctx.cluster))
+            except TlsConfigError as exc:
+                raise ConfigError(f"listener.name.{listener.name.lower()}.ksgate.sni.broker.host.pattern: {exc}") \
+                    from None
+
     def _open_node_listeners(self, node_id: int) -> None:
         for listener in self.config.listeners:
+            if listener.sni is not None:
+                tls = self.ctx.security[listener.name].tls
+                missing = listener.sni.uncovered(tls.current.dns_names, [node_id]) if tls is not None else []
+                if missing:
+                    log.error("sni_certificate_misses_node", listener=listener.name, missing=missing)
+                continue
             if (listener.name, node_id) not in self._servers and not self._stopping:
                 try:
                     self.config.node_port(listener, node_id)
@@ -346,14 +371,23 @@ class Gateway:
         else:
             sock = _bound_socket(listener.bind.host, port)
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: self._new_connection(listener.name, node_id), sock=sock, backlog=1024,
-            ssl=self.ctx.security[listener.name].ssl_context)
+        ssl_context = self.ctx.security[listener.name].ssl_context
+        server: asyncio.base_events.Server | ProxiedServer
+        if listener.proxy_protocol:
+            server = ProxiedServer(sock, listener.proxy_trusted_networks,
+                                   lambda client: self._new_connection(listener.name, node_id, client),
+                                   ssl_context, self.config.authentication_timeout_ms / 1000, listener=listener.name)
+            server.start()
+        else:
+            server = await loop.create_server(
+                lambda: self._new_connection(listener.name, node_id), sock=sock, backlog=1024, ssl=ssl_context)
         self._servers[key] = server
         log.info("listening", listener=listener.name, node=node_id, address=f"{listener.bind.host}:{port}")
 
-    def _new_connection(self, listener_name: str, node_id: int | None) -> ClientConnection:
-        conn = ClientConnection(self.ctx, listener_name, node_id, on_close=self._connections.discard)
+    def _new_connection(self, listener_name: str, node_id: int | None,
+                        client: tuple[str, int] | None = None) -> ClientConnection:
+        conn = ClientConnection(self.ctx, listener_name, node_id, on_close=self._connections.discard,
+                                client_address=client)
         self._connections.add(conn)
         if self._stopping:
             conn.begin_drain()
@@ -387,6 +421,10 @@ class Gateway:
         if self.security_topic is not None:
             await asyncio.to_thread(self.security_topic.stop)
         log.info("gateway_stopped")
+
+
+def _uncovered(sni: SniRoutes, cluster: ClusterView, names: list[str]) -> list[str]:
+    return sni.uncovered(names, cluster.nodes)
 
 
 def _report_listen_failure(task: asyncio.Task[None]) -> None:
