@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # GSSAPI module: the pip confluent-kafka wheel's librdkafka has no GSSAPI, Debian's does.
 # Installed only when missing, and only as root.
 need=()
-for pkg in krb5-kdc krb5-admin-server krb5-user libkrb5-dev kcat libsasl2-modules-gssapi-mit; do
+for pkg in krb5-kdc krb5-admin-server krb5-user libkrb5-dev kcat libsasl2-modules-gssapi-mit haproxy; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
