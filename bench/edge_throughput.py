@@ -22,10 +22,10 @@ from confluent_kafka.admin import AdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from auth.cert_tools import issue_cert, make_ca  # noqa: E402
-from bench import throughput  # noqa: E402
-from gateway.embedded_broker import EmbeddedBroker  # noqa: E402
-from tests.hosts_file import can_edit_hosts, hosts_entries  # noqa: E402
+from auth.cert_tools import issue_cert, make_ca
+from bench import throughput
+from gateway.embedded_broker import EmbeddedBroker
+from tests.hosts_file import can_edit_hosts, hosts_entries
 
 DOMAIN = "bench.ksgate.test"
 NODE = 111  # Tansu's node id
