@@ -67,6 +67,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.security = ctx.security[listener_name]
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
+        # True while a password is checked off the event loop (gateway.authentication); the
+        # frames that arrived meanwhile wait in _held (reading is paused: at most one read's worth).
+        self.verifying = False
+        self._held: list[Frame] = []
         self._auth_timer: asyncio.TimerHandle | None = None
         # The last local answer still being computed (a store write): later local answers
         # wait for it, so a connection sees its own admin changes, as on a Kafka broker.
@@ -176,11 +180,17 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         if not frames:
             return
+        self._handle_frames(frames)
+
+    def _handle_frames(self, frames: list[Frame]) -> None:
         outgoing: list[WireBytes] = []
-        for frame in frames:
+        for index, frame in enumerate(frames):
             if self.principal is None:
                 if self._closing:
                     return
+                if self.verifying:  # in order: later frames wait for the pending password check
+                    self._held.extend(frames[index:])
+                    break
                 authenticate_frame(self, frame)
                 continue
             try:
@@ -295,6 +305,16 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.splitter.prealloc = FrameReceiver.PREALLOC_BYTES
             self._start_upstream()
 
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def release_held_frames(self) -> None:
+        """A password check finished: write its answer, then handle the frames that arrived meanwhile."""
+        held, self._held = self._held, []
+        if not self._closing:
+            self._handle_frames(held)
+
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
         self.ctx.metrics.authentication(mechanism or self.listener.security_protocol, "success")
         key = str(principal)
@@ -309,6 +329,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.log.warning("authentication_failed", reason=step.reason,
                          mechanism_failure=step.authentication_failure)
         self.ctx.counters.authentication_failures += 1
+        if step.failure_class == "bad_credentials":  # not throttled/overloaded: those checked nothing
+            self.ctx.login_throttle.record_failure(self.client_host)
         self.ctx.metrics.authentication(self.authenticator.mechanism if self.authenticator else None,
                                         step.failure_class)
         if self.ctx.authorization is not None:

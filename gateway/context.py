@@ -5,12 +5,14 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
+from auth.login_throttle import LoginThrottle
 from gateway.api_versions import VersionRanges
 from gateway.authentication import ListenerSecurity
 from gateway.authorization import GatewayAuthorization
 from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.metrics import Metrics
+from gateway.verification_pool import VerificationPool
 from protocol.frame_receiver import BufferPool
 
 
@@ -53,6 +55,10 @@ class GatewayContext:
     authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
     # Receive buffers of large requests, reused across connections (one event loop, one pool).
     frame_buffers: BufferPool = field(default_factory=BufferPool)
+    # Failed authentications per client address (ksgate.authentication.failures.*).
+    login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    # Where password hashes run, off the event loop (ksgate.authentication.verification.*).
+    verification_pool: VerificationPool = field(default_factory=VerificationPool)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)
