@@ -53,9 +53,10 @@ class LoginThrottle:
         self._expire(host, times, self._clock())
         return len(times) >= self.limit
 
-    def record_failure(self, host: str) -> None:
+    def record_failure(self, host: str) -> bool:
+        """Count a failure; True when it brings ``host`` to the limit (it is refused from now on)."""
         if self.limit <= 0 or self.max_hosts <= 0:
-            return
+            return False
         now = self._clock()
         times = self._failures.get(host)
         if times is None:
@@ -65,6 +66,7 @@ class LoginThrottle:
         else:
             self._failures.move_to_end(host)
         times.append(now)  # maxlen: the oldest falls off, the count stays at most limit
+        return len(times) == self.limit and now - times[0] < self.window_ms
 
     def _expire(self, host: str, times: deque[int], now: int) -> None:
         horizon = now - self.window_ms

@@ -186,7 +186,7 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.authentication.failures.per.ip": (_int, 10),
     "ksgate.authentication.failures.window.ms": (_int, 60_000),
     "ksgate.authentication.failures.max.tracked.ips": (_int, 10_000),
-    "ksgate.authentication.verification.threads": (_int, 2),
+    "ksgate.authentication.verification.threads": (_int, 1),
     "ksgate.authentication.verification.queue.size": (_int, 256),
     "ksgate.authentication.plain.cache.size": (_int, 10_000),
     "ksgate.credentials.file": (_optional_str, None),

@@ -326,11 +326,16 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def refuse_authentication(self, step: Close) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
-        self.log.warning("authentication_failed", reason=step.reason,
-                         mechanism_failure=step.authentication_failure)
+        throttle = self.ctx.login_throttle
+        if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
+            self.log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
+        else:
+            self.log.warning("authentication_failed", reason=step.reason,
+                             mechanism_failure=step.authentication_failure)
         self.ctx.counters.authentication_failures += 1
-        if step.failure_class == "bad_credentials":  # not throttled/overloaded: those checked nothing
-            self.ctx.login_throttle.record_failure(self.client_host)
+        if step.failure_class == "bad_credentials" and throttle.record_failure(self.client_host):
+            self.log.warning("authentication_throttled", client_host=self.client_host, failures=throttle.limit,
+                             window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
         self.ctx.metrics.authentication(self.authenticator.mechanism if self.authenticator else None,
                                         step.failure_class)
         if self.ctx.authorization is not None:

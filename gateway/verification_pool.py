@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-DEFAULT_THREADS = 2
+DEFAULT_THREADS = 1
 DEFAULT_QUEUE_SIZE = 256
 
 

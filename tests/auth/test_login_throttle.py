@@ -86,3 +86,10 @@ def test_a_limit_of_zero_disables_the_throttle() -> None:
     for _ in range(100):
         throttle.record_failure("10.0.0.1")
     assert not throttle.refuses("10.0.0.1") and len(throttle) == 0
+
+
+def test_recording_says_when_the_address_reaches_the_limit() -> None:
+    throttle, clock = _throttle(limit=3, window_ms=1000)
+    assert [throttle.record_failure("10.0.0.1") for _ in range(3)] == [False, False, True]
+    clock.now += 5000  # the old failures aged out: reaching the limit again is news again
+    assert [throttle.record_failure("10.0.0.1") for _ in range(3)] == [False, False, True]
