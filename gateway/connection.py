@@ -185,12 +185,12 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _handle_frames(self, frames: list[Frame]) -> None:
         outgoing: list[WireBytes] = []
         for index, frame in enumerate(frames):
+            if self.verifying:  # in order: later frames (re-authentication too) wait for the password check
+                self._held.extend(frames[index:])
+                break
             if self.principal is None:
                 if self._closing:
                     return
-                if self.verifying:  # in order: later frames wait for the pending password check
-                    self._held.extend(frames[index:])
-                    break
                 authenticate_frame(self, frame)
                 continue
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
@@ -211,3 +212,20 @@ def test_a_cached_login_still_checks_the_authzid() -> None:
     run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret"))
     outcome = mechanism.create(CONTEXT).evaluate(b"admin\0alice\0s3cret")
     assert isinstance(outcome, Failure) and outcome.client_message == AUTHZID_MISMATCH_MESSAGE
+
+
+def test_a_password_changed_in_the_credential_file_drops_the_cached_login(tmp_path: Path) -> None:
+    from auth.file_store import FileCredentialStore
+
+    path = tmp_path / "users.json"
+    FileCredentialStore(path).upsert_user("alice", "old", mechanisms=("PLAIN",))
+    now = [0.0]
+    store = FileCredentialStore(path, clock=lambda: now[0], reload_interval_s=1.0)
+    mechanism = PlainMechanism(store)
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0old")) == Done(authorization_id="alice")
+    assert mechanism.create(CONTEXT).evaluate(b"\0alice\0old") == Done(authorization_id="alice")  # cached
+    FileCredentialStore(path).upsert_user("alice", "new", mechanisms=("PLAIN",))  # e.g. `ksgate users add`
+    now[0] += 2  # the store's next signature check sees the new file
+    outcome = mechanism.create(CONTEXT).evaluate(b"\0alice\0old")
+    assert isinstance(outcome, Verify) and isinstance(run_inline(outcome), Failure)
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0new")) == Done(authorization_id="alice")

@@ -116,3 +116,30 @@ def test_frames_pipelined_behind_a_pending_password_check_are_answered_in_order(
         assert (cid, body["error_code"]) == (3, 0)
     finally:
         client.close()
+
+
+def test_a_reauthentication_hashed_off_the_loop_keeps_responses_in_order(broker: EmbeddedBroker,
+                                                                         credentials: Path) -> None:
+    """KIP-368 on a live connection: requests pipelined behind the re-authentication wait for it."""
+    uncached = _gateway(broker, credentials, **{"ksgate.authentication.plain.cache.size": 0})
+    client = WireClient(uncached.bootstrap)
+    try:
+        token = b"\0alice\0alice-secret"
+        versions = {"client_software_name": "t", "client_software_version": "1"}
+        client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"})
+                    + request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": token}))
+        client.read_response(ApiKey.SASL_HANDSHAKE, 1)
+        assert client.read_response(ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == 0
+        client.send(request_frame(ApiKey.API_VERSIONS, 3, 3, versions)
+                    + request_frame(ApiKey.SASL_HANDSHAKE, 1, 4, {"mechanism": "PLAIN"})
+                    + request_frame(ApiKey.SASL_AUTHENTICATE, 2, 5, {"auth_bytes": token})
+                    + request_frame(ApiKey.API_VERSIONS, 3, 6, versions))
+        assert client.read_response(ApiKey.API_VERSIONS, 3)[0] == 3
+        assert client.read_response(ApiKey.SASL_HANDSHAKE, 1)[0] == 4
+        cid, body = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
+        assert (cid, body["error_code"]) == (5, 0)
+        assert client.read_response(ApiKey.API_VERSIONS, 3)[0] == 6
+        assert _hashes(uncached) == 2  # both logins were hashed (no cache), on the pool
+    finally:
+        client.close()
+        uncached.stop()
