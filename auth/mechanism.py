@@ -48,7 +48,26 @@ class Failure:
     failure_class: str = "bad_credentials"
 
 
-Outcome = Challenge | Done | Failure
+@dataclass(slots=True, frozen=True)
+class Verify:
+    """Costly, pure work (a password hash) that must not run on the gateway's event loop.
+
+    ``job`` may run on any thread and touches no shared state; its result goes to
+    ``resume``, on the caller's thread, which says what follows.
+    """
+
+    job: Callable[[], bytes]
+    resume: Callable[[bytes], Outcome]
+
+
+Outcome = Challenge | Done | Failure | Verify
+
+
+def run_inline(outcome: Outcome) -> Challenge | Done | Failure:
+    """Runs any Verify on the caller's thread (tools and tests; the gateway uses its pool)."""
+    while isinstance(outcome, Verify):
+        outcome = outcome.resume(outcome.job())
+    return outcome
 
 
 class SaslMechanismServer(Protocol):

@@ -10,10 +10,11 @@ import hmac
 import secrets
 
 from auth.credentials import CredentialStore, PlainCredential
-from auth.mechanism import Done, Failure, Outcome, SaslContext, SaslMechanismServer
+from auth.mechanism import Done, Failure, Outcome, SaslContext, SaslMechanismServer, Verify
+from auth.verified_passwords import VerifiedPasswordCache
 
-# The gateway verifies PLAIN passwords on its event loop, so the hash must stay cheap:
-# 4096 PBKDF2-SHA512 rounds (SCRAM's minimum) take about 4 ms here.
+# 4096 PBKDF2-SHA512 rounds (SCRAM's minimum) take about 4 ms here, on a worker thread of the
+# gateway (never its event loop); a verified password is remembered, so reconnects skip it.
 PLAIN_DEFAULT_ITERATIONS = 4096
 PLAIN_SALT_BYTES = 32
 _HASH_NAME = "sha512"
@@ -41,8 +42,9 @@ def plain_credential(password: str, salt: bytes | None = None,
 class PlainMechanism:
     """MechanismFactory for PLAIN."""
 
-    def __init__(self, store: CredentialStore) -> None:
+    def __init__(self, store: CredentialStore, cache: VerifiedPasswordCache | None = None) -> None:
         self._store = store
+        self._cache = cache if cache is not None else VerifiedPasswordCache()
         # Unknown users are checked against this random stand-in, so they cost the same work.
         size = hashlib.new(_HASH_NAME).digest_size
         self._decoy = PlainCredential(secrets.token_bytes(PLAIN_SALT_BYTES), secrets.token_bytes(size),
@@ -53,18 +55,20 @@ class PlainMechanism:
         return "PLAIN"
 
     def create(self, context: SaslContext) -> SaslMechanismServer:
-        return _PlainServer(self._store, self._decoy)
+        return _PlainServer(self._store, self._decoy, self._cache)
 
     def __repr__(self) -> str:
         return "PlainMechanism()"
 
 
 class _PlainServer:
-    """PLAIN is a single message: authzid NUL authcid NUL passwd."""
+    """PLAIN is a single message: authzid NUL authcid NUL passwd.  The password check is a
+    Verify step (the hash runs off the caller's thread) unless the cache already vouches for it."""
 
-    def __init__(self, store: CredentialStore, decoy: PlainCredential) -> None:
+    def __init__(self, store: CredentialStore, decoy: PlainCredential, cache: VerifiedPasswordCache) -> None:
         self._store = store
         self._decoy = decoy
+        self._cache = cache
         self._used = False
 
     def evaluate(self, token: bytes) -> Outcome:
@@ -90,14 +94,28 @@ class _PlainServer:
         except Exception as exc:  # a broken store must fail this attempt, not the connection handler
             return Failure(f"credential lookup failed: {exc!r}",
                            "Authentication failed: credentials for user could not be verified")
+        mac = self._cache.password_mac(password) if stored is not None else b""
+        if stored is not None and self._cache.verified(username, mac, stored):
+            return _authorized(authzid, username)
         credential = stored if stored is not None else self._decoy
-        computed = _derive(password, credential.salt, credential.iterations, len(credential.hash))
-        matches = hmac.compare_digest(computed, credential.hash)
-        if stored is None:
-            return Failure(f"unknown user {username!r}", INVALID_CREDENTIALS_MESSAGE)
-        if not matches:
-            return Failure(f"invalid password for {username!r}", INVALID_CREDENTIALS_MESSAGE)
-        # After the password, as Kafka: only someone who knows it learns why they were refused.
-        if authzid and authzid != username:
-            return Failure(f"PLAIN authzid {authzid!r} differs from username {username!r}", AUTHZID_MISMATCH_MESSAGE)
-        return Done(authorization_id=username)
+
+        def job() -> bytes:  # PBKDF2 releases the GIL: the gateway runs this on a worker thread
+            return _derive(password, credential.salt, credential.iterations, len(credential.hash))
+
+        def resume(computed: bytes) -> Outcome:
+            matches = hmac.compare_digest(computed, credential.hash)
+            if stored is None:
+                return Failure(f"unknown user {username!r}", INVALID_CREDENTIALS_MESSAGE)
+            if not matches:
+                return Failure(f"invalid password for {username!r}", INVALID_CREDENTIALS_MESSAGE)
+            self._cache.remember(username, mac, stored)
+            return _authorized(authzid, username)
+
+        return Verify(job, resume)
+
+
+def _authorized(authzid: str, username: str) -> Done | Failure:
+    # After the password, as Kafka: only someone who knows it learns why they were refused.
+    if authzid and authzid != username:
+        return Failure(f"PLAIN authzid {authzid!r} differs from username {username!r}", AUTHZID_MISMATCH_MESSAGE)
+    return Done(authorization_id=username)

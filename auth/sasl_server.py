@@ -18,7 +18,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from auth.mechanism import Challenge, Done, Failure, MechanismFactory, SaslContext, SaslMechanismServer
+from auth.mechanism import (
+    Challenge,
+    Done,
+    Failure,
+    MechanismFactory,
+    Outcome,
+    SaslContext,
+    SaslMechanismServer,
+    Verify,
+)
 from auth.principal import KafkaPrincipal, PrincipalBuilder, SaslAuthContext
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
@@ -70,12 +79,22 @@ class Close:
     reason: str
     frame: bytes | None = None
     authentication_failure: bool = False
-    # A short, stable class for audit and metrics: bad_credentials, nonce_mismatch,
-    # unsupported_mechanism, illegal_state, reauthentication_refused, malformed.
+    # A short, stable class for audit and metrics: bad_credentials, nonce_mismatch, unsupported_mechanism,
+    # illegal_state, reauthentication_refused, malformed, throttled, overloaded.
     failure_class: str = "illegal_state"
 
 
-Step = Respond | Authenticated | Close
+@dataclass(slots=True, frozen=True)
+class Verifying:
+    """Run ``job`` off the event loop, then feed its result to ``on_verified`` (or call
+    ``on_verification_refused`` if it cannot run); the connection reads no frames meanwhile."""
+
+    job: Callable[[], bytes]
+
+
+Step = Respond | Authenticated | Close | Verifying
+# What a mechanism's outcome becomes on the wire, for the request that carried its token.
+_StepFor = Callable[[Challenge | Done | Failure], Step]
 
 
 @dataclass(slots=True)
@@ -86,6 +105,9 @@ class SaslServerConfig:
     # PLAIN sends the password in clear; Kafka allows it anywhere, ksgate only on TLS
     # unless the operator says otherwise (ksgate.sasl.plain.allow.insecure).
     allow_plain_without_tls: bool = False
+    # Whether attempts from this client host are refused before any credential check
+    # (auth.login_throttle); None: never.
+    refuse_source: Callable[[str], bool] | None = None
 
 
 def claimed_user(mechanism: str, first_token: bytes) -> str | None:
@@ -128,6 +150,7 @@ class SaslServerAuthenticator:
         self._attempted_user: str | None = None
         self.principal: KafkaPrincipal | None = None
         self.session_expiry_ms: int | None = None
+        self._verifying: tuple[Verify, _StepFor] | None = None
 
     @property
     def mechanism(self) -> str | None:
@@ -142,6 +165,8 @@ class SaslServerAuthenticator:
 
     def on_frame(self, payload: memoryview) -> Step:
         """A frame received while not authenticated (or a re-authentication frame)."""
+        if self._verifying is not None:  # the gateway must hold frames while a Verifying step runs
+            return self._fail_state("frame received while a credential verification was pending")
         try:
             return self._dispatch(payload)
         except DecodeError as exc:
@@ -226,38 +251,77 @@ class SaslServerAuthenticator:
     def _authenticate(self, payload: memoryview, version: int, correlation_id: int) -> Step:
         header, schema = decode_request_header(payload)
         body = schema.request_codec(version).decode(payload[header.size :])
-        outcome = self._evaluate(bytes(body["auth_bytes"]))
 
         def reply(error: int, message: str | None, data: bytes, lifetime: int = 0) -> bytes:
             return self._response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, {
                 "error_code": error, "error_message": message, "auth_bytes": data,
                 "session_lifetime_ms": lifetime})
 
-        if isinstance(outcome, Challenge):
-            return Respond(reply(0, None, outcome.data))
-        if isinstance(outcome, Failure):
-            self.state = SaslState.FAILED
-            return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
-                         authentication_failure=True, failure_class=outcome.failure_class)
-        return self._complete(outcome, lambda lifetime: reply(0, None, outcome.final, lifetime),
-                              lambda message: reply(SASL_AUTHENTICATION_FAILED, message, b""))
+        def step_for(outcome: Challenge | Done | Failure) -> Step:
+            if isinstance(outcome, Challenge):
+                return Respond(reply(0, None, outcome.data))
+            if isinstance(outcome, Failure):
+                self.state = SaslState.FAILED
+                return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
+                             authentication_failure=True, failure_class=outcome.failure_class)
+            final = outcome.final
+            return self._complete(outcome, lambda lifetime: reply(0, None, final, lifetime),
+                                  lambda message: reply(SASL_AUTHENTICATION_FAILED, message, b""))
+
+        return self._settle(self._evaluate(bytes(body["auth_bytes"])), step_for)
 
     def _raw_token(self, token: bytes) -> Step:
         """SaslHandshake v0: tokens travel as bare length-prefixed frames."""
-        outcome = self._evaluate(token)
-        if isinstance(outcome, Challenge):
-            return Respond(_framed(outcome.data))
-        if isinstance(outcome, Failure):
-            self.state = SaslState.FAILED
-            return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class)
-        # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
-        return self._complete(outcome, lambda _lifetime: _framed(outcome.final), lambda _message: None)
 
-    def _evaluate(self, token: bytes) -> Challenge | Done | Failure:
+        def step_for(outcome: Challenge | Done | Failure) -> Step:
+            if isinstance(outcome, Challenge):
+                return Respond(_framed(outcome.data))
+            if isinstance(outcome, Failure):
+                self.state = SaslState.FAILED
+                return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class)
+            final = outcome.final
+            # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
+            return self._complete(outcome, lambda _lifetime: _framed(final), lambda _message: None)
+
+        return self._settle(self._evaluate(token), step_for)
+
+    def _evaluate(self, token: bytes) -> Outcome:
         assert self._server is not None
         if self._attempted_user is None and self._mechanism_name is not None:
             self._attempted_user = claimed_user(self._mechanism_name, token)
+        refuse = self._config.refuse_source
+        if refuse is not None and refuse(self._context.client_host):  # before any credential work
+            return Failure(f"too many failed authentications from {self._context.client_host}",
+                           self._generic_failure_message(), failure_class="throttled")
         return self._server.evaluate(token)
+
+    # --- costly verification, run by the gateway off its event loop ----------------------
+
+    def _settle(self, outcome: Outcome, step_for: _StepFor) -> Step:
+        if isinstance(outcome, Verify):
+            self._verifying = (outcome, step_for)
+            return Verifying(outcome.job)
+        return step_for(outcome)
+
+    def on_verified(self, result: bytes) -> Step:
+        """The result of the job of the last Verifying step."""
+        pending, self._verifying = self._verifying, None
+        if pending is None:
+            return self._fail_state("verification result without a pending verification")
+        verify, step_for = pending
+        return self._settle(verify.resume(result), step_for)
+
+    def on_verification_refused(self, reason: str, failure_class: str) -> Step:
+        """The job of the last Verifying step could not run (e.g. the pool is full): fail closed."""
+        pending, self._verifying = self._verifying, None
+        if pending is None:
+            return self._fail_state("verification refused without a pending verification")
+        return pending[1](Failure(reason, self._generic_failure_message(), failure_class=failure_class))
+
+    def _generic_failure_message(self) -> str:
+        """Kafka's text for a mechanism failure that carries no message of its own."""
+        return f"Authentication failed during authentication due to invalid credentials with SASL mechanism " \
+               f"{self._mechanism_name}"
 
     @property
     def attempted_user(self) -> str | None:

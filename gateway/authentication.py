@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 from auth.first_frame import diagnose_non_kafka
 from auth.mechanism import SaslContext
 from auth.principal import KafkaPrincipal, PlaintextAuthContext, PrincipalBuilder, SslAuthContext
-from auth.sasl_server import Authenticated, Close, Respond, SaslServerAuthenticator, SaslServerConfig, Step
+from auth.sasl_server import (
+    Authenticated,
+    Close,
+    Respond,
+    SaslServerAuthenticator,
+    SaslServerConfig,
+    Step,
+    Verifying,
+)
 from gateway.api_versions import api_versions_response
 from protocol.framing import Frame
 
@@ -97,6 +105,42 @@ def apply_step(conn: ClientConnection, step: Step) -> None:
         conn.on_authenticated(step)
         if step.legacy_nonce:
             _note_legacy_nonce(conn, step)
+    elif isinstance(step, Verifying):
+        verify_off_loop(conn, step)
     else:
         assert isinstance(step, Close)
         conn.refuse_authentication(step)
+
+
+def verify_off_loop(conn: ClientConnection, step: Verifying) -> None:
+    """Run a password check on the verification pool, then feed its result to the state machine.
+
+    The connection reads no frames meanwhile (a frame already received waits), so the
+    SASL answers stay in request order.  A full pool fails the attempt: fail closed.
+    """
+    authenticator = conn.authenticator
+    assert authenticator is not None
+    ctx = conn.ctx
+
+    def done(result: bytes | BaseException) -> None:
+        conn.verifying = False
+        conn.set_read_paused("verifying", False)
+        if conn.closing:  # the client left or timed out while its password was checked
+            return
+        if isinstance(result, BaseException):
+            conn.log.error("credential_verification_error", error=repr(result))
+            apply_step(conn, authenticator.on_verification_refused(
+                f"credential verification failed: {result!r}", "illegal_state"))
+        else:
+            ctx.metrics.password_hashed()
+            apply_step(conn, authenticator.on_verified(result))
+        conn.release_held_frames()
+
+    conn.verifying = True
+    conn.set_read_paused("verifying", True)
+    if not ctx.verification_pool.submit(step.job, done):
+        conn.verifying = False
+        conn.set_read_paused("verifying", False)
+        apply_step(conn, authenticator.on_verification_refused(
+            "the credential verification queue is full (ksgate.authentication.verification.queue.size)",
+            "overloaded"))

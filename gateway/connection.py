@@ -70,6 +70,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.security = ctx.security[listener_name]
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
+        # True while a password is checked off the event loop (gateway.authentication); the
+        # frames that arrived meanwhile wait in _held (reading is paused: at most one read's worth).
+        self.verifying = False
+        self._held: list[Frame] = []
         self._auth_timer: asyncio.TimerHandle | None = None
         # The last local answer still being computed (a store write): later local answers
         # wait for it, so a connection sees its own admin changes, as on a Kafka broker.
@@ -190,8 +194,14 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         if not frames:
             return
+        self._handle_frames(frames)
+
+    def _handle_frames(self, frames: list[Frame]) -> None:
         outgoing: list[WireBytes] = []
-        for frame in frames:
+        for index, frame in enumerate(frames):
+            if self.verifying:  # in order: later frames (re-authentication too) wait for the password check
+                self._held.extend(frames[index:])
+                break
             self.traffic.request_frame(frame.wire)
             if self.principal is None:
                 if self._closing:
@@ -315,6 +325,16 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.splitter.prealloc = FrameReceiver.PREALLOC_BYTES
             self._start_upstream()
 
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def release_held_frames(self) -> None:
+        """A password check finished: write its answer, then handle the frames that arrived meanwhile."""
+        held, self._held = self._held, []
+        if not self._closing:
+            self._handle_frames(held)
+
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
         self.ctx.metrics.authentication(mechanism or self.listener.security_protocol, "success")
         key = str(principal)
@@ -326,9 +346,16 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def refuse_authentication(self, step: Close) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
-        self.log.warning("authentication_failed", reason=step.reason,
-                         mechanism_failure=step.authentication_failure)
+        throttle = self.ctx.login_throttle
+        if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
+            self.log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
+        else:
+            self.log.warning("authentication_failed", reason=step.reason,
+                             mechanism_failure=step.authentication_failure)
         self.ctx.counters.authentication_failures += 1
+        if step.failure_class == "bad_credentials" and throttle.record_failure(self.client_host):
+            self.log.warning("authentication_throttled", client_host=self.client_host, failures=throttle.limit,
+                             window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
         self.ctx.metrics.authentication(self.authenticator.mechanism if self.authenticator else None,
                                         step.failure_class)
         if self.ctx.authorization is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
+from auth.login_throttle import LoginThrottle
 from gateway.api_versions import VersionRanges
 from gateway.authentication import ListenerSecurity
 from gateway.authorization import GatewayAuthorization
@@ -12,6 +13,7 @@ from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.metrics import Metrics
 from gateway.upstream_health import UpstreamHealth
+from gateway.verification_pool import VerificationPool
 from protocol.frame_receiver import BufferPool
 
 
@@ -58,6 +60,10 @@ class GatewayContext:
     frame_buffers: BufferPool = field(default_factory=BufferPool)
     # When an upstream broker last answered (/readyz); the server probes it periodically.
     upstream_health: UpstreamHealth = field(default_factory=lambda: UpstreamHealth(15.0))
+    # Failed authentications per client address (ksgate.authentication.failures.*).
+    login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    # Where password hashes run, off the event loop (ksgate.authentication.verification.*).
+    verification_pool: VerificationPool = field(default_factory=VerificationPool)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

@@ -59,8 +59,10 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 # Answer → denied (nothing relayed), Refuse → refused (connection closed).
 AUTHZ_OUTCOMES = ("allowed", "partial", "denied", "refused")
 # "success", or auth.sasl_server.Close.failure_class, or "timeout" (authentication.timeout.ms).
+# nonce_mismatch: SCRAM's client-final nonce was not this exchange's; throttled: refused unchecked after too
+# many failures from the address; overloaded: the password-verification queue was full.
 AUTH_OUTCOMES = ("success", "bad_credentials", "nonce_mismatch", "unsupported_mechanism", "illegal_state",
-                 "reauthentication_refused", "malformed", "timeout")
+                 "reauthentication_refused", "malformed", "timeout", "throttled", "overloaded")
 AUTH_MECHANISMS = (*SASL_MECHANISMS, *SECURITY_PROTOCOLS)
 # connect: one address refused/timed out; unreachable: no address of the node answered;
 # authentication: the gateway's own SASL to the upstream failed; disconnected: the upstream
@@ -382,6 +384,10 @@ class Metrics:
             "by mechanism.", ("mechanism",))
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             self.scram_legacy_nonces.declare((mechanism,))
+        self.password_hashes = r.counter(
+            "ksgate_password_hashes_total",
+            "Password hashes (SASL/PLAIN's PBKDF2) computed on the verification threads; logins the "
+            "verified-password cache vouched for and throttled attempts compute none.")
 
         self._listeners: dict[str, LabelValues] = {}
         for name in listeners:
@@ -451,6 +457,9 @@ class Metrics:
 
     def observe_latency(self, api_key: int, seconds: float) -> None:
         self.request_latency.observe(self._api_labels(api_key), seconds)
+
+    def password_hashed(self) -> None:
+        self.password_hashes.inc()
 
     def relayed(self, api_key: int) -> None:
         self.relayed_requests.inc(self._api_labels(api_key))

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from auth.login_throttle import LoginThrottle
 from auth.mechanism import wall_clock_ms
 from auth.tls import TlsConfigError
 from auth.token_store import TokenStore
@@ -28,6 +29,7 @@ from gateway.upstream_auth import UpstreamAuthError
 from gateway.upstream_client import UpstreamClient, UpstreamError
 from gateway.upstream_health import UpstreamHealth
 from gateway.upstream_tls import upstream_ssl_context
+from gateway.verification_pool import VerificationPool
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 
@@ -136,7 +138,13 @@ class Gateway:
         self.security_topic = security_topic(self.config, self.ctx.upstream_ssl)
         credentials = credential_store(self.config, self.security_topic)
         self.tokens = token_store(self.config, self.security_topic)
-        self.ctx.security = build_security(self.config, credentials, self.tokens)
+        settings = self.config.settings
+        self.ctx.login_throttle = LoginThrottle(settings["ksgate.authentication.failures.per.ip"],
+                                                settings["ksgate.authentication.failures.window.ms"],
+                                                settings["ksgate.authentication.failures.max.tracked.ips"])
+        self.ctx.verification_pool = VerificationPool(settings["ksgate.authentication.verification.threads"],
+                                                      settings["ksgate.authentication.verification.queue.size"])
+        self.ctx.security = build_security(self.config, credentials, self.tokens, self.ctx.login_throttle.refuses)
         self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
                                                      self.tokens, self.security_topic)
         cluster.on_new_node.append(self._open_node_listeners)
@@ -416,6 +424,7 @@ class Gateway:
             conn.close()
         for server in self._servers.values():
             await server.wait_closed()
+        self.ctx.verification_pool.close()
         if self.ctx.authorization is not None:
             self.ctx.authorization.audit.close()
         if self.security_topic is not None:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
 from auth.credentials import PlainCredential
-from auth.mechanism import Done, Failure, SaslContext, SaslMechanismServer
+from auth.mechanism import Done, Failure, SaslContext, SaslMechanismServer, Verify, run_inline
 from auth.plain import (
     AUTHZID_MISMATCH_MESSAGE,
     INVALID_CREDENTIALS_MESSAGE,
     PlainMechanism,
     plain_credential,
 )
+from auth.verified_passwords import VerifiedPasswordCache
 
 CONTEXT = SaslContext(listener="SASL_SSL", client_host="127.0.0.1", tls=True)
 FAST = 1000  # iterations for test credentials; production uses the 100 000 default
@@ -37,7 +39,7 @@ def server(users: dict[str, str] | None = None) -> SaslMechanismServer:
 
 
 def evaluate(message: bytes, users: dict[str, str] | None = None) -> Done | Failure:
-    outcome = server(users).evaluate(message)
+    outcome = run_inline(server(users).evaluate(message))
     assert isinstance(outcome, Done | Failure)
     return outcome
 
@@ -81,7 +83,7 @@ def test_unknown_user_still_pays_for_a_hash(monkeypatch: pytest.MonkeyPatch) -> 
 
     plain = server()
     monkeypatch.setattr(auth.plain, "_derive", counting)
-    assert isinstance(plain.evaluate(b"\0mallory\0whatever"), Failure)
+    assert isinstance(run_inline(plain.evaluate(b"\0mallory\0whatever")), Failure)
     assert calls == [auth.plain.PLAIN_DEFAULT_ITERATIONS]
 
 
@@ -112,8 +114,8 @@ def test_malformed_messages_fail_with_kafkas_messages(message: bytes, client_mes
 
 def test_a_second_message_after_success_fails() -> None:
     plain = server()
-    assert isinstance(plain.evaluate(b"\0alice\0s3cret"), Done)
-    assert isinstance(plain.evaluate(b"\0alice\0s3cret"), Failure)
+    assert isinstance(run_inline(plain.evaluate(b"\0alice\0s3cret")), Done)
+    assert isinstance(run_inline(plain.evaluate(b"\0alice\0s3cret")), Failure)
 
 
 def test_plain_credential_is_pbkdf2_hmac_sha512_and_hides_its_bytes() -> None:
@@ -132,3 +134,98 @@ def test_plain_credentials_get_fresh_random_salts() -> None:
 
 def test_factory_name_is_plain() -> None:
     assert PlainMechanism(PlainStore({})).name == "PLAIN"
+
+
+# --- the hash runs off the caller's thread; verified passwords are remembered ------------
+
+class CountingDerive:
+    """Counts PBKDF2 calls (the only costly step) while still computing the real hash."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import auth.plain
+
+        self.calls = 0
+        self._real = auth.plain._derive
+        monkeypatch.setattr(auth.plain, "_derive", self)
+
+    def __call__(self, password: str, salt: bytes, iterations: int, size: int) -> bytes:
+        self.calls += 1
+        return self._real(password, salt, iterations, size)
+
+
+def _mechanism(users: dict[str, str], cache: VerifiedPasswordCache | None = None) -> tuple[PlainStore, PlainMechanism]:
+    store = PlainStore({name: plain_credential(pw, iterations=FAST) for name, pw in users.items()})
+    return store, PlainMechanism(store, cache)
+
+
+def test_the_password_hash_is_a_verify_step_that_computes_nothing_until_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, mechanism = _mechanism({"alice": "s3cret"})
+    derive = CountingDerive(monkeypatch)
+    step = mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret")
+    assert isinstance(step, Verify)
+    assert derive.calls == 0
+    computed = step.job()  # what the gateway runs on a worker thread
+    assert derive.calls == 1
+    assert step.resume(computed) == Done(authorization_id="alice")
+
+
+def test_a_second_login_with_the_same_password_is_not_hashed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, mechanism = _mechanism({"alice": "s3cret"})
+    derive = CountingDerive(monkeypatch)
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret")) == Done(authorization_id="alice")
+    again = mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret")
+    assert again == Done(authorization_id="alice")  # no Verify step: the cache vouched
+    assert derive.calls == 1
+
+
+def test_a_wrong_password_is_never_cached_and_is_hashed_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = VerifiedPasswordCache()
+    _, mechanism = _mechanism({"alice": "s3cret"}, cache)
+    derive = CountingDerive(monkeypatch)
+    for _ in range(3):
+        assert isinstance(run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0wrong")), Failure)
+    assert derive.calls == 3 and len(cache) == 0
+    run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret"))
+    assert isinstance(mechanism.create(CONTEXT).evaluate(b"\0alice\0wrong"), Verify)  # other password: hashed
+
+
+def test_a_changed_credential_invalidates_the_cached_login() -> None:
+    cache = VerifiedPasswordCache()
+    store, mechanism = _mechanism({"alice": "old"}, cache)
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0old")) == Done(authorization_id="alice")
+    store.users["alice"] = plain_credential("new", iterations=FAST)  # the store saw a password change
+    outcome = mechanism.create(CONTEXT).evaluate(b"\0alice\0old")
+    assert isinstance(outcome, Verify)  # not vouched for any more: hashed again, and refused
+    assert isinstance(run_inline(outcome), Failure)
+    assert len(cache) == 0  # the stale entry was dropped
+
+
+def test_a_deleted_user_with_a_cached_login_is_refused() -> None:
+    store, mechanism = _mechanism({"alice": "s3cret"})
+    run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret"))
+    del store.users["alice"]
+    assert isinstance(run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret")), Failure)
+
+
+def test_a_cached_login_still_checks_the_authzid() -> None:
+    _, mechanism = _mechanism({"alice": "s3cret"})
+    run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret"))
+    outcome = mechanism.create(CONTEXT).evaluate(b"admin\0alice\0s3cret")
+    assert isinstance(outcome, Failure) and outcome.client_message == AUTHZID_MISMATCH_MESSAGE
+
+
+def test_a_password_changed_in_the_credential_file_drops_the_cached_login(tmp_path: Path) -> None:
+    from auth.file_store import FileCredentialStore
+
+    path = tmp_path / "users.json"
+    FileCredentialStore(path).upsert_user("alice", "old", mechanisms=("PLAIN",))
+    now = [0.0]
+    store = FileCredentialStore(path, clock=lambda: now[0], reload_interval_s=1.0)
+    mechanism = PlainMechanism(store)
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0old")) == Done(authorization_id="alice")
+    assert mechanism.create(CONTEXT).evaluate(b"\0alice\0old") == Done(authorization_id="alice")  # cached
+    FileCredentialStore(path).upsert_user("alice", "new", mechanisms=("PLAIN",))  # e.g. `ksgate users add`
+    now[0] += 2  # the store's next signature check sees the new file
+    outcome = mechanism.create(CONTEXT).evaluate(b"\0alice\0old")
+    assert isinstance(outcome, Verify) and isinstance(run_inline(outcome), Failure)
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0new")) == Done(authorization_id="alice")

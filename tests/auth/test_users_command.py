@@ -69,11 +69,11 @@ def test_add_list_delete_round_trip(store_path: Path, password_file: Path, capsy
 def test_password_file_trailing_newline_is_not_part_of_the_password(store_path: Path, password_file: Path) -> None:
     run("users", "add", "alice", "--password-file", str(password_file), "--mechanism", "PLAIN",
         "--store", str(store_path))
-    from auth.mechanism import Done, SaslContext
+    from auth.mechanism import Done, SaslContext, run_inline
     from auth.plain import PlainMechanism
 
     server = PlainMechanism(FileCredentialStore(store_path)).create(SaslContext("L", "h", True))
-    assert server.evaluate(f"\0alice\0{PASSWORD}".encode()) == Done(authorization_id="alice")
+    assert run_inline(server.evaluate(f"\0alice\0{PASSWORD}".encode())) == Done(authorization_id="alice")
 
 
 def test_list_never_prints_key_material_or_the_password(store_path: Path, password_file: Path,

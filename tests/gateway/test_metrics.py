@@ -104,6 +104,7 @@ def test_every_product_series_is_exposed_with_its_type() -> None:
         "ksgate_request_bytes_total": "counter", "ksgate_response_bytes_total": "counter",
         "ksgate_build_info": "gauge",
         "ksgate_sasl_scram_legacy_nonce_total": "counter",
+        "ksgate_password_hashes_total": "counter",
     }
     assert "ksgate_store_lag_seconds 0\n" in text
     assert 'ksgate_sasl_scram_legacy_nonce_total{mechanism="SCRAM-SHA-256"} 0\n' in text

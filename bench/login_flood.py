@@ -1,0 +1,291 @@
+"""What a failed-login flood costs the gateway, and what it does to another client's latency.
+
+A benchmark, not a test.  It starts an embedded Tansu broker and, per scenario, a gateway
+process (``ksgate run``, as bench/throughput.py does) with a SASL_PLAINTEXT listener offering
+PLAIN.  A small client logs in as a real user first, then sends ApiVersions and Metadata
+requests one at a time (paced) on that connection and records each round trip: for a few
+seconds alone (baseline), then while a second process floods the gateway for --seconds with
+failed PLAIN logins over the raw wire (unknown users, many connections at once, each one
+SaslHandshake + SaslAuthenticate, read until the gateway closes it).
+
+Printed per scenario: flood attempts/s, the gateway process's CPU per attempt over the flood
+(all its threads, so PBKDF2 on the verification pool counts too; raw, and net of the CPU
+rate the baseline phase used), and the small client's p50/p99/max alone and under the flood.
+
+Scenarios: ``throttled`` (the gateway's default login throttle) and ``unthrottled``
+(``ksgate.authentication.failures.per.ip: 0``: every attempt is hashed, on the pool).
+
+    .venv/bin/python bench/login_flood.py [--seconds 10] [--concurrency 64] [--scenario throttled] [--set K=V]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from multiprocessing.queues import SimpleQueue
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from throughput import GatewayProcess, cpu_seconds, loadavg, machine, parse_settings  # noqa: E402
+
+from auth.file_store import FileCredentialStore  # noqa: E402
+from gateway.embedded_broker import EmbeddedBroker  # noqa: E402
+from protocol.api_keys import ApiKey  # noqa: E402
+from protocol.messages import decode_response, request_frame  # noqa: E402
+
+USER, PASSWORD = "alice", "alice-secret"
+SCENARIOS = {"throttled": {}, "unthrottled": {"ksgate.authentication.failures.per.ip": 0}}
+
+
+class SaslGatewayProcess(GatewayProcess):
+    """The bench gateway with one SASL_PLAINTEXT listener instead of PLAINTEXT."""
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{self.port}",
+            "upstream.bootstrap.servers": self.upstream,
+            "listener.name.sasl_plaintext.node.port.base": self.node_port_base,
+            "log.level": "WARNING",
+            **self.extra,
+        }
+
+
+# --- the small client: one authenticated connection, one request at a time ----------------
+
+class SmallClient:
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.sock = socket.create_connection(address, timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.cid = 0
+
+    def _exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("closed by the gateway")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def call(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.cid += 1
+        self.sock.sendall(request_frame(api_key, version, self.cid, body))
+        size = struct.unpack(">i", self._exactly(4))[0]
+        cid, response = decode_response(self._exactly(size), api_key, version)
+        assert cid == self.cid, (cid, self.cid)
+        return response
+
+    def login(self) -> None:
+        assert self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        answer = self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{USER}\0{PASSWORD}".encode()})
+        if answer["error_code"] != 0:
+            raise RuntimeError(f"the small client could not log in: {answer}")
+
+    def round_trips(self, seconds: float, pace_s: float) -> list[float]:
+        """Alternating ApiVersions (answered by the gateway) and Metadata (relayed): ms each."""
+        requests = [(ApiKey.API_VERSIONS, 3, {"client_software_name": "bench", "client_software_version": "1"}),
+                    (ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False})]
+        times: list[float] = []
+        deadline = time.perf_counter() + seconds
+        i = 0
+        while time.perf_counter() < deadline:
+            api_key, version, body = requests[i % 2]
+            i += 1
+            start = time.perf_counter()
+            self.call(api_key, version, body)
+            elapsed = time.perf_counter() - start
+            times.append(elapsed * 1000)
+            time.sleep(max(0.0, pace_s - elapsed))
+        return times
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# --- the flood: another process, many raw connections each failing one PLAIN login ---------
+
+def _flood_frames(n: int) -> bytes:
+    token = f"\0mallory-{n}\0guess-{n}".encode()
+    return (request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"})
+            + request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": token}))
+
+
+async def _flood(address: tuple[str, int], seconds: float, concurrency: int) -> tuple[int, int]:
+    done = errors = 0
+    deadline = time.monotonic() + seconds
+    counter = iter(range(1 << 62))
+
+    async def worker() -> None:
+        nonlocal done, errors
+        while time.monotonic() < deadline:
+            try:
+                reader, writer = await asyncio.open_connection(*address)
+                writer.write(_flood_frames(next(counter)))
+                received = 0
+                while chunk := await reader.read(65536):
+                    received += len(chunk)
+                writer.close()
+                if received:
+                    done += 1
+                else:
+                    errors += 1
+            except OSError:
+                errors += 1
+                await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done, errors
+
+
+def flood_process(address: tuple[str, int], seconds: float, concurrency: int,
+                  ready: Any, go: Any, out: SimpleQueue[tuple[int, int, float]]) -> None:
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    ready.set()
+    go.wait()
+    start = time.perf_counter()
+    done, errors = asyncio.run(_flood(address, seconds, concurrency))
+    out.put((done, errors, time.perf_counter() - start))
+
+
+# --- one scenario --------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class ScenarioResult:
+    scenario: str
+    attempts: int
+    errors: int
+    flood_s: float
+    attempts_per_s: float
+    gateway_cpu_ms_per_attempt: float
+    gateway_cpu_ms_per_attempt_net: float  # minus the baseline phase's CPU rate
+    gateway_cpu_pct_flood: float
+    gateway_cpu_pct_baseline: float
+    baseline_p50_ms: float
+    baseline_p99_ms: float
+    flood_p50_ms: float
+    flood_p99_ms: float
+    flood_max_ms: float
+    small_requests_in_flood: int
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def run_scenario(name: str, broker: EmbeddedBroker, workdir: Path, credentials: Path,
+                 args: argparse.Namespace) -> ScenarioResult:
+    extra = {"sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(credentials),
+             "ksgate.sasl.plain.allow.insecure": True, "ksgate.acl.file": str(workdir / "acls.json"),
+             "allow.everyone.if.no.acl.found": True, "ksgate.audit.log.file": str(workdir / f"audit-{name}.log"),
+             **SCENARIOS[name], **parse_settings(args.set)}
+    scenario_dir = workdir / name
+    scenario_dir.mkdir()
+    with SaslGatewayProcess(broker.bootstrap, scenario_dir, extra) as gateway:
+        address = ("127.0.0.1", gateway.port)
+        small = SmallClient(address)
+        small.login()
+        small.round_trips(0.5, args.pace_ms / 1000)  # warm-up
+        cpu0, wall0 = cpu_seconds(gateway.pid), time.perf_counter()
+        baseline = small.round_trips(args.baseline_seconds, args.pace_ms / 1000)
+        baseline_rate = (cpu_seconds(gateway.pid) - cpu0) / (time.perf_counter() - wall0)
+
+        spawn = multiprocessing.get_context("spawn")
+        ready, go, out = spawn.Event(), spawn.Event(), spawn.SimpleQueue()
+        flooder = spawn.Process(target=flood_process, args=(address, args.seconds, args.concurrency, ready, go, out),
+                                daemon=True)
+        flooder.start()
+        try:
+            if not ready.wait(30):
+                raise RuntimeError("the flood process did not start")
+            cpu1, wall1 = cpu_seconds(gateway.pid), time.perf_counter()
+            go.set()
+            during = small.round_trips(args.seconds, args.pace_ms / 1000)
+            attempts, errors, flood_s = out.get()
+            cpu2, wall2 = cpu_seconds(gateway.pid), time.perf_counter()
+        finally:
+            flooder.join(timeout=30)
+            if flooder.is_alive():
+                flooder.terminate()
+                flooder.join(timeout=5)
+        small.close()
+    cpu_ms = (cpu2 - cpu1) * 1000
+    wall = wall2 - wall1
+    per_attempt = cpu_ms / attempts if attempts else float("nan")
+    net = (cpu_ms - baseline_rate * wall * 1000) / attempts if attempts else float("nan")
+    return ScenarioResult(
+        scenario=name, attempts=attempts, errors=errors, flood_s=round(flood_s, 2),
+        attempts_per_s=round(attempts / flood_s, 1), gateway_cpu_ms_per_attempt=round(per_attempt, 3),
+        gateway_cpu_ms_per_attempt_net=round(net, 3), gateway_cpu_pct_flood=round(100 * cpu_ms / 1000 / wall, 1),
+        gateway_cpu_pct_baseline=round(100 * baseline_rate, 1),
+        baseline_p50_ms=round(statistics.median(baseline), 2), baseline_p99_ms=round(percentile(baseline, 0.99), 2),
+        flood_p50_ms=round(statistics.median(during), 2), flood_p99_ms=round(percentile(during, 0.99), 2),
+        flood_max_ms=round(max(during), 2), small_requests_in_flood=len(during))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="flood duration (default 10)")
+    parser.add_argument("--baseline-seconds", type=float, default=3.0)
+    parser.add_argument("--concurrency", type=int, default=64, help="flood connections at once (default 64)")
+    parser.add_argument("--pace-ms", type=float, default=5.0, help="the small client's request interval")
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS),
+                        help="repeatable; default: all")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra gateway key, repeatable (e.g. ksgate.authentication.verification.threads=1)")
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    info = machine()
+    print(f"machine: {info['nproc']} CPUs, {info['cpu_model']}; load {loadavg()}", file=sys.stderr)
+    results: list[ScenarioResult] = []
+    with tempfile.TemporaryDirectory(prefix="ksgate-flood-") as tmp:
+        workdir = Path(tmp)
+        credentials = workdir / "users.json"
+        FileCredentialStore(credentials).upsert_user(USER, PASSWORD, mechanisms=("PLAIN",))
+        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+            for name in args.scenario or list(SCENARIOS):
+                print(f"scenario {name} …", file=sys.stderr)
+                results.append(run_scenario(name, broker, workdir, credentials, args))
+    print(f"{'scenario':<12} {'att/s':>7} {'cpu ms/att':>10} {'net':>6} {'gw cpu%':>7} "
+          f"{'base p50/p99':>13} {'flood p50/p99/max (ms)':>23}")
+    for r in results:
+        print(f"{r.scenario:<12} {r.attempts_per_s:>7.0f} {r.gateway_cpu_ms_per_attempt:>10.3f} "
+              f"{r.gateway_cpu_ms_per_attempt_net:>6.3f} {r.gateway_cpu_pct_flood:>7.1f} "
+              f"{r.baseline_p50_ms:>6.2f}/{r.baseline_p99_ms:<6.2f} "
+              f"{r.flood_p50_ms:>7.2f}/{r.flood_p99_ms:.2f}/{r.flood_max_ms:.2f}")
+    print(f"load average after: {loadavg()} (other processes on the machine share its cores)")
+    if args.json:
+        print(json.dumps({"machine": info, "pid": os.getpid(), "results": [asdict(r) for r in results],
+                          "run": uuid.uuid4().hex[:8]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
