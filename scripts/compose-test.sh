@@ -83,7 +83,8 @@ EOF
       python3 -m venv --help >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
       log "installing podman-compose (PyPI) into $STATE/venv"
       python3 -m venv "$STATE/venv"
-      "$STATE/venv/bin/pip" install -q --disable-pip-version-check 'podman-compose>=1.1,<2'
+      "$STATE/venv/bin/pip" install -q --disable-pip-version-check 'podman-compose>=1.1,<2' >"$STATE/pip.log" 2>&1 \
+        || { cat "$STATE/pip.log" >&2; return 1; }
     fi
     COMPOSE=("$STATE/venv/bin/podman-compose")
   fi
@@ -188,6 +189,8 @@ for port in 9092 9093 9404; do
   fi
 done
 choose_images
+# Your own settings on top (e.g. ksgate's upstream: KSGATE_UPSTREAM_BOOTSTRAP_SERVERS), see the README.
+[ -n "${KSGATE_COMPOSE_OVERRIDE:-}" ] && FILES+=(-f "$KSGATE_COMPOSE_OVERRIDE")
 teardown  # leftovers of an interrupted run
 log "building the images ($ENGINE)"
 # init runs the image ksgate builds: building it too would build the same image twice, in parallel.
@@ -195,11 +198,12 @@ services=(ksgate client)
 [[ " ${FILES[*]} " == *airgap* ]] && services+=(kafka)
 compose --profile test build "${services[@]}" >"$STATE/build.log" 2>&1 || { tail -40 "$STATE/build.log" >&2; exit 1; }
 STACK_UP=1
+# podman without systemd logs (harmless) errors about healthcheck timers: keep them in up.log.
 log "starting the upstream"
-compose up -d kafka >/dev/null
+compose up -d kafka >"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
 wait_healthy kafka
 log "running init and starting ksgate"
-compose up -d >/dev/null
+compose up -d >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
 wait_ready
 log "running the client"
 set +e
