@@ -28,7 +28,9 @@ log() { printf 'compose-test: %s\n' "$*" >&2; }
 
 apt_install() {  # packages, only those missing; as root with apt only
   local need=() pkg
-  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+  for pkg in "$@"; do  # "installed", not merely known (a removed package keeps its config files)
+    [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = "install ok installed" ] || need+=("$pkg")
+  done
   [ "${#need[@]}" -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     log "missing ${need[*]}: run as root on Debian to install them"; return 1
