@@ -185,6 +185,7 @@ if command -v docker >/dev/null && docker info >/dev/null 2>&1 && docker compose
 else
   setup_podman
 fi
+teardown  # leftovers of an interrupted run (before they are taken for someone else's ports)
 for port in 9092 9093 9404; do
   if python3 -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1',$port))!=0)"; then
     log "127.0.0.1:$port is in use: the stack publishes it"; exit 1
@@ -193,7 +194,6 @@ done
 choose_images
 # Your own settings on top (e.g. ksgate's upstream: KSGATE_UPSTREAM_BOOTSTRAP_SERVERS), see the README.
 [ -n "${KSGATE_COMPOSE_OVERRIDE:-}" ] && FILES+=(-f "$KSGATE_COMPOSE_OVERRIDE")
-teardown  # leftovers of an interrupted run
 log "building the images ($ENGINE)"
 # init runs the image ksgate builds: building it too would build the same image twice, in parallel.
 services=(ksgate client)
