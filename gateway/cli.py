@@ -15,6 +15,7 @@ import structlog
 from gateway.acls_command import add_acls_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.http_endpoints import MetricsServer, parse_metrics_listener
+from gateway.init_command import add_init_parser
 from gateway.logs import configure_logging, get_logger
 from gateway.server import Gateway
 from gateway.tokens_command import add_tokens_parser
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--listener-protocol", default="SASL_SSL", type=str.upper,
                        choices=("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"), help="the gateway listener's protocol")
     quick.set_defaults(func=_cmd_quickstart)
+    add_init_parser(sub)
     add_users_parser(sub)
     add_acls_parser(sub)
     add_tokens_parser(sub)

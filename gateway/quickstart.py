@@ -56,13 +56,7 @@ def prepare(plan: QuickstartPlan) -> dict[str, Any]:
         "ksgate.audit.log.allowed": True,
     }
     if plan.uses_sasl:
-        from auth.file_store import FileCredentialStore
-
-        users = plan.directory / "users.json"
-        store = FileCredentialStore(users)
-        for user in CLIENTS:
-            if user not in store.users():
-                store.upsert_user(user, password_of(user))
+        users = seed_users(plan.directory / "users.json")
         settings.update({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                          "ksgate.credentials.file": str(users)})
         if not plan.uses_tls:
@@ -75,6 +69,17 @@ def prepare(plan: QuickstartPlan) -> dict[str, Any]:
         server_cert, server_key, _ = _tls_files(plan.directory)
         settings.update({"ssl.keystore.location": str(server_cert), "ssl.key.location": str(server_key)})
     return settings
+
+
+def seed_users(path: Path) -> Path:
+    """The demo users (admin, alice, bob; password ``<name>-secret``), each created only once."""
+    from auth.file_store import FileCredentialStore
+
+    store = FileCredentialStore(path)
+    for user in CLIENTS:
+        if user not in store.users():
+            store.upsert_user(user, password_of(user))
+    return path
 
 
 def quickstart_acls() -> list[Any]:

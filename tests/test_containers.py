@@ -22,6 +22,7 @@ import yaml
 
 from gateway.cli import build_parser
 from gateway.config import KNOWN_KEYS, GatewayConfig, flatten, load_config
+from gateway.http_endpoints import parse_metrics_listener
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -402,15 +403,26 @@ def test_expose_covers_the_bundled_configs_ports(final: Stage) -> None:
             assert config.node_port(listener, node_id) in exposed, f"node {node_id} port not exposed"
 
 
-def test_healthcheck_probes_the_bootstrap_listener(final: Stage) -> None:
-    checks = final.all("HEALTHCHECK")
-    if not checks:
-        pytest.skip("no HEALTHCHECK")
-    command = checks[-1].args.split(" CMD ", 1)[1]
+def test_healthcheck_probes_readyz_on_the_configured_metrics_listener(final: Stage) -> None:
+    (check,) = final.all("HEALTHCHECK")[-1:]
+    command = check.args.split(" CMD ", 1)[1]
     words = json.loads(command)
     assert words[:2] == ["python", "-c"]
     compile(words[2], "HEALTHCHECK", "exec")
-    assert cmd_config_path(final) in words[2]
+    assert cmd_config_path(final) in words[2] and "/readyz" in words[2]
+    assert "ksgate.metrics.listener" in words[2]
+    config = load_config(ROOT / DOCKER_CONFIG, env={})
+    assert "ksgate.metrics.listener" in config.settings, "the bundled config has no metrics listener to probe"
+
+
+def test_volume_directories_belong_to_the_runtime_user(final: Stage) -> None:
+    """Named volumes start with the image directory's owner: ksgate must be able to write into them."""
+    config = load_config(ROOT / DOCKER_CONFIG, env={})
+    runs = " ".join(i.args for i in final.all("RUN"))
+    for key in ("ssl.keystore.location", "ksgate.credentials.file", "ksgate.acl.file", "ksgate.audit.log.file"):
+        directory = str(PurePosixPath(str(config.settings[key])).parent)
+        assert directory in runs, f"{key}: {directory} is not created in the image"
+    assert "chown -R 10001:10001 /var/lib/ksgate /var/log/ksgate" in runs
 
 
 # --- docker-compose.yml --------------------------------------------------------------------------
@@ -486,6 +498,72 @@ def test_ports_are_quoted_strings_or_mappings(compose: dict[str, Any]) -> None:
     for name, service in compose["services"].items():
         for entry in service.get("ports") or []:
             assert isinstance(entry, (str, dict)), f"{name}: port {entry!r} is not a string"
+
+
+def _named_volumes(service: dict[str, Any]) -> dict[str, str]:
+    """target -> volume name of a service's named-volume mounts."""
+    return {m.target: str(m.source) for m in parse_volumes(service.get("volumes") or []) if m.type == "volume"}
+
+
+def test_ksgate_is_secure_and_published(ksgate_service: dict[str, Any], final: Stage) -> None:
+    config = _mounted_config(ksgate_service, final)
+    assert [listener.security_protocol for listener in config.listeners] == ["SASL_SSL"]
+    assert config.settings["authorizer.class.name"] == "StandardAuthorizer"
+    assert config.settings["ksgate.audit.log.allowed"] is True
+    _, metrics_port = parse_metrics_listener(str(config.settings["ksgate.metrics.listener"]))
+    published = {(p.published, p.target) for p in parse_ports(ksgate_service.get("ports") or [])}
+    assert (metrics_port, metrics_port) in published, "the metrics port is not published"
+    assert ksgate_service.get("init") is True, "no init process: SIGTERM handling and reaping are left to ksgate"
+
+
+def test_init_service_provisions_the_volumes_ksgate_reads(compose: dict[str, Any], ksgate_service: dict[str, Any],
+                                                          final: Stage) -> None:
+    init = compose["services"]["init"]
+    assert init["image"] == ksgate_service["image"]
+    args = build_parser().parse_args(init["command"])
+    assert args.command == "init"
+    assert ksgate_service["depends_on"]["init"]["condition"] == "service_completed_successfully"
+    config = _mounted_config(ksgate_service, final)
+    ksgate_volumes, init_volumes = _named_volumes(ksgate_service), _named_volumes(init)
+    for key in ("ssl.keystore.location", "ssl.key.location", "ksgate.credentials.file", "ksgate.acl.file",
+                "ksgate.audit.log.file"):
+        directory = str(PurePosixPath(str(config.settings[key])).parent)
+        assert directory in ksgate_volumes, f"{key}: {directory} is not a named volume of ksgate"
+        assert init_volumes.get(directory) == ksgate_volumes[directory], f"{key}: init writes elsewhere"
+        assert ksgate_volumes[directory] in (compose.get("volumes") or {}), f"{directory}: volume not declared"
+    # Each of certificates, users, ACLs and the audit log has a volume of its own.
+    assert len({ksgate_volumes[d] for d in ksgate_volumes}) == len(ksgate_volumes) >= 4
+
+
+def test_client_runs_only_in_the_test_profile_on_ksgates_network(compose: dict[str, Any]) -> None:
+    client = compose["services"]["client"]
+    assert client["profiles"] == ["test"]
+    assert client["network_mode"] == "service:ksgate"
+    assert not client.get("ports")
+    build = client["build"]
+    assert (COMPOSE.parent / build["context"] / build["dockerfile"]).is_file()
+
+
+AIRGAP = ROOT / "scripts/compose/airgap.override.yml"
+
+
+def test_airgap_override_swaps_only_the_upstream(compose: dict[str, Any], ksgate_service: dict[str, Any],
+                                                  final: Stage) -> None:
+    override = yaml.safe_load(AIRGAP.read_text("utf-8"))
+    assert set(override["services"]) == {"kafka", "ksgate"}
+    kafka = override["services"]["kafka"]
+    # Relative paths of an override resolve against the project directory (the first file's).
+    build = kafka["build"]
+    assert (COMPOSE.parent / build["context"] / build["dockerfile"]).is_file()
+    assert kafka["healthcheck"]["test"], "ksgate waits for the upstream's health"
+    assert set(override["services"]["ksgate"]) == {"environment"}
+    merged = {**environment(ksgate_service), **environment(override["services"]["ksgate"])}
+    mount = config_mount(ksgate_service, cmd_config_path(final))
+    config = load_config(COMPOSE.parent / str(mount.source), env=merged)
+    assert config.node_id_min <= 111 <= config.node_id_max, "Tansu's node id is outside node.id.min..max"
+    published = {(p.published, p.target) for p in parse_ports(ksgate_service.get("ports") or [])}
+    node_port = config.node_port(config.listeners[0], 111)
+    assert (node_port, node_port) in published
 
 
 # --- configs/ -------------------------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""``ksgate init --dir``: the files docker-compose.yml's init service creates for the bundled container config.
+
+Checks the layout against configs/docker/ksgate.yaml, that the certificate, users and ACLs are usable, and that a
+second run keeps everything (the init service runs on every ``up``).
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path, PurePosixPath
+
+from auth.file_store import FileCredentialStore
+from authz.acl_store import FileAclStore
+from gateway.cli import main
+from gateway.config import load_config
+from gateway.quickstart import quickstart_acls
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE_ROOT = PurePosixPath("/var/lib/ksgate")  # what the compose init service passes as --dir
+
+
+def test_init_creates_every_file_the_container_config_reads(tmp_path: Path) -> None:
+    assert main(["init", "--dir", str(tmp_path)]) == 0
+    config = load_config(ROOT / "configs/docker/ksgate.yaml", env={})
+    for key in ("ssl.keystore.location", "ssl.key.location", "ksgate.credentials.file", "ksgate.acl.file"):
+        path = PurePosixPath(str(config.settings[key]))
+        assert (tmp_path / path.relative_to(IMAGE_ROOT)).is_file(), f"{key}: init did not create {path}"
+    assert (tmp_path / "certs/server.key").stat().st_mode & 0o077 == 0, "the private key is readable by others"
+
+
+def test_the_server_certificate_is_trusted_through_the_ca(tmp_path: Path) -> None:
+    main(["init", "--dir", str(tmp_path)])
+    context = ssl.create_default_context(cafile=str(tmp_path / "certs/ca.pem"))
+    context.load_cert_chain(tmp_path / "certs/server.pem", tmp_path / "certs/server.key")  # key matches cert
+    assert any(cert["subject"] == ((("commonName", "ksgate quickstart CA"),),) for cert in context.get_ca_certs())
+
+
+def test_users_and_acls_are_the_quickstarts(tmp_path: Path) -> None:
+    main(["init", "--dir", str(tmp_path)])
+    store = FileCredentialStore(tmp_path / "users/users.json")
+    assert set(store.users()) == {"admin", "alice", "bob"}
+    assert set(FileAclStore(tmp_path / "acls/acls.json").load()) == set(quickstart_acls())
+
+
+def test_a_second_run_keeps_the_ca_users_and_acls(tmp_path: Path) -> None:
+    main(["init", "--dir", str(tmp_path)])
+    FileCredentialStore(tmp_path / "users/users.json").upsert_user("alice", "changed-by-the-operator")
+    files = ("certs/ca.pem", "certs/server.pem", "certs/server.key", "users/users.json", "acls/acls.json")
+    before = {name: (tmp_path / name).read_bytes() for name in files}
+    assert main(["init", "--dir", str(tmp_path)]) == 0
+    assert {name: (tmp_path / name).read_bytes() for name in files} == before
