@@ -241,21 +241,19 @@ def run_audit(args: argparse.Namespace) -> int:
     run = _Run(Progress.to_stderr(prefix), Path(tempfile.gettempdir()) / f"ksgate-audit-spark-{os.getpid()}.log")
     try:
         message = _generate(args, run) if command == "generate" else _analyse(args, run)
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in PIPELINE_MODULES:
-            raise
-        print(missing_pyspark(prefix), file=sys.stderr)
-        return 1
-    except PipelineError as exc:
-        print(f"{prefix}: {exc}", file=sys.stderr)
-        return 1
     except (PySparkException, Py4JError) as exc:
+        # Spark's own log is kept only to explain a failure of Spark's.
         java = " Is Java 17+ installed (java on PATH or JAVA_HOME)?" if "JAVA_GATEWAY_EXITED" in str(exc) else ""
         print(f"{prefix}: {_first_line(exc)} (Spark's own log: {run.spark_log}){java}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"{prefix}: {exc}", file=sys.stderr)
-        return 1
-    run.spark_log.unlink(missing_ok=True)  # kept only to explain a failure
-    print(f"{prefix}: {message}")
-    return 0
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in PIPELINE_MODULES:
+            raise
+        message, failed = missing_pyspark(prefix), True
+    except (PipelineError, OSError) as exc:
+        message, failed = f"{prefix}: {exc}", True
+    else:
+        message, failed = f"{prefix}: {message}", False
+    run.spark_log.unlink(missing_ok=True)
+    print(message, file=sys.stderr if failed else sys.stdout)
+    return 1 if failed else 0

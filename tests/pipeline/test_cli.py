@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pipeline.cli import add_audit_parser, run_audit
-from pipeline.errors import PipelineError
+from pipeline.errors import INSTALL_HINT, PipelineError
 from pipeline.inputs import inspect_local
 from tests.pipeline.events import authentication, failure, write_events
 
@@ -207,3 +207,17 @@ def test_local_inputs_are_inspected_like_spark_reads_them(tmp_path: Path) -> Non
     assert inspect_local([str(tmp_path / "logs" / "date=*")]).files == 1
     with pytest.raises(PipelineError, match="no such file or directory"):
         inspect_local([str(tmp_path / "nothing-*.log")])
+
+
+def test_without_the_pipeline_extra_the_readme_install_command_is_named(tmp_path: Path) -> None:
+    (tmp_path / "shadow").mkdir()
+    (tmp_path / "shadow" / "pyspark.py").write_text("raise ImportError('No module named pyspark')\n")
+    (tmp_path / "audit.log").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "gateway.cli", "audit", "report", "--input",
+                           str(tmp_path / "audit.log"), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1
+    assert done.stderr == ("ksgate audit report: needs the pipeline extra (pyspark, matplotlib; Java 17+): "
+                           f"{INSTALL_HINT}\n")
+    assert f"`{INSTALL_HINT}`" in (Path(__file__).parents[2] / "README.md").read_text()
