@@ -244,7 +244,8 @@ def run_audit(args: argparse.Namespace) -> int:
     except (PySparkException, Py4JError) as exc:
         # Spark's own log is kept only to explain a failure of Spark's.
         java = " Is Java 17+ installed (java on PATH or JAVA_HOME)?" if "JAVA_GATEWAY_EXITED" in str(exc) else ""
-        print(f"{prefix}: {_first_line(exc)} (Spark's own log: {run.spark_log}){java}", file=sys.stderr)
+        log = f" (Spark's own log: {run.spark_log})" if run.spark_log.exists() else ""
+        print(f"{prefix}: {_first_line(exc)}{log}{java}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in PIPELINE_MODULES:

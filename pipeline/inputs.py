@@ -64,11 +64,14 @@ def _expand(path: str) -> list[Path] | None:
 
 def _first_line(path: Path) -> tuple[int, str] | None:
     """The first non-blank line (number, text) of a file, None if it has none."""
+    read = 0
     with path.open("rb") as handle:
-        head = handle.read(SNIFF_BYTES)
-    for number, line in enumerate(head.split(b"\n"), start=1):
-        if line.strip():
-            return number, line.decode("utf-8", errors="replace")
+        for number, line in enumerate(iter(lambda: handle.readline(SNIFF_BYTES), b""), start=1):
+            if line.strip():
+                return number, line.decode("utf-8", errors="replace")
+            read += len(line)
+            if read >= SNIFF_BYTES:  # a megabyte of blank lines: let Spark have its say
+                break
     return None
 
 
