@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from auth.principal import KafkaPrincipal
@@ -29,9 +29,18 @@ ResponseHook = Callable[[Body], Body]
 
 @dataclass(slots=True, frozen=True)
 class Action:
+    """One Kafka action; the two flags are Kafka's Action.logIfAllowed / logIfDenied.
+
+    An implicit check (a probe whose denial refuses nothing the client asked for: the cluster-wide shortcut
+    before per-resource checks, auto-creation, filtering a listing) passes ``log_if_denied=False`` where Kafka
+    does, so the audit log's denials stay the client's real refusals.  The flags are not part of the identity.
+    """
+
     operation: AclOperation
     resource_type: ResourceType
     name: str
+    log_if_allowed: bool = field(default=True, compare=False)
+    log_if_denied: bool = field(default=True, compare=False)
 
 
 @dataclass(slots=True, frozen=True)
@@ -61,7 +70,7 @@ Verdict = Relay | Rewrite | Answer | Refuse
 class AuthzView(Protocol):
     """What a policy may ask while deciding about one request of one connection.
 
-    Every call is an authorization decision and is audited by the implementation.
+    Every call is an authorization decision, audited by the implementation as the Action's flags say.
     """
 
     @property
@@ -72,7 +81,9 @@ class AuthzView(Protocol):
     def allowed(self, action: Action) -> bool: ...
 
     def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
-        """Kafka's authorizeByResourceType: may the principal do ``operation`` on some resource?"""
+        """Kafka's authorizeByResourceType: may the principal do ``operation`` on some resource?
+
+        Like Kafka's, a denial here is not audited (it only ever backs up another check)."""
         ...
 
     def authorized_operations(self, resource_type: ResourceType, name: str,

@@ -2,8 +2,8 @@
 
 Written to its own rotating file, apart from the operational log; the schema is documented
 in docs/audit-log.md and is what the PySpark pipeline reads.  Like Kafka's authorizer
-logger, denials are always recorded and allowed decisions only when enabled.  Payloads and
-secrets are never recorded.
+logger, denials are recorded (not those of implicit checks) and allowed decisions only when
+enabled.  Payloads and secrets are never recorded.
 """
 
 from __future__ import annotations

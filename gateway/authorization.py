@@ -1,6 +1,7 @@
 """The gateway side of authorization: one AuthzView per connection over the shared authorizer.
 
-Every question a policy asks becomes an authorizer decision and an audit event; topic ids
+Every question a policy asks becomes an authorizer decision and, unless its Action says Kafka
+would not log it, an audit event; topic ids
 are resolved through the cluster view's cache (fed by Metadata responses) and a miss
 triggers a background refresh while the request gets UNKNOWN_TOPIC_ID, which clients retry.
 """
@@ -61,7 +62,9 @@ class ConnectionAuthzView:
 
     def _audit(self, action: Action, decision: Decision) -> None:
         audit = self.shared.audit
-        if not audit.enabled or (decision.allowed and not audit.record_allowed):
+        if not audit.enabled or not (action.log_if_allowed if decision.allowed else action.log_if_denied):
+            return
+        if decision.allowed and not audit.record_allowed:
             return
         schema = api(self.api_key)
         rule = decision.rule
@@ -92,7 +95,8 @@ class ConnectionAuthzView:
 
     def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         decision = self.shared.authorizer.authorize_any(self.principal, self.client_host, operation, resource_type)
-        self._audit(Action(operation, resource_type, "*"), decision)
+        # Kafka's authorizeByResourceType never logs a denial: it only backs up another check.
+        self._audit(Action(operation, resource_type, "*", log_if_denied=False), decision)
         return decision.allowed
 
     def authorized_operations(self, resource_type: ResourceType, name: str,

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from pipeline.errors import PipelineError
 from pipeline.markdown import code, document, table
+from pipeline.progress import QUIET, Progress
 from pipeline.schema import AUTHENTICATION, AUTHORIZATION, iso_text, read_events
 
 ALERT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "operation", "resource_type",
@@ -212,13 +213,15 @@ def _detail(value: object) -> str:
 
 
 def run_alerts(spark: SparkSession, inputs: Sequence[str], output: str, limits: AlertThresholds | None = None,
-               since: datetime | None = None, until: datetime | None = None) -> list[Alert]:
+               since: datetime | None = None, until: datetime | None = None, *,
+               progress: Progress = QUIET) -> list[Alert]:
     """Run the whole job: ``alerts.jsonl`` and ``alerts.md`` under ``output``."""
     limits = limits or AlertThresholds()
     limits.window_steps()
     events = read_events(spark, inputs, since, until).select(*ALERT_COLUMNS).persist()
     try:
         alerts = find_alerts(events, limits)
+        progress.stage(f"{len(alerts):,} alerts found")
     finally:
         events.unpersist()
     out = Path(output)

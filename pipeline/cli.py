@@ -6,18 +6,25 @@ pyspark is imported only when a command runs, so ``ksgate --help`` works without
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, missing_pyspark
+from pipeline.inputs import inspect_local
 from pipeline.instants import parse_instant
+from pipeline.progress import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MIN_PREFIX_GROUP = 3  # as pipeline.recommend, without importing pyspark here
+PIPELINE_MODULES = frozenset({"pyspark", "py4j", "matplotlib"})  # the pipeline extra
 
 
 def _instant(text: str) -> datetime:
@@ -102,56 +109,112 @@ def add_audit_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     return audit
 
 
-def _report(spark: SparkSession, args: argparse.Namespace) -> str:
+@dataclass(slots=True, frozen=True)
+class _Run:
+    """One command's progress lines and the file that receives the JVM's own output."""
+
+    progress: Progress
+    spark_log: Path
+
+
+def _report(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
     from pipeline.report import build_report
 
-    summary = build_report(spark, args.inputs, args.output, args.since, args.until)
+    summary = build_report(spark, args.inputs, args.output, args.since, args.until, progress=progress)
     return f"{summary.totals['events']:,} events; see {summary.output / 'summary.md'}"
 
 
-def _recommend(spark: SparkSession, args: argparse.Namespace) -> str:
+def _recommend(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
     from pipeline.recommend import recommend
 
-    result = recommend(spark, args.inputs, args.output, args.acls, args.min_prefix_group, args.since, args.until)
+    result = recommend(spark, args.inputs, args.output, args.acls, args.min_prefix_group, args.since, args.until,
+                       progress=progress)
     diff = result.diff
     extra = (f", {len(diff.to_add)} to add, {len(diff.covered)} narrower than existing ones, "
              f"{len(diff.unused)} existing unused" if diff else "")
     return f"{len(result.grants)} bindings{extra}; see {args.output}/recommendations.md"
 
 
-def _alerts(spark: SparkSession, args: argparse.Namespace) -> str:
+def _alerts(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
     from pipeline.alerts import AlertThresholds, run_alerts
 
     limits = AlertThresholds(window=timedelta(minutes=args.window_minutes),
                              brute_force_failures=args.brute_force_failures, stuffing_users=args.stuffing_users,
                              new_pair_period=timedelta(days=args.new_access_days), spike_factor=args.spike_factor,
                              spike_min_denials=args.spike_min_denials)
-    found = run_alerts(spark, args.inputs, args.output, limits, args.since, args.until)
+    found = run_alerts(spark, args.inputs, args.output, limits, args.since, args.until, progress=progress)
     return f"{len(found)} alerts; see {args.output}/alerts.md"
 
 
-_ANALYSES: dict[str, Callable[[SparkSession, argparse.Namespace], str]] = {
+_ANALYSES: dict[str, Callable[[SparkSession, argparse.Namespace, Progress], str]] = {
     "report": _report, "recommend": _recommend, "alerts": _alerts,
 }
+_NOTHING_TO = {"report": "nothing to report", "recommend": "nothing to recommend", "alerts": "nothing to check"}
 
 
-def _generate(args: argparse.Namespace) -> str:
+def _window(args: argparse.Namespace) -> str:
+    since = args.since.isoformat() if args.since else "the beginning"
+    until = args.until.isoformat() if args.until else "the end"
+    return f"between {since} and {until}"
+
+
+def _analyse(args: argparse.Namespace, run: _Run) -> str:
+    """Check the inputs (locally first: no JVM for a missing, empty or non-JSON file), then analyse."""
+    where, nothing = ", ".join(args.inputs), _NOTHING_TO[args.audit_command]
+    local = inspect_local(args.inputs)
+    if local.empty:
+        return f"no audit events in {where}: the input is empty; {nothing}"
+    if local.all_not_json:
+        raise PipelineError(f"{where} is not an audit log: {local.not_json[0]} is not JSON "
+                            "(expected JSON lines as docs/audit-log.md describes)")
+    return _with_session(args, run, lambda spark: _surveyed(spark, args, run.progress))
+
+
+def _surveyed(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
+    from pipeline.schema import SCHEMA_VERSION, survey
+
+    where, nothing = ", ".join(args.inputs), _NOTHING_TO[args.audit_command]
+    found = survey(spark, args.inputs, args.since, args.until)
+    windowed = f" {_window(args)}" if args.since or args.until else ""
+    progress.stage(f"read {found.lines:,} lines: {found.authorizations:,} authorization and "
+                   f"{found.authentications:,} authentication events{windowed}")
+    if found.lines == 0:
+        return f"no audit events in {where}: the input is empty; {nothing}"
+    if found.events == 0:
+        raise PipelineError(f"no audit events in {where}: none of its {found.lines:,} lines is a "
+                            f"schema-{SCHEMA_VERSION} audit event (JSON lines as docs/audit-log.md describes)")
+    if found.skipped:
+        progress.note(f"{found.skipped:,} of {found.lines:,} lines skipped: not schema-{SCHEMA_VERSION} audit events")
+    if found.in_window == 0:
+        return f"no events {_window(args)} ({found.events:,} outside it); {nothing}"
+    if found.authorizations == 0:
+        missing = f"no authorization events in {where}: the gateway ran without an authorizer?"
+        if args.audit_command == "recommend":
+            return f"{missing} {nothing.capitalize()}"
+        progress.note(missing)
+    return _ANALYSES[args.audit_command](spark, args, progress)
+
+
+def _generate(args: argparse.Namespace, run: _Run) -> str:
     from pipeline.generate import GenerateOptions, generate
 
     options = GenerateOptions(args.output, args.events, args.seed, args.days, args.start, args.engine, args.acls_out)
     if not options.use_spark():
         return f"{args.events:,} events ({generate(None, options)}) in {args.output}"
-    return _with_session(args, lambda spark: f"{args.events:,} events ({generate(spark, options)}) in {args.output}")
+    return _with_session(args, run,
+                         lambda spark: f"{args.events:,} events ({generate(spark, options)}) in {args.output}")
 
 
-def _with_session(args: argparse.Namespace, job: Callable[[SparkSession], str]) -> str:
+def _with_session(args: argparse.Namespace, run: _Run, job: Callable[[SparkSession], str]) -> str:
     """Run ``job`` in the session; stop it afterwards only if this call created it."""
     from pyspark.sql import SparkSession
 
-    from pipeline.session import build_session
+    from pipeline.session import build_session, jvm_output_to
 
     owned = SparkSession.getActiveSession() is None
-    spark = build_session(args.master, dict(args.spark_conf), args.log_level)
+    with jvm_output_to(run.spark_log):
+        spark = build_session(args.master, dict(args.spark_conf), args.log_level)
+    run.progress.stage(f"Spark {spark.version} started ({spark.sparkContext.master})")
     try:
         return job(spark)
     finally:
@@ -159,23 +222,39 @@ def _with_session(args: argparse.Namespace, job: Callable[[SparkSession], str]) 
             spark.stop()
 
 
+def _first_line(exc: BaseException) -> str:
+    # Py4J errors carry the whole Java stack trace: the user gets its first line, the log the rest.
+    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
 def run_audit(args: argparse.Namespace) -> int:
-    """Run a parsed ``audit`` command; 0 on success, 1 on failure (explained on stderr)."""
+    """Run a parsed ``audit`` command; 0 on success (also when there is nothing to analyse, said on stdout),
+    1 on failure (explained on stderr, without a traceback)."""
     command: str = args.audit_command
+    prefix = f"ksgate audit {command}"
     try:
         from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
     except ImportError:
-        print("ksgate audit: needs pyspark: pip install 'ksgate[pipeline]'", file=sys.stderr)
+        print(missing_pyspark(prefix), file=sys.stderr)
         return 1
+    run = _Run(Progress.to_stderr(prefix), Path(tempfile.gettempdir()) / f"ksgate-audit-spark-{os.getpid()}.log")
     try:
-        if command == "generate":
-            message = _generate(args)
-        else:
-            analysis = _ANALYSES[command]
-            message = _with_session(args, lambda spark: analysis(spark, args))
-    except (PipelineError, PySparkException, Py4JError, OSError) as exc:
-        print(f"ksgate audit {command}: {exc}", file=sys.stderr)
+        message = _generate(args, run) if command == "generate" else _analyse(args, run)
+    except (PySparkException, Py4JError) as exc:
+        # Spark's own log is kept only to explain a failure of Spark's.
+        java = " Is Java 17+ installed (java on PATH or JAVA_HOME)?" if "JAVA_GATEWAY_EXITED" in str(exc) else ""
+        log = f" (Spark's own log: {run.spark_log})" if run.spark_log.exists() else ""
+        print(f"{prefix}: {_first_line(exc)}{log}{java}", file=sys.stderr)
         return 1
-    print(f"ksgate audit {command}: {message}")
-    return 0
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in PIPELINE_MODULES:
+            raise
+        message, failed = missing_pyspark(prefix), True
+    except (PipelineError, OSError) as exc:
+        message, failed = f"{prefix}: {exc}", True
+    else:
+        message, failed = f"{prefix}: {message}", False
+    run.spark_log.unlink(missing_ok=True)
+    print(message, file=sys.stderr if failed else sys.stdout)
+    return 1 if failed else 0

@@ -36,6 +36,7 @@ from pipeline.acl_diff import AclDiff, diff_acls, used_bindings
 from pipeline.acl_match import pattern_matches
 from pipeline.compaction import GRANT_KEYS, compact
 from pipeline.errors import PipelineError
+from pipeline.progress import QUIET, Progress
 from pipeline.schema import authorizations, iso_text, read_events
 
 SUPER_USER_RULE = "SuperUser"
@@ -268,7 +269,7 @@ def read_acl_file(path: str) -> list[AclBinding]:
 
 def recommend(spark: SparkSession, inputs: Sequence[str], output: str, acl_file: str | None = None,
               min_group: int = DEFAULT_MIN_PREFIX_GROUP, since: datetime | None = None,
-              until: datetime | None = None) -> Recommendation:
+              until: datetime | None = None, *, progress: Progress = QUIET) -> Recommendation:
     """Run the whole job: read, learn, diff against ``acl_file`` if given, write ``output``."""
     from pipeline.recommend_output import write_recommendation
 
@@ -276,10 +277,14 @@ def recommend(spark: SparkSession, inputs: Sequence[str], output: str, acl_file:
     authz = authorizations(read_events(spark, inputs, since, until)).select(*ANALYSED_COLUMNS).persist()
     try:
         result = learn(authz, min_group)
+        progress.stage(f"{len(result.grants):,} bindings learned from {result.totals['allowed']:,} allowed "
+                       f"decisions; {len(result.refused):,} refused requests")
         if current is not None:
             used = used_bindings(_decided(authz, "ALLOWED"), current)
             result.diff = diff_acls(current, [g.binding for g in result.grants], used)
+            progress.stage(f"compared with the {len(current):,} bindings of {acl_file}")
     finally:
         authz.unpersist()
     write_recommendation(result, Path(output), inputs, acl_file, min_group)
+    progress.stage(f"written to {output}")
     return result

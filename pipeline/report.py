@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pipeline import charts
 from pipeline.instants import parse_instant
 from pipeline.markdown import code, document, table
+from pipeline.progress import QUIET, Progress
 from pipeline.schema import AUTHENTICATION, AUTHORIZATION, iso_text, read_events
 
 REPORT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "api_name", "operation",
@@ -150,8 +151,8 @@ def _span(first: str | None, last: str | None) -> timedelta:
 
 
 def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since: datetime | None = None,
-                 until: datetime | None = None) -> ReportSummary:
-    """Run the whole job and write everything under ``output``."""
+                 until: datetime | None = None, *, progress: Progress = QUIET) -> ReportSummary:
+    """Run the whole job and write everything under ``output`` (empty tables when there is nothing to show)."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     events = read_events(spark, inputs, since, until).select(*REPORT_COLUMNS).persist()
@@ -161,6 +162,7 @@ def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since:
         authn = events.filter(F.col("event") == AUTHENTICATION)
         matrix = access_matrix(authz)
         _write_parquet(matrix, out / "access", partition_by="resource_type")
+        progress.stage(f"access matrix of {counts['authorizations']:,} decisions written to {out / 'access'}")
         small = {
             "decisions_by_hour": decisions_by_hour(authz).withColumn("hour", iso_text(F.col("hour"))),
             "top_denied_principals": top_denied_principals(authz),
@@ -173,7 +175,9 @@ def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since:
             _write_parquet(frame, out / name)
             collected[name] = frame.collect()
             frame.unpersist()
-        rollup = principal_rollup(spark.read.parquet(str(out / "access"))).collect()
+        # With the schema given, an empty matrix (no authorization events) reads back as no rows.
+        rollup = principal_rollup(spark.read.schema(matrix.schema).parquet(str(out / "access"))).collect()
+        progress.stage(f"{len(small)} aggregates written")
     finally:
         events.unpersist()
     unit, buckets = _chart_buckets([(r["hour"], r["allowed"], r["denied"]) for r in collected["decisions_by_hour"]],
@@ -187,6 +191,7 @@ def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since:
                      key=lambda r: (-r["failed"], r["client_host"]))[:TOP_N]
     markdown = summary_markdown(inputs, counts, first, last, unit, buckets, collected, failing, rollup)
     (out / "summary.md").write_text(markdown, encoding="utf-8")
+    progress.stage("charts and summary.md written")
     return ReportSummary(counts, first, last, out)
 
 
@@ -224,4 +229,7 @@ def summary_markdown(inputs: Sequence[str], counts: dict[str, int], first: str |
     ]
     intro = (f"Input: {', '.join(code(p) for p in inputs)}  \n"
              f"Window: {first or '–'} … {last or '–'} (UTC, first and last event read)")
+    if not counts["authorizations"]:
+        intro += ("\n\n**No authorization events**: the gateway ran without an authorizer? "
+                  "Only authentication is reported.")
     return document("ksgate audit report", sections, intro)

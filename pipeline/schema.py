@@ -6,6 +6,7 @@ Both event kinds share one row type (fields of the other kind are null); nothing
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -72,6 +73,20 @@ def _days_in_window(day: Column, since: datetime | None, until: datetime | None)
     return condition
 
 
+def _pruned_raw(spark: SparkSession, paths: Sequence[str], since: datetime | None,
+                until: datetime | None) -> DataFrame:
+    spark.conf.set("spark.sql.session.timeZone", "UTC")  # `date` and iso_text are UTC, whatever the host says
+    raw = read_raw(spark, paths)
+    if "date" in raw.columns:  # discovered from date=… directories: prune, then derive it again
+        raw = raw.filter(_days_in_window(F.col("date"), since, until)).drop("date")
+    return raw.withColumn("ts", event_time(F.col("ts")))
+
+
+def _valid() -> Column:
+    return (F.col("ts").isNotNull() & (F.col("schema") == SCHEMA_VERSION)
+            & F.col("event").isin(AUTHORIZATION, AUTHENTICATION))
+
+
 def read_events(spark: SparkSession, paths: Sequence[str], since: datetime | None = None,
                 until: datetime | None = None) -> DataFrame:
     """Valid schema-1 events in ``[since, until)``: ``ts`` as a timestamp plus a UTC ``date`` column.
@@ -79,14 +94,41 @@ def read_events(spark: SparkSession, paths: Sequence[str], since: datetime | Non
     A ``date=YYYY-MM-DD`` directory layout (what ``ksgate audit generate`` writes) is used for
     partition pruning; lines that are not valid events (bad JSON, bad ``ts``) are dropped.
     """
-    spark.conf.set("spark.sql.session.timeZone", "UTC")  # `date` and iso_text are UTC, whatever the host says
-    raw = read_raw(spark, paths)
-    if "date" in raw.columns:  # discovered from date=… directories: prune, then derive it again
-        raw = raw.filter(_days_in_window(F.col("date"), since, until)).drop("date")
-    events = (raw.withColumn("ts", event_time(F.col("ts")))
-              .filter(F.col("ts").isNotNull() & (F.col("schema") == SCHEMA_VERSION)
-                      & F.col("event").isin(AUTHORIZATION, AUTHENTICATION)))
+    events = _pruned_raw(spark, paths, since, until).filter(_valid())
     return events.filter(_in_window(F.col("ts"), since, until)).withColumn("date", F.to_date("ts"))
+
+
+@dataclass(slots=True, frozen=True)
+class InputSurvey:
+    """What the inputs hold (within the date pruning): lines read, valid events, and those in the window."""
+
+    lines: int
+    events: int
+    authorizations: int
+    authentications: int
+
+    @property
+    def skipped(self) -> int:
+        """Lines that are not schema-1 audit events (not JSON, bad ``ts``, other schema or event)."""
+        return self.lines - self.events
+
+    @property
+    def in_window(self) -> int:
+        return self.authorizations + self.authentications
+
+
+def survey(spark: SparkSession, paths: Sequence[str], since: datetime | None = None,
+           until: datetime | None = None) -> InputSurvey:
+    """Count, in one pass, what ``read_events`` keeps and what it drops, so the CLI can say so."""
+    valid = _valid()
+    kept = valid & _in_window(F.col("ts"), since, until)
+    row = _pruned_raw(spark, paths, since, until).agg(
+        F.count("*").alias("lines"), F.count(F.when(valid, 1)).alias("events"),
+        F.count(F.when(kept & (F.col("event") == AUTHORIZATION), 1)).alias("authorizations"),
+        F.count(F.when(kept & (F.col("event") == AUTHENTICATION), 1)).alias("authentications"),
+    ).collect()[0]
+    return InputSurvey(int(row["lines"]), int(row["events"]), int(row["authorizations"]),
+                       int(row["authentications"]))
 
 
 def authorizations(events: DataFrame) -> DataFrame:

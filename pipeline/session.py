@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -57,3 +60,32 @@ def build_session(master: str | None = None, conf: Mapping[str, str] | None = No
     if cores is not None and not (conf and "spark.sql.shuffle.partitions" in conf):
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
     return spark
+
+
+def launches_jvm(env: Mapping[str, str]) -> bool:
+    """Will the next session start its own JVM (not under spark-submit, none running in this process)?"""
+    return SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in env
+
+
+@contextmanager
+def jvm_output_to(log: Path) -> Iterator[None]:
+    """While the JVM is launched, point this process's stderr at ``log``: the JVM inherits it for good.
+
+    Spark writes its start-up chatter (log4j's default profile, NativeCodeLoader, hostname warnings, the
+    JDK's incubator notice) to the JVM's stderr before any log level can be set; the user's terminal only
+    gets ksgate's own lines. A JVM that is already running (or spark-submit's) is left alone.
+    """
+    if not launches_jvm(os.environ):
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)

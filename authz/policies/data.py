@@ -57,20 +57,24 @@ TopicsStep = Callable[[list[Body]], list[Body]]
 # --- shared helpers -----------------------------------------------------------------------------------
 
 class _Checker:
-    """One operation on topics, asked once per name per request (as Kafka's filterByAuthorized does)."""
+    """One operation on topics, asked once per name per request (as Kafka's filterByAuthorized does);
+    ``log_if_denied=False`` for Kafka's implicit checks (filters and probes), whose denials are not audited."""
 
-    def __init__(self, view: AuthzView, operation: AclOperation, resource_type: ResourceType = TOPIC) -> None:
+    def __init__(self, view: AuthzView, operation: AclOperation, resource_type: ResourceType = TOPIC, *,
+                 log_if_denied: bool = True) -> None:
         self._view, self._operation, self._type = view, operation, resource_type
+        self._log_if_denied = log_if_denied
         self._seen: dict[str, bool] = {}
 
     def __call__(self, name: str) -> bool:
         if name not in self._seen:
-            self._seen[name] = self._view.allowed(Action(self._operation, self._type, name))
+            self._seen[name] = self._view.allowed(Action(self._operation, self._type, name,
+                                                         log_if_denied=self._log_if_denied))
         return self._seen[name]
 
 
-def _cluster_allows(view: AuthzView, operation: AclOperation) -> bool:
-    return view.allowed(Action(operation, ResourceType.CLUSTER, CLUSTER_NAME))
+def _cluster_allows(view: AuthzView, operation: AclOperation, *, log_if_denied: bool = True) -> bool:
+    return view.allowed(Action(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied))
 
 
 def _by_name(entry: Body) -> tuple[Hashable, ...]:
@@ -243,7 +247,7 @@ def authorize_list_offsets(request: Body, version: int, view: AuthzView) -> Verd
 
 def authorize_offset_for_leader_epoch(request: Body, version: int, view: AuthzView) -> Verdict:
     # KIP-320: CLUSTER_ACTION (brokers) authorizes everything, whatever the replica id; else DESCRIBE per topic.
-    if _cluster_allows(view, Op.CLUSTER_ACTION):
+    if _cluster_allows(view, Op.CLUSTER_ACTION, log_if_denied=False):
         return Relay()
     describe = _Checker(view, Op.DESCRIBE)
 
@@ -343,7 +347,7 @@ def _metadata_error_answer(topics: list[Body], version: int, error: int) -> Verd
 
 
 def _metadata_all_topics(request: Body, version: int, view: AuthzView) -> Verdict:
-    describe = _Checker(view, Op.DESCRIBE)
+    describe = _Checker(view, Op.DESCRIBE, log_if_denied=False)  # a filter: logIfDenied = !isAllTopics
 
     def hook(response: Body) -> Body:
         # For all-topics requests Kafka silently leaves out topics the principal may not describe.
@@ -380,10 +384,11 @@ def _metadata_by_name(request: Body, version: int, view: AuthzView, auto_create:
     allowed = [n for n in names if describe(n)]
     # A missing topic is auto-created only with CREATE on the cluster or on the topic. The gateway cannot tell
     # whether a topic exists, so it asks for every describable name and keeps the upstream from creating
-    # those it may not create.
+    # those it may not create. These are probes: Kafka does not log the cluster check and asks (and logs) the
+    # topic check for missing topics only, so a denial is audited once the upstream says the topic is missing.
     uncreatable: set[str] = set()
-    if allowed and request["allow_auto_topic_creation"] and not _cluster_allows(view, Op.CREATE):
-        create = _Checker(view, Op.CREATE)
+    if allowed and request["allow_auto_topic_creation"] and not _cluster_allows(view, Op.CREATE, log_if_denied=False):
+        create = _Checker(view, Op.CREATE, log_if_denied=False)
         uncreatable = {n for n in allowed if not create(n)}
     slots: list[Slot] = [(None, n) if describe(n) else (
         _metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, False), n) for n in names]
@@ -395,16 +400,20 @@ def _metadata_by_name(request: Body, version: int, view: AuthzView, auto_create:
         rewritten["topics"] = [] if version == 0 else None
         plan.pick = lambda topics: _metadata_pick(topics, allowed, version)
     if uncreatable and auto_create:
-        plan.convert = lambda topics: [_metadata_uncreated(t, version) if t["name"] in uncreatable else t
+        plan.convert = lambda topics: [_metadata_uncreated(t, version, view) if t["name"] in uncreatable else t
                                        for t in topics]
     return _metadata_verdict(plan, rewritten, relay=not uncreatable and len(allowed) == len(names))
 
 
-def _metadata_uncreated(topic: Body, version: int) -> Body:
+def _metadata_uncreated(topic: Body, version: int, view: AuthzView) -> Body:
     # Kafka: a missing topic the principal may not create is TOPIC_AUTHORIZATION_FAILED (with auto-creation on).
     if topic["error_code"] not in (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION):
         return topic
     name = topic["name"]
+    # Now the topic is known to be missing: Kafka's (logged) CREATE check on it. Granted meanwhile, the
+    # upstream's answer stands (the client retries and creates it).
+    if view.allowed(Action(Op.CREATE, TOPIC, name)):
+        return topic
     return _metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, name in INTERNAL_TOPICS)
 
 
@@ -649,7 +658,7 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
     names = [t["name"] for t in request["topics"]]
     duplicates = _duplicates(names)
     create = _Checker(view, Op.CREATE)
-    cluster = _cluster_allows(view, Op.CREATE)
+    cluster = _cluster_allows(view, Op.CREATE, log_if_denied=False)  # a shortcut; the per-topic check is logged
 
     def error(name: str, code: int, message: str) -> Body:
         return _fill(default_item(ApiKey.CREATE_TOPICS, version, "topics"), name=name, error_code=code,
@@ -664,7 +673,7 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
         elif not cluster and not create(name):
             errors[name] = error(name, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     # Kafka asks DESCRIBE_CONFIGS for every name it considered (even those refused); it matters from v5.
-    describe_configs = _Checker(view, Op.DESCRIBE_CONFIGS)
+    describe_configs = _Checker(view, Op.DESCRIBE_CONFIGS, log_if_denied=False)
     considered = [n for n in _dedupe(names) if n not in duplicates and n != CLUSTER_METADATA_TOPIC]
     hidden = {n for n in considered if not describe_configs(n) and n not in errors and version >= 5}
 
@@ -737,7 +746,7 @@ class _DeleteTopicsDecider:
                               if c > 1}
         self.answered: set[Hashable] = set()
         # DELETE on the cluster makes every topic describable and deletable.
-        self.cluster = _cluster_allows(view, Op.DELETE)
+        self.cluster = _cluster_allows(view, Op.DELETE, log_if_denied=False)
         self.describe, self.delete = _Checker(view, Op.DESCRIBE), _Checker(view, Op.DELETE)
 
     def error(self, name: str | None, topic_id: uuid.UUID, code: int, message: str) -> Body:

@@ -486,12 +486,15 @@ def authorize_describe_groups(request: Body, version: int, view: AuthzView) -> V
 
 
 def authorize_list_groups(request: Body, version: int, view: AuthzView) -> Verdict:
-    if view.allowed(Action(Op.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)):
+    # Both checks filter a listing: Kafka does not log their denials.
+    if view.allowed(Action(Op.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False)):
         return Relay()
 
     def visible(response: Body) -> Body:
         # Without DESCRIBE on the cluster, only the groups the caller may describe (no error).
-        response["groups"] = [g for g in response["groups"] if _group(view, Op.DESCRIBE, g["group_id"])]
+        response["groups"] = [g for g in response["groups"]
+                              if view.allowed(Action(Op.DESCRIBE, ResourceType.GROUP, g["group_id"],
+                                                     log_if_denied=False))]
         return response
 
     return Relay(visible)
@@ -699,8 +702,8 @@ def authorize_init_producer_id(request: Body, version: int, view: AuthzView) -> 
         ok = _txn(view, Op.WRITE, txn_id) and (not request.get("enable2_pc") or _txn(view, Op.TWO_PHASE_COMMIT, txn_id))
         error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
-        # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
-        ok = (view.allowed(Action(Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME))
+        # An idempotent producer: IDEMPOTENT_WRITE on the cluster (a denial not logged), or WRITE on some topic.
+        ok = (view.allowed(Action(Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False))
               or view.allowed_any(Op.WRITE, ResourceType.TOPIC))
         error = CLUSTER_AUTHORIZATION_FAILED
     return _gate(ok, ApiKey.INIT_PRODUCER_ID, version, error_code=error, producer_id=-1, producer_epoch=-1)

@@ -247,3 +247,41 @@ def test_every_decision_is_in_the_audit_log(authz_gateway: GatewayThread) -> Non
     assert ("authorization", "DENIED") in kinds and ("authorization", "ALLOWED") in kinds
     assert ("authentication", "SUCCEEDED") in kinds
     assert all("password" not in line.lower() for line in log.read_text().splitlines())
+
+
+def _audit_events_of(gateway: GatewayThread, client: WireClient) -> list[dict[str, Any]]:
+    import json
+
+    port = client.sock.getsockname()[1]
+    log = Path(gateway.config.settings["ksgate.audit.log.file"])
+    return [e for e in map(json.loads, log.read_text().splitlines())
+            if e["event"] == "authorization" and e["client_port"] == port]
+
+
+def test_auto_creating_metadata_of_an_existing_topic_logs_no_create_denial(authz_gateway: GatewayThread) -> None:
+    # A producer's Metadata (allow_auto_topic_creation) for a topic that exists: the CREATE probes are
+    # implicit checks (Kafka's logIfDenied=false), an explicit CreateTopics denial is still a denial.
+    admin = AdminClient(_as(authz_gateway, "admin"))
+    topic = _topic(admin, "probe")
+    _create_acls(admin, _allow("User:alice", ResourceType.TOPIC, topic, AclOperation.DESCRIBE))  # never CREATE
+    client = WireClient(authz_gateway.bootstrap)
+    try:
+        _scram_login(client, "alice")
+        client.send(request_frame(ApiKey.METADATA, 12, 3, {
+            "topics": [{"topic_id": uuid.UUID(int=0), "name": topic}], "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": False}))
+        _, metadata = client.read_response(ApiKey.METADATA, 12)
+        assert [(t["name"], t["error_code"]) for t in metadata["topics"]] == [(topic, 0)]
+        client.send(request_frame(ApiKey.CREATE_TOPICS, 7, 4, {
+            "topics": [{"name": topic + "-new", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout_ms": 5000, "validate_only": False}))
+        _, created = client.read_response(ApiKey.CREATE_TOPICS, 7)
+        assert created["topics"][0]["error_code"] == 29
+        events = _audit_events_of(authz_gateway, client)
+    finally:
+        client.close()
+    denied = [(e["api_name"], e["operation"], e["resource_type"], e["resource_name"]) for e in events
+              if e["decision"] == "DENIED"]
+    assert denied == [("CreateTopics", "CREATE", "TOPIC", topic + "-new")]
+    assert ("Metadata", "DESCRIBE", topic, "ALLOWED") in {
+        (e["api_name"], e["operation"], e["resource_name"], e["decision"]) for e in events}

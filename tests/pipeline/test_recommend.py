@@ -226,3 +226,22 @@ def test_compaction_takes_the_longest_prefix_and_respects_k(spark: SparkSession)
                        ("GROUP", "PREFIXED", "team-", 2)}
     assert by_k[7] == {("TOPIC", "LITERAL", n, 1) for n in names} | {("GROUP", "LITERAL", "team-a", 1),
                                                                      ("GROUP", "LITERAL", "team-b", 1)}
+
+
+def test_a_producers_auto_creating_metadata_suggests_no_create(spark: SparkSession, tmp_path: Path) -> None:
+    # What a producer's client sends (Metadata with auto-creation for an existing topic), through the real
+    # policies and audit log: the implicit CREATE probes are not denials, so nothing suggests CREATE.
+    from authz.request_policy import Rewrite
+    from protocol.api_keys import ApiKey
+    from tests.authz.helpers import acl
+    from tests.gateway.test_audit_implicit_checks import METADATA_VERSION, Gateway, metadata_answer, metadata_request
+
+    gateway = Gateway(tmp_path, acl("orders", AclOperation.DESCRIBE), record_allowed=True)
+    for _ in range(3):
+        verdict = gateway.decide(ApiKey.METADATA, METADATA_VERSION, metadata_request(["orders"]))
+        assert isinstance(verdict, Rewrite)
+        verdict.on_response(metadata_answer(("orders", 0)))
+    gateway.audit.close()
+    result = recommend(spark, [str(gateway.log_path)], str(tmp_path / "out"))
+    assert {r.operation for r in result.refused} == set()
+    assert {_key(g.binding) for g in result.grants} == {("TOPIC", "LITERAL", "orders", "DESCRIBE")}
