@@ -42,8 +42,9 @@ def _values_landed(bootstrap: str, topic: str, expected: int, timeout_s: float =
     try:
         while len(values) < expected and time.monotonic() < deadline:
             for message in consumer.consume(5000, 0.5):
-                if message.error() is None:
-                    values.add(message.value())
+                value = message.value()
+                if message.error() is None and value is not None:
+                    values.add(value)
     finally:
         consumer.close()
     return values
