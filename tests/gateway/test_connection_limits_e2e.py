@@ -200,11 +200,7 @@ def test_a_tcp_connection_that_never_starts_tls_is_closed_within_the_authenticat
 def test_a_half_sent_client_hello_is_closed_within_the_authentication_timeout(
         tls_gateway: GatewayThread) -> None:
     # A real ClientHello, cut in half: the handshake starts and never finishes.
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    hello = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
-    with pytest.raises(ssl.SSLWantReadError):
-        hello.do_handshake()
-    client_hello = outgoing.read()
+    client_hello = _client_hello()
     assert len(client_hello) > 100
     with socket.create_connection(("127.0.0.1", tls_gateway.port)) as sock:
         sock.sendall(client_hello[: len(client_hello) // 2])
@@ -219,3 +215,49 @@ def test_tls_clients_that_complete_the_handshake_are_still_served(tls_gateway: G
         sock.sendall(request_frame(ApiKey.API_VERSIONS, 3, 9, API_VERSIONS))
         sock.settimeout(EOF_WAIT_S)
         assert len(sock.recv(4)) == 4  # the response's size prefix: answered after the handshake
+
+
+def _client_hello() -> bytes:
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    hello = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        hello.do_handshake()
+    return outgoing.read()
+
+
+def test_garbage_instead_of_a_client_hello_counts_as_a_failed_handshake(tls_gateway: GatewayThread) -> None:
+    with socket.create_connection(("127.0.0.1", tls_gateway.port)) as sock:
+        sock.sendall(request_frame(ApiKey.API_VERSIONS, 3, 1, API_VERSIONS))  # Kafka bytes on a TLS port
+        assert _eof_within(sock, EOF_WAIT_S)
+    failed: float = tls_gateway.call(tls_gateway.gateway.ctx.metrics.tls_handshake_failures.value, ("SSL", "failed"))
+    assert failed == 1
+
+
+@pytest.fixture
+def tls_limited_gateway(broker: EmbeddedBroker, tls: TlsFiles) -> Iterator[GatewayThread]:
+    gateway = GatewayThread(broker.bootstrap, {
+        "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
+        "max.connections.per.ip": 1,
+    }, protocol="SSL", advertised_host="localhost").start()
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+def test_a_refused_connection_is_closed_before_any_tls(tls_limited_gateway: GatewayThread, tls: TlsFiles) -> None:
+    context = ssl.create_default_context(cafile=str(tls.ca))
+    address = ("127.0.0.1", tls_limited_gateway.port)
+    with socket.create_connection(address) as raw, context.wrap_socket(raw, server_hostname="localhost"), \
+            socket.create_connection(address) as second:
+        second.sendall(_client_hello())
+        second.settimeout(EOF_WAIT_S)
+        try:
+            answer = second.recv(1)
+        except ConnectionResetError:
+            answer = b""
+        assert answer == b""  # closed with no ServerHello: the handshake never began
+    refused: float = tls_limited_gateway.call(
+        tls_limited_gateway.gateway.ctx.metrics.connections_refused.value, ("SSL", "max_connections_per_ip"))
+    assert refused == 1
+    assert _handshake_timeouts(tls_limited_gateway) == 0
