@@ -307,6 +307,9 @@ class Gateway:
             self.limits.release(admission)
             if isinstance(exc, asyncio.CancelledError):
                 raise
+            if context is None:  # the peer was gone before the loop took the socket
+                log.info("connection_lost_at_accept", listener=listener.name, error=repr(exc))
+                return
             kind = "timeout" if isinstance(exc, (ConnectionAbortedError, TimeoutError)) else "failed"
             self.ctx.metrics.tls_handshake_failed(listener.name, kind)
             log.info("tls_handshake_failed", listener=listener.name, kind=kind, error=repr(exc))
