@@ -74,6 +74,16 @@ class AuditLog:
                      "client_port": client_port, "listener": listener, "mechanism": mechanism,
                      "decision": "SUCCEEDED" if succeeded else "FAILED", "failure": failure})
 
+    def connection_refused(self, *, client_host: str, client_port: int, listener: str, limit_key: str,
+                           limit: int, suppressed: int) -> None:
+        """A connection closed at accept by a connection limit (``suppressed``: refusals since
+        the previous such event that were counted but not written, to bound the log's growth)."""
+        if self._logger is None:
+            return
+        self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "connection",
+                     "client_host": client_host, "client_port": client_port, "listener": listener,
+                     "decision": "REFUSED", "reason": limit_key, "limit": limit, "suppressed": suppressed})
+
     def close(self) -> None:
         if self._logger is not None:
             for handler in list(self._logger.handlers):

@@ -59,6 +59,9 @@ class ListenerConfig:
     # Connections start with a PROXY header from one of these networks (listener.name.<name>.ksgate.proxy.*)
     proxy_protocol: bool = False
     proxy_trusted_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    # Only the listener.name.<name>.max.connections / .max.connection.creation.rate set for this
+    # listener: unlike ssl.*, the broker-wide values are separate limits, not defaults.
+    connection_limits: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def uses_tls(self) -> bool:
@@ -184,6 +187,11 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "connection.buffer.max.bytes": (_int, 4 * 1024 * 1024),
     "shutdown.timeout.ms": (_int, 10_000),
     "connections.max.idle.ms": (_int, 600_000),
+    # connection limits (Kafka's names and defaults, KIP-402/KIP-612): per gateway process
+    "max.connections": (_int, 2_147_483_647),
+    "max.connections.per.ip": (_int, 2_147_483_647),
+    "max.connections.per.ip.overrides": (_str, ""),
+    "max.connection.creation.rate": (_int, 2_147_483_647),
     "log.level": (_choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"),
     # authentication (Kafka broker names where they exist; ksgate.* where Kafka has none)
     "sasl.enabled.mechanisms": (_str, "SCRAM-SHA-256,SCRAM-SHA-512"),
@@ -274,6 +282,11 @@ LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {
     "ssl.principal.mapping.rules": _str,
     **{key: _optional_str for key in TLS_KEYS},
 }
+# Per-listener connection limits (listener.name.<name>.<key>); per-ip limits are broker-wide in Kafka.
+LISTENER_LIMIT_KEYS: dict[str, Callable[[str, Any], Any]] = {
+    "max.connections": _int,
+    "max.connection.creation.rate": _int,
+}
 SECRET_KEYS = frozenset({"ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
                          "delegation.token.secret.key",
                          "upstream.ssl.key.password",
@@ -322,9 +335,10 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         m = _LISTENER_KEY.match(key)
         if m:
             name, suffix = m.groups()
-            if suffix not in LISTENER_KEYS:
+            parse = LISTENER_KEYS.get(suffix) or LISTENER_LIMIT_KEYS.get(suffix)
+            if parse is None:
                 raise ConfigError(f"{key}: unknown per-listener setting {suffix!r}")
-            per_listener.setdefault(name.upper(), {})[suffix] = LISTENER_KEYS[suffix](key, value)
+            per_listener.setdefault(name.upper(), {})[suffix] = parse(key, value)
         elif key in KNOWN_KEYS:
             settings[key] = KNOWN_KEYS[key][0](key, value)
         else:
@@ -342,6 +356,7 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
                           f"got {settings['ksgate.upstream.startup.timeout.ms']}")
     if settings["node.id.max"] < settings["node.id.min"]:
         raise ConfigError("node.id.max: must not be below node.id.min")
+    _check_connection_limits(settings)
     listeners = _listeners(settings, per_listener)
     authorizer = settings["authorizer.class.name"].strip()
     if authorizer and authorizer.rsplit(".", 1)[-1] != "StandardAuthorizer":
@@ -385,6 +400,29 @@ def _check_positive(settings: Mapping[str, Any], *keys: str) -> None:
     for key in keys:
         if settings[key] <= 0:
             raise ConfigError(f"{key}: must be positive, got {settings[key]}")
+
+
+def _check_connection_limits(settings: Mapping[str, Any]) -> None:
+    for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
+        if settings[key] < 0:
+            raise ConfigError(f"{key}: must not be negative, got {settings[key]}")
+    overrides = parse_ip_overrides(settings["max.connections.per.ip.overrides"])
+    if settings["max.connections.per.ip"] == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip: can be 0 only if max.connections.per.ip.overrides is set")
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """Kafka's ``max.connections.per.ip.overrides``: ``host1:N,host2:M`` (a host is a name or
+    an address; an IPv6 address keeps its colons: the count follows the last one)."""
+    key = "max.connections.per.ip.overrides"
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, _, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not host or not count.strip().isdigit():
+            raise ConfigError(f"{key}: {item!r} is not host:count")
+        overrides[host] = int(count)
+    return overrides
 
 
 def _suggest(key: str) -> str:
@@ -432,9 +470,13 @@ def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[s
         if base <= 0:
             raise ConfigError(f"listener.name.{bind.name.lower()}.node.port.base: must be positive")
         effective = {key: settings[key] for key in LISTENER_KEYS if key in settings}
-        effective.update({k: v for k, v in overrides.items() if k not in _EDGE_KEYS})
+        effective.update({k: v for k, v in overrides.items() if k in LISTENER_KEYS and k not in _EDGE_KEYS})
+        limits = {k: v for k, v in overrides.items() if k in LISTENER_LIMIT_KEYS}
+        for key, value in limits.items():
+            if value < 0:
+                raise ConfigError(f"listener.name.{bind.name.lower()}.{key}: must not be negative, got {value}")
         listener = ListenerConfig(bind.name, bind.security_protocol, bind, adv, base, effective,
-                                  **_edge(bind, adv, overrides))
+                                  connection_limits=limits, **_edge(bind, adv, overrides))
         if listener.uses_sasl and not listener.sasl_mechanisms:
             raise ConfigError(f"sasl.enabled.mechanisms: listener {bind.name} is {bind.security_protocol} "
                               f"but enables no mechanism")

@@ -68,6 +68,10 @@ AUTH_MECHANISMS = (*SASL_MECHANISMS, *SECURITY_PROTOCOLS)
 # authentication: the gateway's own SASL to the upstream failed; disconnected: the upstream
 # closed a link in use; protocol: an upstream response could not be handled.
 UPSTREAM_ERROR_KINDS = ("connect", "unreachable", "authentication", "disconnected", "protocol")
+# Why a connection was refused at accept (gateway.connection_limits.Refusal.metric_reason).
+REFUSAL_REASONS = ("listener_max_connections", "max_connections", "listener_max_connection_creation_rate",
+                   "max_connection_creation_rate", "max_connections_per_ip")
+TLS_HANDSHAKE_FAILURES = ("timeout", "failed")
 
 
 class MetricsError(ValueError):
@@ -388,6 +392,15 @@ class Metrics:
             "ksgate_password_hashes_total",
             "Password hashes (SASL/PLAIN's PBKDF2) computed on the verification threads; logins the "
             "verified-password cache vouched for and throttled attempts compute none.")
+        self.connections_refused = r.counter(
+            "ksgate_connections_refused_total",
+            "Client connections closed at accept, before TLS, by the limit they hit (max.connections, "
+            "max.connections.per.ip, max.connection.creation.rate, per listener or process-wide).",
+            ("listener", "reason"))
+        self.tls_handshake_failures = r.counter(
+            "ksgate_tls_handshake_failures_total",
+            "Client connections closed during the TLS handshake: timeout (not completed within "
+            "ksgate.authentication.timeout.ms) or failed.", ("listener", "kind"))
 
         self._listeners: dict[str, LabelValues] = {}
         for name in listeners:
@@ -420,6 +433,10 @@ class Metrics:
             labels = self._listeners[name] = (name,)
             self.connections.declare(labels)
             self.connections_total.declare(labels)
+            for reason in REFUSAL_REASONS:
+                self.connections_refused.declare((name, reason))
+            for kind in TLS_HANDSHAKE_FAILURES:
+                self.tls_handshake_failures.declare((name, kind))
         return labels
 
     def _api_labels(self, api_key: int) -> LabelValues:
@@ -435,6 +452,15 @@ class Metrics:
 
     def connection_closed(self, listener: str) -> None:
         self.connections.dec(self._listener(listener))
+
+    def connection_refused(self, listener: str, reason: str) -> None:
+        """``reason`` is one of REFUSAL_REASONS (a Refusal's metric_reason)."""
+        self.connections_refused.inc((self._listener(listener)[0], reason if reason in REFUSAL_REASONS else "other"))
+
+    def tls_handshake_failed(self, listener: str, kind: str) -> None:
+        """``kind`` is one of TLS_HANDSHAKE_FAILURES."""
+        bounded = kind if kind in TLS_HANDSHAKE_FAILURES else "other"
+        self.tls_handshake_failures.inc((self._listener(listener)[0], bounded))
 
     def authentication(self, mechanism: str | None, outcome: str) -> None:
         """``outcome``: "success" or a failure class; unknown mechanisms/outcomes become "other"."""

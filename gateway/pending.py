@@ -8,6 +8,10 @@ gets a slot when it arrives; slots are released strictly from the head.
 Upstream requests carry a gateway-assigned correlation id, so a response is matched to
 its slot even when the upstream answers out of order (Tansu does) or the client reuses
 ids; the client's own id is restored on the way back.
+
+Requests nobody waits for (Produce with acks=0) take their ids from a disjoint range, so
+an upstream that answers them anyway (Tansu does) is recognised by the id alone: no memory
+per unanswered request, however many a client pipelines.
 """
 
 from __future__ import annotations
@@ -37,8 +41,11 @@ class Slot:
     arrived: float = 0.0  # monotonic time the request was queued (for the latency histogram)
 
 
-# How many acks=0 produce ids are remembered in case the upstream answers them anyway.
-_UNANSWERED_MEMORY = 1024
+# Upstream correlation ids: answered requests cycle through [0, 2^30), requests the client
+# expects no answer to through [2^30, 2^31).  Either range outlasts any number of requests
+# in flight (queued.max.requests), so an id is never reused while it may still be answered.
+_ANSWERED_IDS = 0x4000_0000
+_UNANSWERED_BASE = 0x4000_0000
 
 
 LatencyObserver = Callable[[int, float], None]  # (api key, seconds from request to response written)
@@ -46,7 +53,7 @@ SentCounter = Callable[[int, int], None]  # (api key, bytes of a response writte
 
 
 class ResponseQueue:
-    __slots__ = ("_awaiting", "_next_id", "_observe", "_sent", "_slots", "_unanswered")
+    __slots__ = ("_awaiting", "_next_id", "_next_unanswered", "_observe", "_sent", "_slots")
 
     def __init__(self, observe: LatencyObserver | None = None, sent: SentCounter | None = None) -> None:
         self._observe = observe
@@ -54,9 +61,7 @@ class ResponseQueue:
         self._slots: deque[Slot] = deque()
         self._awaiting: dict[int, Slot] = {}
         self._next_id = 0
-        # Kafka never answers Produce with acks=0, but some Kafka-compatible brokers
-        # (Tansu) do; such answers are dropped so the client sees Kafka's behaviour.
-        self._unanswered: dict[int, None] = {}
+        self._next_unanswered = 0
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -64,19 +69,19 @@ class ResponseQueue:
     def expect_upstream(self, correlation_id: int, api_key: int, api_version: int,
                         hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
         """Open a slot for a relayed request; returns the correlation id to send upstream."""
-        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        self._next_id = (self._next_id + 1) % _ANSWERED_IDS
         slot = Slot(correlation_id, api_key, api_version, hook=hook, arrived=time.monotonic())
         self._slots.append(slot)
         self._awaiting[self._next_id] = slot
         return self._next_id
 
     def expect_nothing(self) -> int:
-        """An id for a request the client expects no response to (Produce with acks=0)."""
-        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        self._unanswered[self._next_id] = None
-        if len(self._unanswered) > _UNANSWERED_MEMORY:
-            del self._unanswered[next(iter(self._unanswered))]
-        return self._next_id
+        """An id for a request the client expects no response to (Produce with acks=0).
+
+        Kafka never answers those, but some Kafka-compatible brokers (Tansu) do; the id's
+        range is what marks such an answer for dropping, so nothing is remembered here."""
+        self._next_unanswered = (self._next_unanswered + 1) % _ANSWERED_IDS
+        return _UNANSWERED_BASE + self._next_unanswered
 
     def add_local(self, correlation_id: int, api_key: int, api_version: int, response: WireBytes) -> None:
         self._slots.append(Slot(correlation_id, api_key, api_version, [response], True, arrived=time.monotonic()))
@@ -92,7 +97,7 @@ class ResponseQueue:
         slot = self._awaiting.pop(upstream_id, None)
         if slot is not None:
             return slot
-        if self._unanswered.pop(upstream_id, 0) is None:
+        if _UNANSWERED_BASE <= upstream_id <= 0x7FFF_FFFF:
             return None
         raise DecodeError(f"upstream sent a response nobody asked for (correlation id {upstream_id})")
 

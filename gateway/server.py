@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -12,13 +14,15 @@ from auth.login_throttle import LoginThrottle
 from auth.mechanism import wall_clock_ms
 from auth.tls import TlsConfigError
 from auth.token_store import TokenStore
+from gateway.acceptor import Acceptor
 from gateway.allocator import keep_large_buffers_on_the_heap
 from gateway.api_versions import negotiate
 from gateway.cluster_view import ClusterView
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.connection import ClientConnection
+from gateway.connection_limits import Admission, ConnectionLimits, Refusal, RefusalSampler, limit_settings
 from gateway.context import GatewayContext
-from gateway.edge.proxied_listener import ProxiedServer
+from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
 from gateway.logs import get_logger
 from gateway.metrics import Metrics
@@ -40,8 +44,13 @@ log = get_logger(component="server")
 class Gateway:
     config: GatewayConfig
     ctx: GatewayContext = field(init=False)
-    _servers: dict[tuple[str, int | None], asyncio.base_events.Server | ProxiedServer] = field(default_factory=dict)
+    _servers: dict[tuple[str, int | None], Acceptor] = field(default_factory=dict)
     _connections: set[ClientConnection] = field(default_factory=set)
+    # Kafka's connection limits, counted in this process (with --workers N, each worker counts
+    # its own connections: N workers behind one port act as N brokers would).
+    limits: ConnectionLimits = field(init=False)
+    _refusal_audit: RefusalSampler = field(init=False)
+    _handshakes: set[asyncio.Task[None]] = field(default_factory=set)  # accepted, TLS not yet complete
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
     security_topic: SecurityTopic | None = None  # the replicated store (ksgate.security.store KAFKA)
@@ -148,6 +157,8 @@ class Gateway:
         self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
                                                      self.tokens, self.security_topic)
         cluster.on_new_node.append(self._open_node_listeners)
+        self.limits = ConnectionLimits(limit_settings(self.config, _resolve_host), time.monotonic)
+        self._refusal_audit = RefusalSampler(time.monotonic)
 
     async def start(self) -> None:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
@@ -379,23 +390,92 @@ class Gateway:
         else:
             sock = _bound_socket(listener.bind.host, port)
         loop = asyncio.get_running_loop()
-        ssl_context = self.ctx.security[listener.name].ssl_context
-        server: asyncio.base_events.Server | ProxiedServer
-        if listener.proxy_protocol:
-            server = ProxiedServer(sock, listener.proxy_trusted_networks,
-                                   lambda client: self._new_connection(listener.name, node_id, client),
-                                   ssl_context, self.config.authentication_timeout_ms / 1000, listener=listener.name)
-            server.start()
-        else:
-            server = await loop.create_server(
-                lambda: self._new_connection(listener.name, node_id), sock=sock, backlog=1024, ssl=ssl_context)
-        self._servers[key] = server
+        self._servers[key] = Acceptor(loop, sock, lambda conn, address: self._accept(listener, node_id, conn, address))
         log.info("listening", listener=listener.name, node=node_id, address=f"{listener.bind.host}:{port}")
 
-    def _new_connection(self, listener_name: str, node_id: int | None,
+    def _accept(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
+                address: tuple[str, int]) -> None:
+        """A new TCP connection: behind a load balancer, first its PROXY header; then refused at
+        once if over a connection limit (no TLS, no Kafka bytes read), otherwise served once its
+        TLS handshake (if any) completes."""
+        if listener.proxy_protocol:
+            self._track(self._accept_proxied(listener, node_id, sock, address))
+            return
+        self._admit(listener, node_id, sock, address, None)
+
+    async def _accept_proxied(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
+                              peer: tuple[str, int]) -> None:
+        client = await proxied_client(sock, peer, listener.proxy_trusted_networks,
+                                      self.config.authentication_timeout_ms / 1000, listener.name)
+        if client is not None:  # limits count the client's address, not the balancer's
+            self._admit(listener, node_id, sock, client, client)
+
+    def _track(self, coroutine: Coroutine[None, None, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
+
+    def _admit(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket, address: tuple[str, int],
+               client: tuple[str, int] | None) -> None:
+        decision = self.limits.admit(listener.name, address[0])
+        if isinstance(decision, Refusal):
+            self._refused(listener.name, address, decision)  # recorded before the client can see the close
+            sock.close()
+            return
+        if self._stopping:
+            self.limits.release(decision)
+            sock.close()
+            return
+        self._track(self._serve(listener, node_id, sock, decision, client))
+
+    def _refused(self, listener_name: str, address: tuple[str, int], refusal: Refusal) -> None:
+        self.ctx.metrics.connection_refused(listener_name, refusal.metric_reason)
+        log.info("connection_limit_refused", listener=listener_name, client=f"{address[0]}:{address[1]}",
+                 limit=refusal.key, value=refusal.limit)
+        if self.ctx.authorization is None or not self.ctx.authorization.audit.enabled:
+            return
+        suppressed = self._refusal_audit.sample()
+        if suppressed is not None:
+            self.ctx.authorization.audit.connection_refused(
+                client_host=address[0], client_port=address[1], listener=listener_name, limit_key=refusal.key,
+                limit=refusal.limit, suppressed=suppressed)
+
+    async def _serve(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
+                     admission: Admission, client: tuple[str, int] | None) -> None:
+        """Hand the socket to the event loop; a TLS handshake must complete within the
+        authentication timeout (a peer that sends nothing is not held for asyncio's 60 s)."""
+        made: list[ClientConnection] = []
+
+        def protocol() -> ClientConnection:
+            made.append(self._new_connection(listener.name, node_id, admission, client))
+            return made[-1]
+
+        context = self.ctx.security[listener.name].ssl_context
+        timeout = self.config.authentication_timeout_ms / 1000 if context is not None else None
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
+        except (OSError, ssl.SSLError, asyncio.CancelledError) as exc:
+            # Never connected: the connection's own close hook will not run.
+            for conn in made:
+                self._connections.discard(conn)
+            self.limits.release(admission)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            if context is None:  # the peer was gone before the loop took the socket
+                log.info("connection_lost_at_accept", listener=listener.name, error=repr(exc))
+                return
+            kind = "timeout" if isinstance(exc, (ConnectionAbortedError, TimeoutError)) else "failed"
+            self.ctx.metrics.tls_handshake_failed(listener.name, kind)
+            log.info("tls_handshake_failed", listener=listener.name, kind=kind, error=repr(exc))
+
+    def _new_connection(self, listener_name: str, node_id: int | None, admission: Admission,
                         client: tuple[str, int] | None = None) -> ClientConnection:
-        conn = ClientConnection(self.ctx, listener_name, node_id, on_close=self._connections.discard,
-                                client_address=client)
+        def closed(conn: ClientConnection) -> None:
+            self._connections.discard(conn)
+            self.limits.release(admission)
+
+        conn = ClientConnection(self.ctx, listener_name, node_id, on_close=closed, client_address=client)
         self._connections.add(conn)
         if self._stopping:
             conn.begin_drain()
@@ -413,6 +493,8 @@ class Gateway:
             task.cancel()
         for server in self._servers.values():
             server.close()
+        for handshake in list(self._handshakes):
+            handshake.cancel()
         for conn in list(self._connections):
             conn.begin_drain()
         waits = [asyncio.ensure_future(c.drained.wait()) for c in self._connections]
@@ -440,6 +522,14 @@ def _report_listen_failure(task: asyncio.Task[None]) -> None:
     """A node discovered while serving whose port cannot be opened: clients sent there cannot connect."""
     if not task.cancelled() and task.exception() is not None:
         log.error("node_listener_failed", error=str(task.exception()))
+
+
+def _resolve_host(host: str) -> list[str]:
+    """The addresses of a host named in max.connections.per.ip.overrides (resolved at start-up, as Kafka does)."""
+    try:
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)})
+    except OSError as exc:
+        raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}") from None
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:

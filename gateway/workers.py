@@ -11,7 +11,8 @@ after the fork.  Each worker binds its own listening sockets with SO_REUSEPORT a
 kernel spreads new connections across them (other systems accept the option but may not
 balance; Linux also only lets sockets of the same user share a port).
 
-Each worker has its own connections, counters and metrics: worker ``i`` serves its metrics
+Each worker has its own connections, connection limits (``max.connections*`` and the creation
+rate count per process: N workers act as N brokers would), counters and metrics: worker ``i`` serves its metrics
 endpoint on ``metrics_port(base, i)`` = base + i, and Prometheus scrapes each as a target.
 (A shared SO_REUSEPORT metrics port would hand each scrape to a random worker; summing in
 the parent would need IPC for every series.  Distinct ports are the honest simple design.)

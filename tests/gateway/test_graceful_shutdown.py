@@ -34,9 +34,12 @@ def test_in_flight_request_is_answered_before_the_connection_closes(broker: Embe
         future.result(timeout=15)
     client = WireClient(gateway.bootstrap)
     client.send(request_frame(ApiKey.FETCH, FETCH_V, 77, _long_poll(topic, 1500)))
-    # The gateway must have the request in flight before shutdown begins.
+    # The gateway must have this client's request in flight before shutdown begins (another
+    # connection's, e.g. the admin client's, would not do: this one might not be accepted yet).
+    port = client.sock.getsockname()[1]
     deadline = time.monotonic() + 5
-    while not any(len(c.responses) for c in gateway.gateway._connections) and time.monotonic() < deadline:
+    while not any(c.client_port == port and len(c.responses) for c in list(gateway.gateway._connections)) \
+            and time.monotonic() < deadline:
         time.sleep(0.01)
     stopper = threading.Thread(target=gateway.stop)
     stopper.start()

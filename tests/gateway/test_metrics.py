@@ -105,6 +105,7 @@ def test_every_product_series_is_exposed_with_its_type() -> None:
         "ksgate_build_info": "gauge",
         "ksgate_sasl_scram_legacy_nonce_total": "counter",
         "ksgate_password_hashes_total": "counter",
+        "ksgate_connections_refused_total": "counter", "ksgate_tls_handshake_failures_total": "counter",
     }
     assert "ksgate_store_lag_seconds 0\n" in text
     assert 'ksgate_sasl_scram_legacy_nonce_total{mechanism="SCRAM-SHA-256"} 0\n' in text
@@ -115,6 +116,18 @@ def test_configured_listeners_are_exported_at_zero_before_any_connection() -> No
     text = Metrics(["SASL_SSL"]).render()
     assert 'ksgate_connections{listener="SASL_SSL"} 0\n' in text
     assert 'ksgate_connections_total{listener="SASL_SSL"} 0\n' in text
+
+
+def test_refusals_and_handshake_failures_are_exported_per_listener_from_zero() -> None:
+    metrics = Metrics(["SSL"])
+    assert 'ksgate_connections_refused_total{listener="SSL",reason="max_connections_per_ip"} 0\n' in metrics.render()
+    metrics.connection_refused("SSL", "max_connections_per_ip")
+    metrics.connection_refused("SSL", "not-a-reason")
+    metrics.tls_handshake_failed("SSL", "timeout")
+    text = metrics.render()
+    assert 'ksgate_connections_refused_total{listener="SSL",reason="max_connections_per_ip"} 1\n' in text
+    assert 'ksgate_connections_refused_total{listener="SSL",reason="other"} 1\n' in text
+    assert 'ksgate_tls_handshake_failures_total{listener="SSL",kind="timeout"} 1\n' in text
 
 
 def test_connection_gauge_follows_open_connections_while_the_total_only_grows() -> None:

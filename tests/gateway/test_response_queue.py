@@ -35,9 +35,34 @@ def test_unsolicited_response_is_an_error_but_acks0_answers_are_dropped() -> Non
     silent = q.expect_nothing()
     assert q.match_upstream(silent) is None
     with pytest.raises(DecodeError):
-        q.match_upstream(silent)  # only once
-    with pytest.raises(DecodeError):
         q.match_upstream(12345)
+
+
+def test_any_number_of_unanswered_acks0_requests_is_recognised_without_remembering_them() -> None:
+    q = ResponseQueue()
+    answered = q.expect_upstream(1, 3, 12)
+    silent = [q.expect_nothing() for _ in range(100_000)]
+    assert len(set(silent)) == len(silent)
+    assert answered not in silent
+    # The oldest acks=0 id is still recognised after 100,000 more (1,024 used to be the limit).
+    assert all(q.match_upstream(upstream_id) is None for upstream_id in silent)
+    assert len(q) == 1
+    slot = q.match_upstream(answered)
+    assert slot is not None and slot.correlation_id == 1
+    with pytest.raises(DecodeError):
+        q.match_upstream(answered)  # an answered id is matched once
+
+
+def test_answered_and_unanswered_ids_never_collide_across_wraparound() -> None:
+    q = ResponseQueue()
+    q._next_id = q._next_unanswered = 0x3FFF_FFFE  # near the end of both ranges
+    answered = [q.expect_upstream(n, 3, 12) for n in range(4)]
+    silent = [q.expect_nothing() for _ in range(4)]
+    assert all(0 <= upstream_id < 0x4000_0000 for upstream_id in answered)
+    assert all(0x4000_0000 <= upstream_id <= 0x7FFF_FFFF for upstream_id in silent)
+    for n, upstream_id in enumerate(answered):
+        slot = q.match_upstream(upstream_id)
+        assert slot is not None and slot.correlation_id == n
 
 
 def test_correlation_id_is_replaced_without_copying_the_payload() -> None:
