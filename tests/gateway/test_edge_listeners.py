@@ -163,3 +163,22 @@ def test_an_untrusted_peer_is_closed_before_anything_is_read(proxied: GatewayThr
         sock.sendall(b"PROXY TCP4 203.0.113.1 127.0.0.1 1 9092\r\n")
         assert _closed(sock)
     assert "203.0.113.1" not in _audited_hosts(proxied)
+
+
+def test_per_ip_limits_count_the_address_in_the_header_not_the_balancers(broker: EmbeddedBroker) -> None:
+    gateway = GatewayThread(broker.bootstrap, {
+        "listener.name.plaintext.ksgate.proxy.protocol": True,
+        "listener.name.plaintext.ksgate.proxy.protocol.trusted.networks": "127.0.0.2/32",
+        "max.connections.per.ip": 1}).start()
+    try:
+        first, second, same = (_from_balancer(gateway) for _ in range(3))
+        first.sendall(b"PROXY TCP4 198.51.100.1 127.0.0.1 1 9092\r\n")
+        second.sendall(b"PROXY TCP4 198.51.100.2 127.0.0.1 2 9092\r\n")
+        # Two clients behind one balancer address: each has its own one connection.
+        assert _metadata_as(first)["brokers"] and _metadata_as(second)["brokers"]
+        same.sendall(b"PROXY TCP4 198.51.100.1 127.0.0.1 3 9092\r\n")
+        assert _closed(same), "a second connection of 198.51.100.1 is over max.connections.per.ip"
+        for sock in (first, second, same):
+            sock.close()
+    finally:
+        gateway.stop()
