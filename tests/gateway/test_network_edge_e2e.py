@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 import ssl
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -48,7 +54,8 @@ class Edge:
         self.ca = ca.write(directory / "ca.pem")
         issue_cert(ca, f"CN={DOMAIN}", dns_names=(DOMAIN, f"*.{DOMAIN}"), ip_addresses=()).write_pem(
             directory / "server.pem", directory / "server.key")
-        store = FileCredentialStore(directory / "users.json")
+        self.users = directory / "users.json"
+        store = FileCredentialStore(self.users)
         for user in ("alice", "bob"):
             store.upsert_user(user, f"{user}-secret")
         self.lb_port = free_port()
@@ -175,3 +182,41 @@ def test_a_real_client_straight_to_the_gateway_port_cannot_bypass_the_balancer(e
     admin = AdminClient({**edge.client("alice"), "bootstrap.servers": f"127.0.0.1:{edge.gateway.port}"})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
+
+
+def test_two_workers_share_the_sni_port_and_each_routes_by_name(edge: Edge, broker: EmbeddedBroker,
+                                                                 tmp_path: Path) -> None:
+    port, metrics_base = free_port(), free_port()
+    tls = edge.gateway.config.listeners[0].settings
+    config = tmp_path / "ksgate.yaml"
+    config.write_text(yaml.safe_dump({
+        "listeners": f"SASL_SSL://127.0.0.1:{port}", "advertised.listeners": f"SASL_SSL://{BOOTSTRAP}:{port}",
+        "listener.name.sasl_ssl.ksgate.sni.broker.host.pattern": PATTERN,
+        "ssl.keystore.location": tls["ssl.keystore.location"], "ssl.key.location": tls["ssl.key.location"],
+        "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(edge.users),
+        "upstream.bootstrap.servers": broker.bootstrap, "ksgate.metrics.listener": f"127.0.0.1:{metrics_base}",
+        "log.level": "WARNING"}))
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run", "--config", str(config), "--workers", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for worker in range(2):
+            deadline = time.monotonic() + 30
+            while not _ready(metrics_base + worker):
+                assert time.monotonic() < deadline, f"worker {worker} never became ready"
+                time.sleep(0.1)
+        settings = {**edge.client("alice"), "bootstrap.servers": f"{BOOTSTRAP}:{port}"}
+        for _ in range(4):  # connections land on either worker; every one routes by name
+            producer = Producer(settings)
+            producer.produce(f"edge-workers-{uuid.uuid4().hex[:6]}", b"x")
+            assert producer.flush(20) == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=40) == 0
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
