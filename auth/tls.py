@@ -189,6 +189,13 @@ def _read(path: Path, key: str) -> bytes:
         raise TlsConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
 
 
+def _check_files_exist(config: Mapping[str, Any]) -> None:
+    for key in ("ssl.keystore.location", "ssl.key.location", "ssl.truststore.location"):
+        location = _text(config, key)
+        if location is not None and not Path(location).exists():
+            raise TlsConfigError(f"{key}: {location} does not exist")
+
+
 def _password(value: str | None) -> bytes | None:
     return value.encode() if value else None
 
@@ -398,6 +405,7 @@ class TlsContextProvider:
     @classmethod
     def from_settings(cls, config: Mapping[str, Any]) -> TlsContextProvider:
         """Parse one listener's ssl.* keys and load its material; raises TlsConfigError."""
+        _check_files_exist(config)  # a missing file is the first thing to fix, before its password or type
         return cls(ListenerTlsSettings.from_config(config))
 
     @property

