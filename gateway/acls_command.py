@@ -21,10 +21,11 @@ of the resource); options that kafka-acls.sh silently ignores (a host without a 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -488,6 +489,39 @@ def _kafka_error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+# librdkafka errors that retrying cannot fix: a refused login or a failed TLS handshake.
+# Waiting on would only repeat the failed login (and look like brute force in the audit log).
+_FINAL_CLIENT_ERRORS = frozenset({
+    -169,  # _AUTHENTICATION
+    58,    # SASL_AUTHENTICATION_FAILED
+    -181,  # _SSL
+})
+
+# librdkafka's own log lines (one per reconnect) go here and no further: the command reports
+# what went wrong once, from error_cb and the request's result.
+_LIBRDKAFKA_LOG = logging.getLogger("ksgate.acls.librdkafka")
+_LIBRDKAFKA_LOG.propagate = False
+_LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
+
+# Few, slow reconnects: a wrong address or password should fail, not hammer the gateway.
+CLIENT_DEFAULTS = {"reconnect.backoff.ms": "500", "reconnect.backoff.max.ms": "2000",
+                   "log.connection.close": "false"}
+
+
+class ClientErrors:
+    """confluent-kafka's ``error_cb``: remembers the last error and the first one retrying cannot fix."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.final: str | None = None
+
+    def __call__(self, error: Any) -> None:
+        text = f"{error.name()}: {error.str()}"
+        self.last = text
+        if self.final is None and (error.code() in _FINAL_CLIENT_ERRORS or error.fatal()):
+            self.final = text
+
+
 class AdminBackend:
     """A running ksgate (or Kafka cluster), through confluent-kafka's AdminClient."""
 
@@ -500,8 +534,9 @@ class AdminBackend:
                                    "(pip install confluent-kafka), or use --acl-file") from None
         self.ck: Any = ck  # its stubs disagree with its behaviour (None is a valid filter string)
         self.timeout = timeout
-        config: dict[str, str] = read_properties(command_config) if command_config else {}
-        config["bootstrap.servers"] = bootstrap
+        self.errors = ClientErrors()
+        config: dict[str, Any] = {**CLIENT_DEFAULTS, **(read_properties(command_config) if command_config else {})}
+        config.update({"bootstrap.servers": bootstrap, "error_cb": self.errors, "logger": _LIBRDKAFKA_LOG})
         try:
             self.admin: Any = self.ck.AdminClient(config)
         except Exception as exc:  # KafkaException (bad property), TypeError, ValueError
@@ -547,13 +582,22 @@ class AdminBackend:
             AccessControlEntry(binding.principal, binding.host, AclOperation(binding.operation.value),
                                AclPermissionType(binding.permission_type.value)))
 
+    def _wait(self, futures: Sequence[Future[Any]]) -> None:
+        """Until every future is done or the timeout; polling serves error_cb, and a final error ends it."""
+        deadline = time.monotonic() + self.timeout + 5
+        while not all(f.done() for f in futures) and time.monotonic() < deadline:
+            self.admin.poll(0.1)
+            if self.errors.final is not None:
+                raise AclsCommandError(f"cannot connect to the cluster: {self.errors.final}")
+
     def _results(self, calls: Sequence[tuple[str, Future[Any]]]) -> list[Any]:
         """Each future's result, in order; one AclsCommandError naming every failure."""
-        futures_wait([f for _, f in calls], timeout=self.timeout + 5)
+        self._wait([f for _, f in calls])
         results, failures = [], []
         for what, future in calls:
             if not future.done():
-                failures.append(f"{what}: no answer within {self.timeout:g}s")
+                last = f" (last error: {self.errors.last})" if self.errors.last else ""
+                failures.append(f"{what}: no answer within {self.timeout:g}s{last}")
                 continue
             try:
                 results.append(future.result())
@@ -589,7 +633,26 @@ class AdminBackend:
             future = self.admin.describe_acls(self.to_ck_filter(binding_filter), request_timeout=self.timeout)
             for ck_binding in self._results([("DescribeAcls", future)])[0]:
                 found[self.from_ck_binding(ck_binding)] = None
+        if not found:
+            self._check_may_describe()
         return list(found)
+
+    def _check_may_describe(self) -> None:
+        """An empty DescribeAcls answer: was it empty, or refused?
+
+        librdkafka drops DescribeAcls' top-level error code (CLUSTER_AUTHORIZATION_FAILED comes
+        back as an empty list), so ask the cluster what this principal may do with it (DescribeCluster,
+        KIP-430): DescribeAcls needs DESCRIBE on the cluster, as in Kafka.
+        """
+        future = self.admin.describe_cluster(include_authorized_operations=True, request_timeout=self.timeout)
+        try:
+            [cluster] = self._results([("DescribeCluster", future)])
+        except AclsCommandError:
+            return  # a cluster without DescribeCluster: the empty answer stands
+        allowed = {getattr(op, "name", str(op)) for op in (cluster.authorized_operations or ())}
+        if not allowed & {"DESCRIBE", "ALTER", "ALL"}:  # ALTER implies DESCRIBE (Kafka's implied operations)
+            raise AclsCommandError("DescribeAcls failed: CLUSTER_AUTHORIZATION_FAILED: this principal may not "
+                                   "describe ACLs (it needs DESCRIBE on the cluster)")
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -658,7 +721,11 @@ def execute(args: argparse.Namespace, backend: AclBackend) -> None:
             print(format_resource_acls("Adding ACLs for resource", pattern, entries))
         backend.create([AclBinding(pattern, entry) for pattern, entries in plan for entry in entries])
     elif action == "remove":
-        backend.delete(filters_from_args(args))
+        removed = backend.delete(filters_from_args(args))
+        for pattern, entries in group_by_pattern(removed):
+            print(format_resource_acls("Removed ACLs for resource", pattern, entries))
+        if not removed:
+            print("No ACLs matched: nothing was removed.\n")
     principals = list(dict.fromkeys(_opt(args, "principal")))
     print(format_acl_listing(backend.describe(listing_filters(args)), principals), end="")
 

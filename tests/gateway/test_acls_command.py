@@ -355,8 +355,12 @@ def test_add_list_remove_round_trip(run: Runner, acl_file: Path) -> None:
     # remove with a filter: only Bob's READ on the topic
     code, out, err = run("--remove", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "orders")
     assert (code, err) == (0, "")
-    assert "(principal=User:bob, host=*, operation=READ" not in out
-    assert "(principal=User:bob, host=*, operation=DESCRIBE" in out
+    removed, _, listing = out.partition("Current ACLs for resource")
+    assert removed == ("Removed ACLs for resource "
+                       "`ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`:\n"
+                       "\t(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)\n\n")
+    assert "(principal=User:bob, host=*, operation=READ" not in listing
+    assert "(principal=User:bob, host=*, operation=DESCRIBE" in listing
     assert acl(topic("orders"), "User:bob", Op.READ) not in stored(acl_file)
     assert len(stored(acl_file)) == 6
 
@@ -376,6 +380,8 @@ def test_remove_without_principal_but_with_operation_is_narrow(run: Runner, acl_
     assert stored(acl_file) == {acl(topic("t"), p, Op.READ) for p in ("User:a", "User:b")}
     assert run("--remove", "--topic", "t")[0] == 0
     assert stored(acl_file) == set()
+    code, out, err = run("--remove", "--topic", "t")
+    assert (code, out, err) == (0, "No ACLs matched: nothing was removed.\n\n", "")
 
 
 def test_add_is_idempotent(run: Runner, acl_file: Path) -> None:
@@ -435,6 +441,8 @@ class FakeAdmin:
         self.backend = backend
         self.acls: list[AclBinding] = []
         self.calls: list[str] = []
+        ck: Any = pytest.importorskip("confluent_kafka.admin")
+        self.cluster_operations: list[Any] | None = [ck.AclOperation.DESCRIBE, ck.AclOperation.ALTER]
 
     @staticmethod
     def _done(value: Any) -> Future[Any]:
@@ -464,6 +472,13 @@ class FakeAdmin:
         self.calls.append("describe")
         wanted = self._filter(ck_filter)
         return self._done([self._to_ck(b) for b in self.acls if wanted.matches(b)])
+
+    def describe_cluster(self, include_authorized_operations: bool, request_timeout: float) -> Future[Any]:
+        self.calls.append("describe_cluster")
+        return self._done(argparse.Namespace(authorized_operations=self.cluster_operations))
+
+    def poll(self, timeout: float) -> int:
+        return 0
 
     def delete_acls(self, filters: list[Any], request_timeout: float) -> dict[Any, Future[Any]]:
         self.calls.append("delete")
