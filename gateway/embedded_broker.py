@@ -13,8 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,7 @@ class EmbeddedBroker:
     startup_timeout_s: float = 20.0
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: object = field(default=None, init=False)
+    _stopping: bool = field(default=False, init=False)
 
     @property
     def bootstrap(self) -> str:
@@ -88,7 +90,24 @@ class EmbeddedBroker:
         self.stop()
         raise EmbeddedBrokerError(f"tansu did not listen on {self.bootstrap} within {self.startup_timeout_s}s")
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def watch(self, on_exit: Callable[[int], None]) -> None:
+        """Call ``on_exit(exit code)`` from a daemon thread if the broker exits without stop()."""
+        process = self._process
+        assert process is not None, "start() first"
+
+        def wait() -> None:
+            code = process.wait()
+            if not self._stopping:
+                on_exit(code)
+
+        threading.Thread(target=wait, name="embedded-broker-watch", daemon=True).start()
+
     def stop(self) -> None:
+        self._stopping = True
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:

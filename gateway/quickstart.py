@@ -3,19 +3,25 @@
 By default the listener is SASL_SSL with a throwaway CA and server certificate generated
 into DIR (``ca.pem``), and three users — admin, alice, bob (password ``<name>-secret``) —
 with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 credentials.  Everything lives in DIR, so a
-second run reuses the same CA and users.
+second run reuses the same CA and users; DIR/gateway.yaml is the gateway's effective configuration
+(``ksgate run --config DIR/gateway.yaml``).  /metrics, /healthz and /readyz answer on a free port.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gateway.cli import serve
 from gateway.config import build_config
-from gateway.embedded_broker import EmbeddedBroker
+from gateway.effective_config import write_effective_config
+from gateway.embedded_broker import EmbeddedBroker, free_port
+from gateway.logs import get_logger
 from gateway.server import Gateway
 
 CLIENTS = ("admin", "alice", "bob")
@@ -149,44 +155,100 @@ def write_client_files(plan: QuickstartPlan) -> list[Path]:
     return written
 
 
-def usage_text(plan: QuickstartPlan) -> str:
-    props = plan.directory / "alice.properties"
-    return f"""
-ksgate is up: clients connect to {plan.bootstrap} ({plan.protocol})
-users: admin, alice, bob (password: <name>-secret); client settings in {plan.directory}/
-ACLs: admin is a super user; alice owns topics demo-*; bob may read them (groups demo-*).
-audit log: {plan.directory}/audit.log
+def _mode_text(plan: QuickstartPlan) -> str:
+    """What is actually in force on the listener: only what this protocol enables."""
+    if not plan.uses_sasl:
+        return ("security: none. No authentication and no authorization: every client is ANONYMOUS\n"
+                "and may do anything (no users, passwords or ACLs apply on a PLAINTEXT listener).")
+    lines = [f"users: admin, alice, bob (password: <name>-secret); client settings in {plan.directory}/",
+             "ACLs: admin is a super user; alice owns topics demo-*; bob may read them (groups demo-*)."]
+    if plan.uses_tls:
+        lines.append(f"TLS: a throwaway CA signed the server certificate: {plan.directory}/ca.pem")
+    else:
+        lines.append("TLS: none; passwords cross the loopback in clear (PLAIN is allowed for this demo).")
+    return "\n".join(lines)
 
-  kcat -F {props} -L
 
-  python3 - <<'PY'
+def _python_snippet(props: Path) -> str:
+    # The interpreter running ksgate: `python3` on PATH may be another one, without confluent-kafka.
+    try:
+        import confluent_kafka  # noqa: F401
+        missing = ""
+    except ImportError:
+        missing = f"  # first: {sys.executable} -m pip install confluent-kafka\n"
+    return f"""{missing}  {sys.executable} - <<'PY'
   from confluent_kafka import Producer
   conf = dict(line.split("=", 1) for line in open("{props}").read().splitlines()
               if line and not line.startswith("#"))
   p = Producer(conf)
   p.produce("demo-topic", b"hello through ksgate"); p.flush()
-  PY
+  PY"""
 
-Press Ctrl-C to stop (the embedded broker stops with it).
+
+def usage_text(plan: QuickstartPlan, metrics: str | None = None, config_file: Path | None = None,
+               embedded_broker: bool = True) -> str:
+    props = plan.directory / "alice.properties"
+    extra = []
+    if metrics:
+        extra.append(f"metrics: http://{metrics}/metrics (health: /healthz, readiness: /readyz)")
+    if config_file:
+        extra.append(f"configuration: {config_file} (ksgate run --config {config_file} runs this gateway again)")
+    stop = "Press Ctrl-C to stop" + (" (the embedded broker stops with it)." if embedded_broker else ".")
+    return f"""
+ksgate is up: clients connect to {plan.bootstrap} ({plan.protocol})
+{_mode_text(plan)}
+audit log: {plan.directory}/audit.log
+{chr(10).join(extra)}
+
+  kcat -F {props} -L
+
+{_python_snippet(props)}
+
+{stop}
 """
 
 
+def effective_settings(plan: QuickstartPlan, upstream: str, metrics_port: int) -> dict[str, Any]:
+    """Everything the quickstart's gateway runs with: the files prepare() made, the upstream, /metrics."""
+    return {**prepare(plan), "upstream.bootstrap.servers": upstream,
+            "ksgate.metrics.listener": f"127.0.0.1:{metrics_port}"}
+
+
 def run_quickstart(directory: str, port: int, upstream: str | None, protocol: str = "SASL_SSL") -> int:
-    plan = QuickstartPlan(Path(directory), port, protocol.upper())
-    settings = prepare(plan)
+    """Serve until Ctrl-C (0) or until the embedded broker dies (1: a gateway without it serves nobody)."""
+    plan = QuickstartPlan(Path(directory).resolve(), port, protocol.upper())
     broker = None
     if upstream is None:
         broker = EmbeddedBroker().start()
         upstream = broker.bootstrap
+    died: list[int] = []
     try:
-        config = build_config({**settings, "upstream.bootstrap.servers": upstream})
+        settings = effective_settings(plan, upstream, free_port())
+        config_file = write_effective_config(plan.directory / "gateway.yaml", settings, header=(
+            "The gateway `ksgate quickstart` ran, every key it set: ksgate run --config <this file>.",
+            *(("upstream.bootstrap.servers is the quickstart's embedded broker (in memory): it is gone "
+               "once the quickstart stops.",) if broker is not None else ()),
+        ))
+        config = build_config(settings)
+
+        def on_broker_exit(code: int) -> None:
+            died.append(code)
+            os.kill(os.getpid(), signal.SIGTERM)  # the gateway stops as on Ctrl-C; nothing is left to relay to
 
         def announce(_: Gateway) -> None:
             write_client_files(plan)
-            print(usage_text(plan), flush=True)
+            if broker is not None:
+                broker.watch(on_broker_exit)
+            print(usage_text(plan, settings["ksgate.metrics.listener"], config_file, broker is not None),
+                  flush=True)
 
         asyncio.run(serve(config, on_started=announce))
     finally:
         if broker is not None:
             broker.stop()
+    if died:
+        get_logger(component="quickstart").error(
+            "embedded_broker_exited", exit_code=died[0],
+            hint="the embedded Tansu broker stopped, so the gateway had nothing to relay to and stopped too")
+        return 1
     return 0

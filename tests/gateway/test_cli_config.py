@@ -160,7 +160,11 @@ def test_a_running_gateway_logs_only_json_lines(tmp_path: Path, broker: Embedded
             pytest.fail(f"the gateway exited before starting: {''.join(seen)}")
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never leave a gateway behind
+            raise
     assert proc.returncode == 0
     lines = json_lines("".join(seen) + err + out)
     events = [line["event"] for line in lines]
