@@ -16,7 +16,31 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
 
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Ours, so a second configure_logging() replaces it and leaves other handlers (pytest's) alone."""
+    """Ours, so a second configure_logging() replaces it and leaves other handlers (pytest's) alone.
+
+    Writes to whatever sys.stderr is when a record is emitted (a replaced or closed stream is never kept).
+    """
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass
+
+
+class _StderrLogger:
+    """structlog's output: one rendered line to the current sys.stderr, flushed."""
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
+
+def _stderr_logger(*_: Any) -> _StderrLogger:
+    return _StderrLogger()
 
 
 def default_log_format() -> LogFormat:
@@ -43,10 +67,10 @@ def configure_logging(level: str = "INFO", log_format: LogFormat | None = None) 
     structlog.configure(
         processors=[*shared, *exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=True,
     )
-    handler = _Handler(sys.stderr)
+    handler = _Handler()
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *exc_info, renderer]))

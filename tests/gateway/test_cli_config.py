@@ -14,6 +14,7 @@ import pytest
 
 from gateway.config import KNOWN_KEYS, ConfigError, env_names, environment_overrides, load_config
 from gateway.embedded_broker import EmbeddedBroker, free_port
+from tests.harness import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,7 +143,7 @@ def test_a_running_gateway_logs_only_json_lines(tmp_path: Path, broker: Embedded
     port = free_port()
     config = write(tmp_path / "c.yaml", f"upstream.bootstrap.servers: {broker.bootstrap}\n"
                                         f"listeners: SASL_PLAINTEXT://127.0.0.1:{port}\n"
-                                        f"listener.name.sasl_plaintext.node.port.base: {free_port()}\n"
+                                        f"listener.name.sasl_plaintext.node.port.base: {free_port_block()}\n"
                                         f"ksgate.credentials.file: {tmp_path / 'users.json'}\n"
                                         "shutdown.timeout.ms: 2000\n")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KSGATE_")}

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.embedded_broker import free_port
+from tests.harness import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,6 +155,7 @@ def test_the_effective_configuration_starts_the_same_gateway(tmp_path: Path) -> 
         port = free_port()
         settings.update({"listeners": f"SASL_SSL://127.0.0.1:{port}",
                          "advertised.listeners": f"SASL_SSL://localhost:{port}",
+                         "listener.name.sasl_ssl.node.port.base": free_port_block(),
                          "ksgate.metrics.listener": f"127.0.0.1:{free_port()}",
                          "ksgate.audit.log.file": str(tmp_path / "second-audit.log")})
         second_config = tmp_path / "second.yaml"
