@@ -138,6 +138,24 @@ def test_console_format_on_request(tmp_path: Path) -> None:
     assert "startup_failed" in line and "error=" in line and not line.startswith("{")
 
 
+def test_console_format_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    config = write(tmp_path / "c.yaml", "upstream.bootstrap.servers: 127.0.0.1:1\nqueued.max.request: 3\n")
+    leader, follower = pty.openpty()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KSGATE_")}
+    try:
+        done = subprocess.run([sys.executable, "-m", "gateway.cli", "run", "--config", str(config)], stdout=follower,
+                              stderr=follower, timeout=60, cwd=ROOT, env={**clean, "PYTHONPATH": str(ROOT)})
+        text = os.read(leader, 65536).decode()
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert done.returncode == 2
+    [line] = text.splitlines()
+    assert "startup_failed" in line and "unknown configuration key" in line and "{" not in line
+
+
 def test_a_running_gateway_logs_only_json_lines(tmp_path: Path, broker: EmbeddedBroker) -> None:
     """Its own events, stdlib loggers (the credential store's) and asyncio's: one format."""
     port = free_port()
