@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib.metadata
 import os
 import signal
 import sys
@@ -18,6 +17,7 @@ from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.http_endpoints import MetricsServer, parse_metrics_listener
 from gateway.init_command import add_init_parser
 from gateway.logs import LOG_FORMATS, configure_logging, get_logger
+from gateway.metrics import ksgate_version
 from gateway.server import Gateway
 from gateway.tokens_command import add_tokens_parser
 from gateway.upstream_client import UpstreamError
@@ -143,13 +143,6 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
 
     install_event_loop_policy()
     return run_quickstart(args.dir, args.port, args.upstream, args.listener_protocol)
-
-
-def ksgate_version() -> str:
-    try:
-        return importlib.metadata.version("ksgate")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
 
 
 def _add_log_format(parser: argparse.ArgumentParser) -> None:
