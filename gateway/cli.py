@@ -179,7 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Before anything can fail: every line, start-up errors included, in the one log format.
-    configure_logging("INFO", getattr(args, "log_format", None))
+    # The one-shot commands log warnings and errors only (their output is their report, and
+    # libraries' INFO chatter, such as py4j's under `audit`, stays out of it).
+    serving = args.command in ("run", "quickstart")
+    configure_logging("INFO" if serving else "WARNING", getattr(args, "log_format", None))
     try:
         result: int = args.func(args)
         return result

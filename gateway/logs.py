@@ -77,8 +77,9 @@ def configure_logging(level: str = "INFO", log_format: LogFormat | None = None) 
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:  # a second call replaces the first's
         root.removeHandler(old)
+    handler.setLevel(numeric)  # the level is the handler's: another handler (pytest's caplog) may want more
     root.addHandler(handler)
-    root.setLevel(numeric)
+    root.setLevel(min(root.level, numeric) if root.level else numeric)
     logging.captureWarnings(True)  # warnings.warn(...) as log events, not bare "file:line: Warning" lines
 
 
