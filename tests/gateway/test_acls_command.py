@@ -599,3 +599,16 @@ def test_bad_command_config_property(tmp_path: Path, capsys: pytest.CaptureFixtu
     args = parse("--bootstrap-server", "127.0.0.1:1", "--command-config", str(config), "--list")
     assert run_acls_command(args) == 1
     assert "cannot create the admin client" in capsys.readouterr().err
+
+
+def test_an_empty_describe_is_checked_against_the_cluster_operations(
+        admin_backend: tuple[AdminBackend, FakeAdmin]) -> None:
+    """librdkafka turns a refused DescribeAcls into an empty list: the cluster's authorized operations tell."""
+    backend, fake = admin_backend
+    assert backend.describe([]) == [] and fake.calls == ["describe", "describe_cluster"]
+    fake.cluster_operations = None  # what a principal without DESCRIBE on the cluster gets
+    with pytest.raises(AclsCommandError, match="CLUSTER_AUTHORIZATION_FAILED"):
+        backend.describe([])
+    fake.acls.append(acl(topic("t"), "User:a", Op.READ))
+    fake.calls.clear()
+    assert backend.describe([]) == [acl(topic("t"), "User:a", Op.READ)] and fake.calls == ["describe"]
