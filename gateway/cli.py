@@ -142,7 +142,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
     from gateway.quickstart import run_quickstart
 
     install_event_loop_policy()
-    return run_quickstart(args.dir, args.port, args.upstream, args.listener_protocol)
+    return run_quickstart(args.dir, args.port, args.upstream, args.listener_protocol, args.sni_domain)
 
 
 def _add_log_format(parser: argparse.ArgumentParser) -> None:
@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--upstream", default=None, help="use this broker (host:port) instead of an embedded one")
     quick.add_argument("--listener-protocol", default="SASL_SSL", type=str.upper,
                        choices=("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"), help="the gateway listener's protocol")
+    quick.add_argument("--sni-domain", default=None, metavar="DOMAIN",
+                       help="one TLS port for everything, routed by SNI: bootstrap.DOMAIN and broker-<id>.DOMAIN "
+                            "(the names must resolve to the gateway; the banner prints an /etc/hosts line)")
     _add_log_format(quick)
     quick.set_defaults(func=_cmd_quickstart)
     add_init_parser(sub)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.cli import serve
-from gateway.config import build_config
+from gateway.config import ConfigError, build_config
 from gateway.effective_config import write_effective_config
 from gateway.embedded_broker import EmbeddedBroker, free_port
 from gateway.logs import get_logger
@@ -33,10 +33,20 @@ class QuickstartPlan:
     directory: Path
     port: int
     protocol: str
+    # One TLS port for everything, routed by SNI: bootstrap.DOMAIN and broker-{nodeId}.DOMAIN.
+    sni_domain: str | None = None
+
+    @property
+    def host(self) -> str:
+        return f"bootstrap.{self.sni_domain}" if self.sni_domain else "localhost"
 
     @property
     def bootstrap(self) -> str:
-        return f"localhost:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    @property
+    def broker_pattern(self) -> str | None:
+        return f"broker-{{nodeId}}.{self.sni_domain}" if self.sni_domain else None
 
     @property
     def uses_tls(self) -> bool:
@@ -56,7 +66,7 @@ def prepare(plan: QuickstartPlan) -> dict[str, Any]:
     plan.directory.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
         "listeners": f"{plan.protocol}://127.0.0.1:{plan.port}",
-        "advertised.listeners": f"{plan.protocol}://localhost:{plan.port}",
+        "advertised.listeners": f"{plan.protocol}://{plan.bootstrap}",
         # Record allowed decisions too, so `ksgate audit recommend` has something to learn from.
         "ksgate.audit.log.file": str(plan.directory / "audit.log"),
         "ksgate.audit.log.allowed": True,
@@ -72,8 +82,10 @@ def prepare(plan: QuickstartPlan) -> dict[str, Any]:
                          "ksgate.acl.file": str(_seed_acls(plan.directory))})
     # PLAINTEXT: everyone is ANONYMOUS, so there is nobody to authorize by; no authorizer.
     if plan.uses_tls:
-        server_cert, server_key, _ = _tls_files(plan.directory)
+        server_cert, server_key, _ = _tls_files(plan.directory, plan.sni_domain)
         settings.update({"ssl.keystore.location": str(server_cert), "ssl.key.location": str(server_key)})
+    if plan.broker_pattern is not None:
+        settings[f"listener.name.{plan.protocol.lower()}.ksgate.sni.broker.host.pattern"] = plan.broker_pattern
     return settings
 
 
@@ -125,17 +137,34 @@ def _seed_acls(directory: Path) -> Path:
     return path
 
 
-def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
+def _tls_files(directory: Path, sni_domain: str | None = None) -> tuple[Path, Path, Path]:
+    """The CA and a server certificate: for localhost, or with SNI for localhost, DOMAIN and *.DOMAIN.
+
+    The CA's key is never kept: when a certificate is missing, a new CA signs fresh certificates for
+    localhost and the domain asked for, and certificates of other domains are dropped (they would no
+    longer chain to ca.pem)."""
     from auth.cert_tools import issue_cert, make_ca
 
     ca_pem = directory / "ca.pem"
-    cert, key = directory / "server.pem", directory / "server.key"
-    if not (ca_pem.exists() and cert.exists() and key.exists()):
-        ca = make_ca(subject="CN=ksgate quickstart CA")
-        ca.write(ca_pem)
-        issue_cert(ca, "CN=localhost", dns_names=("localhost",), ip_addresses=("127.0.0.1",)).write_pem(cert, key)
-        key.chmod(0o600)
+    cert, key = _server_files(directory, sni_domain)
+    if cert.exists() and key.exists() and ca_pem.exists() and _server_files(directory, None)[0].exists():
+        return cert, key, ca_pem
+    for stale in [*directory.glob("server-*.pem"), *directory.glob("server-*.key")]:
+        stale.unlink()
+    ca = make_ca(subject="CN=ksgate quickstart CA")
+    ca.write(ca_pem)
+    for domain in dict.fromkeys((None, sni_domain)):
+        names = ("localhost", domain, f"*.{domain}") if domain else ("localhost",)
+        domain_cert, domain_key = _server_files(directory, domain)
+        issue_cert(ca, f"CN={domain or 'localhost'}", dns_names=names, ip_addresses=("127.0.0.1",)).write_pem(
+            domain_cert, domain_key)
+        domain_key.chmod(0o600)
     return cert, key, ca_pem
+
+
+def _server_files(directory: Path, sni_domain: str | None) -> tuple[Path, Path]:
+    stem = f"server-{sni_domain}" if sni_domain else "server"
+    return directory / f"{stem}.pem", directory / f"{stem}.key"
 
 
 def write_client_files(plan: QuickstartPlan) -> list[Path]:
@@ -185,8 +214,18 @@ def _python_snippet(props: Path) -> str:
   PY"""
 
 
+def _sni_text(plan: QuickstartPlan, node_ids: list[int]) -> str:
+    """One port for everything: the names clients use, and the /etc/hosts line that makes them resolve."""
+    if plan.broker_pattern is None:
+        return ""
+    brokers = " ".join(plan.broker_pattern.replace("{nodeId}", str(n)) for n in node_ids)
+    return (f"SNI: one TLS port for the bootstrap and every broker ({plan.broker_pattern}).\n"
+            f"These names must resolve to the gateway, e.g. with this line in /etc/hosts:\n"
+            f"  127.0.0.1 {plan.host} {brokers}".rstrip() + "\n")
+
+
 def usage_text(plan: QuickstartPlan, metrics: str | None = None, config_file: Path | None = None,
-               embedded_broker: bool = True) -> str:
+               embedded_broker: bool = True, node_ids: tuple[int, ...] = ()) -> str:
     props = plan.directory / "alice.properties"
     extra = []
     if metrics:
@@ -196,7 +235,7 @@ def usage_text(plan: QuickstartPlan, metrics: str | None = None, config_file: Pa
     stop = "Press Ctrl-C to stop" + (" (the embedded broker stops with it)." if embedded_broker else ".")
     return f"""
 ksgate is up: clients connect to {plan.bootstrap} ({plan.protocol})
-{_mode_text(plan)}
+{_sni_text(plan, sorted(node_ids))}{_mode_text(plan)}
 audit log: {plan.directory}/audit.log
 {chr(10).join(extra)}
 
@@ -214,9 +253,14 @@ def effective_settings(plan: QuickstartPlan, upstream: str, metrics_port: int) -
             "ksgate.metrics.listener": f"127.0.0.1:{metrics_port}"}
 
 
-def run_quickstart(directory: str, port: int, upstream: str | None, protocol: str = "SASL_SSL") -> int:
+def run_quickstart(directory: str, port: int, upstream: str | None, protocol: str = "SASL_SSL",
+                   sni_domain: str | None = None) -> int:
     """Serve until Ctrl-C (0) or until the embedded broker dies (1: a gateway without it serves nobody)."""
-    plan = QuickstartPlan(Path(directory).resolve(), port, protocol.upper())
+    if sni_domain and protocol.upper() != "SASL_SSL":
+        raise ConfigError(f"--sni-domain routes by TLS server name: it needs --listener-protocol SASL_SSL, "
+                          f"not {protocol.upper()}")
+    plan = QuickstartPlan(Path(directory).resolve(), port, protocol.upper(), sni_domain.strip(".").lower()
+                          if sni_domain else None)
     broker = None
     if upstream is None:
         broker = EmbeddedBroker().start()
@@ -235,12 +279,12 @@ def run_quickstart(directory: str, port: int, upstream: str | None, protocol: st
             died.append(code)
             os.kill(os.getpid(), signal.SIGTERM)  # the gateway stops as on Ctrl-C; nothing is left to relay to
 
-        def announce(_: Gateway) -> None:
+        def announce(gateway: Gateway) -> None:
             write_client_files(plan)
             if broker is not None:
                 broker.watch(on_broker_exit)
-            print(usage_text(plan, settings["ksgate.metrics.listener"], config_file, broker is not None),
-                  flush=True)
+            print(usage_text(plan, settings["ksgate.metrics.listener"], config_file, broker is not None,
+                             tuple(gateway.ctx.cluster.nodes)), flush=True)
 
         asyncio.run(serve(config, on_started=announce))
     finally:

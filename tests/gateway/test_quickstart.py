@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.embedded_broker import free_port
 from tests.harness import free_port_block
+from tests.hosts_file import can_edit_hosts, hosts_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def _properties(path: Path) -> dict[str, str]:
 class Quickstart:
     """A `ksgate quickstart` process and the banner it printed (its readiness signal)."""
 
-    def __init__(self, directory: Path, protocol: str = "SASL_SSL") -> None:
+    def __init__(self, directory: Path, protocol: str = "SASL_SSL", *extra: str) -> None:
         self.port = free_port()
         self.directory = directory
         self.stderr_path = directory.parent / f"{directory.name}.stderr"
@@ -39,7 +40,7 @@ class Quickstart:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "quickstart", "--port", str(self.port), "--dir", str(directory),
-             "--listener-protocol", protocol],
+             "--listener-protocol", protocol, *extra],
             stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True)
         assert self.proc.stdout is not None
         lines = []
@@ -215,3 +216,36 @@ def test_the_quickstart_stops_with_an_error_when_its_broker_dies(tmp_path: Path)
     died = [e for e in events if e["event"] == "embedded_broker_exited"]
     assert len(died) == 1 and died[0]["exit_code"] == -signal.SIGKILL and died[0]["level"] == "error"
     assert "gateway_stopped" in [e["event"] for e in events]
+
+
+SNI_DOMAIN = "qs.ksgate.test"
+
+
+@pytest.mark.skipif(not can_edit_hosts(), reason="the test domain resolves through /etc/hosts: needs root")
+def test_the_quickstart_serves_everything_on_one_port_by_sni(tmp_path: Path) -> None:
+    quickstart = Quickstart(tmp_path / "qs", "SASL_SSL", "--sni-domain", SNI_DOMAIN)
+    try:
+        banner = quickstart.banner
+        hosts_line = next(line.strip() for line in banner.splitlines() if line.strip().startswith("127.0.0.1 "))
+        assert hosts_line == f"127.0.0.1 bootstrap.{SNI_DOMAIN} broker-111.{SNI_DOMAIN}"
+        alice = _properties(quickstart.directory / "alice.properties")
+        assert alice["bootstrap.servers"] == f"bootstrap.{SNI_DOMAIN}:{quickstart.port}"
+        written = yaml.safe_load((quickstart.directory / "gateway.yaml").read_text())
+        assert written["listener.name.sasl_ssl.ksgate.sni.broker.host.pattern"] == f"broker-{{nodeId}}.{SNI_DOMAIN}"
+        with hosts_entries("127.0.0.1", hosts_line.split()[1:]):
+            metadata = AdminClient(alice).list_topics(timeout=15)
+            assert {(b.host, b.port) for b in metadata.brokers.values()} == \
+                {(f"broker-111.{SNI_DOMAIN}", quickstart.port)}
+            producer = Producer(alice)
+            producer.produce(f"demo-sni-{uuid.uuid4().hex[:6]}", b"one port")
+            assert producer.flush(20) == 0
+    finally:
+        assert quickstart.stop() == 0
+
+
+def test_sni_needs_the_tls_listener(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "gateway.cli", "quickstart", "--dir", str(tmp_path),
+                           "--port", str(free_port()), "--listener-protocol", "SASL_PLAINTEXT",
+                           "--sni-domain", SNI_DOMAIN], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "--sni-domain" in done.stderr and "SASL_SSL" in done.stderr
