@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from asyncio import to_thread
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
 from auth.mechanism import wall_clock_ms
 from auth.token_store import TokenStore
-from authz.request_policy import Refuse, Verdict
+from authz.request_policy import Refuse, Relay, Rewrite, Verdict
 from gateway.acl_admin import create_acls, delete_acls, describe_acls
 from gateway.authorization import ConnectionAuthzView, GatewayAuthorization
 from gateway.scram_admin import alter_user_scram_credentials, describe_user_scram_credentials
@@ -84,4 +85,23 @@ def authorize(conn: ClientConnection, shared: GatewayAuthorization, key: int, ve
     assert conn.principal is not None
     view = ConnectionAuthzView(shared, conn.principal, conn.client_host, conn.client_port, conn.listener.name,
                                key, version, conn.ctx.cluster.topic_names)
-    return policy(body, version, view)
+    try:
+        verdict = policy(body, version, view)
+    finally:
+        view.flush_audit()
+    return _flushing_hook(verdict, view)
+
+
+def _flushing_hook(verdict: Verdict, view: ConnectionAuthzView) -> Verdict:
+    """A response hook that asks more questions (e.g. all-topics Metadata) writes its audit events once, after."""
+    if not isinstance(verdict, Relay | Rewrite) or verdict.on_response is None:
+        return verdict
+    hook = verdict.on_response
+
+    def audited(response: Body) -> Body:
+        try:
+            return hook(response)
+        finally:
+            view.flush_audit()
+
+    return replace(verdict, on_response=audited)

@@ -19,8 +19,9 @@ from gateway.address_rewrite import needs_rewrite
 from gateway.authentication import authenticate_frame, new_authenticator, principal_at_connect
 from gateway.context import GatewayContext
 from gateway.logs import get_logger
-from gateway.pending import ResponseQueue, WireBytes, with_correlation_id
-from gateway.request_pipeline import PipelineRefusal, handle_request, transform_response
+from gateway.offload import fill_response_off_loop, handle_request_off_loop, offloads_request, offloads_response
+from gateway.pending import ResponseQueue, Slot, WireBytes, with_correlation_id
+from gateway.request_pipeline import PipelineRefusal, handle_request, match_response, response_pieces
 from gateway.upstream_auth import LinkRequester, UpstreamAuthError, sasl_exchange
 from gateway.upstream_link import UpstreamLink
 from protocol.api_keys import ApiKey
@@ -71,6 +72,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         # The last local answer still being computed (a store write): later local answers
         # wait for it, so a connection sees its own admin changes, as on a Kafka broker.
         self.local_chain: asyncio.Future[None] | None = None
+        # While a large request is handled in the worker thread: the frames that arrived after it.
+        self._held: list[Frame] | None = None
 
     # --- client socket events ------------------------------------------------------
 
@@ -176,13 +179,24 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         if not frames:
             return
+        if self._held is not None:  # a large request is being handled in the worker: these wait
+            self._held.extend(frames)
+            return
+        self._handle_frames(frames)
+
+    def _handle_frames(self, frames: list[Frame]) -> None:
         outgoing: list[WireBytes] = []
-        for frame in frames:
+        for i, frame in enumerate(frames):
             if self.principal is None:
                 if self._closing:
                     return
                 authenticate_frame(self, frame)
                 continue
+            if offloads_request(self, frame):
+                self._held = frames[i + 1 :]
+                self.set_read_paused("large-request", True)
+                asyncio.get_running_loop().create_task(self._handle_off_loop(frame))
+                break
             try:
                 relay = handle_request(self, frame)
             except PipelineRefusal as exc:
@@ -194,14 +208,36 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
             if relay is not None:
                 outgoing.extend(relay)
-        if outgoing:
-            if self.upstream is not None and self.upstream.transport is not None:
-                self.upstream.transport.writelines(outgoing)
-            else:
-                self._backlog.extend(outgoing)
+        self._send_upstream(outgoing)
         self._flush()
         if len(self.responses) >= self.ctx.config.queued_max_requests:
             self.set_read_paused("in-flight", True)
+
+    async def _handle_off_loop(self, frame: Frame) -> None:
+        """A large request, decoded and authorized in the worker (gateway/offload.py); then the held frames."""
+        try:
+            relay = await handle_request_off_loop(self, frame)
+        except PipelineRefusal as exc:
+            self.abort(str(exc))
+            return
+        except Exception:  # a gateway bug: fail closed for this connection only
+            self.log.exception("request_pipeline_error")
+            self.abort("internal error in the request pipeline")
+            return
+        if self._closing:
+            return
+        self._send_upstream(relay or [])
+        held, self._held = self._held or [], None
+        self.set_read_paused("large-request", False)
+        self._handle_frames(held)
+
+    def _send_upstream(self, outgoing: list[WireBytes]) -> None:
+        if not outgoing:
+            return
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.writelines(outgoing)
+        else:
+            self._backlog.extend(outgoing)
 
     def pause_writing(self) -> None:
         # The client is slow to read: stop reading responses from the upstream.
@@ -230,7 +266,12 @@ class ClientConnection(asyncio.BufferedProtocol):
     def on_upstream_frames(self, frames: list[Frame]) -> None:
         for frame in frames:
             try:
-                transform_response(self, frame)
+                slot = match_response(self, frame)
+                if slot is not None and offloads_response(slot, frame):
+                    asyncio.get_running_loop().create_task(self._fill_off_loop(slot, frame))
+                elif slot is not None:
+                    slot.response = response_pieces(slot, frame, self.ctx.cluster, self.ctx.address_book(self.listener))
+                    slot.ready = True
             except (DecodeError, PipelineRefusal) as exc:
                 self.abort(f"upstream response refused: {exc}")
                 return
@@ -241,6 +282,19 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._flush()
         if len(self.responses) < self.ctx.config.queued_max_requests:
             self.set_read_paused("in-flight", False)
+
+    async def _fill_off_loop(self, slot: Slot, frame: Frame) -> None:
+        """A large response to decode (an authorization hook, addresses), in the worker; it keeps its slot."""
+        try:
+            await fill_response_off_loop(self, slot, frame)
+        except (DecodeError, PipelineRefusal) as exc:
+            self.abort(f"upstream response refused: {exc}")
+            return
+        except Exception:  # a gateway bug: fail closed for this connection only
+            self.log.exception("response_pipeline_error")
+            self.abort("internal error in the response pipeline")
+            return
+        self._flush()
 
     # --- streamed responses (large frames that need no rewriting) ------------------------
 

@@ -85,6 +85,15 @@ class ResponseQueue:
         self._slots.append(slot)
         return slot
 
+    def reserve_upstream_id(self) -> int:
+        """An upstream id for a deferred slot registered later with ``await_upstream`` (gateway/offload.py)."""
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        return self._next_id
+
+    def await_upstream(self, upstream_id: int, slot: Slot) -> None:
+        """The deferred ``slot`` is now filled by the upstream's answer to ``upstream_id``."""
+        self._awaiting[upstream_id] = slot
+
     def match_upstream(self, upstream_id: int) -> Slot | None:
         """The slot an upstream response fills; None for a response to drop (acks=0)."""
         slot = self._awaiting.pop(upstream_id, None)
