@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Coroutine
 from typing import Any, cast
 
 from auth.first_frame import diagnose_non_kafka
@@ -74,6 +75,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.local_chain: asyncio.Future[None] | None = None
         # While a large request is handled in the worker thread: the frames that arrived after it.
         self._held: list[Frame] | None = None
+        self._worker_tasks: set[asyncio.Task[None]] = set()  # referenced until done (asyncio keeps weak refs)
 
     # --- client socket events ------------------------------------------------------
 
@@ -195,7 +197,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             if offloads_request(self, frame):
                 self._held = frames[i + 1 :]
                 self.set_read_paused("large-request", True)
-                asyncio.get_running_loop().create_task(self._handle_off_loop(frame))
+                self._in_worker(self._handle_off_loop(frame))
                 break
             try:
                 relay = handle_request(self, frame)
@@ -230,6 +232,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         held, self._held = self._held or [], None
         self.set_read_paused("large-request", False)
         self._handle_frames(held)
+
+    def _in_worker(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._worker_tasks.add(task)
+        task.add_done_callback(self._worker_tasks.discard)
 
     def _send_upstream(self, outgoing: list[WireBytes]) -> None:
         if not outgoing:
@@ -268,7 +275,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             try:
                 slot = match_response(self, frame)
                 if slot is not None and offloads_response(slot, frame):
-                    asyncio.get_running_loop().create_task(self._fill_off_loop(slot, frame))
+                    self._in_worker(self._fill_off_loop(slot, frame))
                 elif slot is not None:
                     slot.response = response_pieces(slot, frame, self.ctx.cluster, self.ctx.address_book(self.listener))
                     slot.ready = True
