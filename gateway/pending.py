@@ -35,6 +35,9 @@ class Slot:
     # Post-processing of the upstream's response (authorization merges and filters).
     hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     arrived: float = 0.0  # monotonic time the request was queued (for the latency histogram)
+    # Its request was handled in the worker thread (gateway/offload.py): so is its response,
+    # however small the upstream's part (a hook may add an entry per item of the request).
+    large: bool = False
 
 
 # How many acks=0 produce ids are remembered in case the upstream answers them anyway.
