@@ -110,7 +110,7 @@ async def handle_request_off_loop(conn: ClientConnection, frame: Frame) -> list[
 
 
 def offloads_response(slot: Slot, frame: Frame) -> bool:
-    return needs_decoding(slot) and (slot.large or len(frame.payload) >= OFFLOAD_MIN_BYTES)
+    return (slot.large or len(frame.payload) >= OFFLOAD_MIN_BYTES) and needs_decoding(slot)
 
 
 async def fill_response_off_loop(conn: ClientConnection, slot: Slot, frame: Frame) -> None:
