@@ -17,7 +17,7 @@ The flooding user may only write to one topic: its big requests are denied item 
 Every phase is bounded by --seconds; floods run in their own processes, so the measuring
 client has its own GIL.  ``>50 ms`` counts the small client's requests slower than that.
 
-    .venv/bin/python bench/fairness.py [--seconds 8] [--phases idle,metadata-100k,...] [--json]
+    .venv/bin/python bench/fairness.py [--seconds 8] [--phases idle,metadata-100k,...] [--small api-versions]
 """
 
 from __future__ import annotations
@@ -245,19 +245,27 @@ class Phase:
     gateway_cpu_pct: float
 
 
-def small_client(address: str, seconds: float) -> list[float]:
+SMALL_REQUESTS = {
+    # Relayed to the broker (and authorized): the broker's own latency is part of the figure.
+    "metadata": (ApiKey.METADATA, 9, _metadata_body([SMALL_TOPIC])),
+    # Answered by the gateway itself: its event loop alone.
+    "api-versions": (ApiKey.API_VERSIONS, 3, {"client_software_name": "fairness", "client_software_version": "1"}),
+}
+
+
+def small_client(address: str, seconds: float, kind: str) -> list[float]:
     wire = Wire(address, "small", PASSWORDS["small"])
-    body = _metadata_body([SMALL_TOPIC])
+    key, version, body = SMALL_REQUESTS[kind]
     latencies: list[float] = []
     try:
-        wire.call(ApiKey.METADATA, 9, body)  # warm-up: the upstream link is up
+        wire.call(key, version, body)  # warm-up: the upstream link is up
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             start = time.perf_counter()
-            _, answer = wire.call(ApiKey.METADATA, 9, body)
+            _, answer = wire.call(key, version, body)
             latencies.append(time.perf_counter() - start)
-            if answer["topics"][0]["error_code"]:
-                raise RuntimeError(f"the small client's Metadata failed: {answer['topics'][0]['error_code']}")
+            if (answer.get("topics") or [{"error_code": answer.get("error_code", 0)}])[0]["error_code"]:
+                raise RuntimeError(f"the small client's {kind} request failed: {answer}")
     finally:
         wire.close()
     return latencies
@@ -273,7 +281,7 @@ def flood_target(phase: str) -> Callable[..., None] | None:
     return flood_requests
 
 
-def run_phase(phase: str, address: str, gateway_pid: int, seconds: float) -> Phase:
+def run_phase(phase: str, address: str, gateway_pid: int, seconds: float, small: str) -> Phase:
     context = multiprocessing.get_context("fork")
     out: SimpleQueue[dict[str, Any]] = context.SimpleQueue()
     target = flood_target(phase)
@@ -285,7 +293,7 @@ def run_phase(phase: str, address: str, gateway_pid: int, seconds: float) -> Pha
         process.start()
         time.sleep(1.0)
     cpu_before, wall_before = cpu_seconds(gateway_pid), time.perf_counter()
-    latencies = small_client(address, seconds)
+    latencies = small_client(address, seconds, small)
     cpu = 100 * (cpu_seconds(gateway_pid) - cpu_before) / (time.perf_counter() - wall_before)
     flood = {"requests": 0, "errors": 0, "request_bytes": 0}
     if process is not None:
@@ -314,6 +322,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per phase (default 8)")
     parser.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated subset of {','.join(PHASES)}")
+    parser.add_argument("--small", choices=sorted(SMALL_REQUESTS), default="metadata",
+                        help="the small client's request: Metadata for one topic (relayed) or ApiVersions "
+                             "(answered by the gateway)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
     args.phases = [p for p in args.phases.split(",") if p]
@@ -334,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         with SaslGateway(broker.bootstrap, workdir, gateway_settings(workdir)) as gateway:
             phases = []
             for name in args.phases:
-                phases.append(run_phase(name, gateway.bootstrap, gateway.pid, args.seconds))
+                phases.append(run_phase(name, gateway.bootstrap, gateway.pid, args.seconds, args.small))
                 print(table(phases[-1:]).splitlines()[-1], flush=True)
         audit = workdir / "audit.log"
         audit_mb = audit.stat().st_size / 1e6 if audit.exists() else 0.0
