@@ -163,30 +163,42 @@ def big_frame(phase: str) -> bytes:
 
 # --- the floods (each in a process of its own) ----------------------------------------------------
 
-def flood_requests(address: str, phase: str, until: float, out: SimpleQueue[dict[str, Any]]) -> None:
+@dataclass(slots=True)
+class Flood:
+    """Shared with a flood process: it sets ``going`` once its first big request is on the wire,
+    floods until ``stop``, then puts its counts on ``out``."""
+
+    going: Any  # multiprocessing Events
+    stop: Any
+    out: SimpleQueue[dict[str, Any]]
+
+
+def flood_requests(address: str, phase: str, flood: Flood) -> None:
     frame, done, errors, largest = big_frame(phase), 0, 0, 0
     wire: Wire | None = None
-    while time.monotonic() < until:
+    while not flood.stop.is_set():
         try:
             wire = wire or Wire(address, "flood", PASSWORDS["flood"])
-            largest = max(largest, wire.round_trip(frame))
+            wire.sock.sendall(frame)
+            flood.going.set()
+            largest = max(largest, len(wire.read_frame()))
             done += 1
         except OSError:
             errors += 1
             if wire is not None:
                 wire.close()
             wire = None
-    out.put({"requests": done, "errors": errors, "request_bytes": len(frame), "response_bytes": largest})
+    flood.out.put({"requests": done, "errors": errors, "request_bytes": len(frame), "response_bytes": largest})
 
 
-def flood_produce(address: str, until: float, out: SimpleQueue[dict[str, Any]]) -> None:
+def flood_produce(address: str, flood: Flood) -> None:
     producer = Producer({"bootstrap.servers": address, "security.protocol": "SASL_PLAINTEXT",
                          "sasl.mechanism": "PLAIN", "sasl.username": "flood", "sasl.password": PASSWORDS["flood"],
                          "message.max.bytes": 100_000_000, "acks": "all", "linger.ms": 0,
                          "enable.idempotence": False, "message.timeout.ms": 60_000})
     value, done, errors = b"\0" * PRODUCE_BYTES, 0, 0
     outcome: list[bool] = []
-    while time.monotonic() < until:
+    while not flood.stop.is_set():
         outcome.clear()
         try:
             producer.produce(BIG_TOPIC, value, on_delivery=lambda err, _m: outcome.append(err is None))
@@ -194,18 +206,20 @@ def flood_produce(address: str, until: float, out: SimpleQueue[dict[str, Any]]) 
             errors += 1
             time.sleep(0.1)
             continue
-        producer.flush(max(1.0, until - time.monotonic() + 30))
+        flood.going.set()
+        producer.flush(60)
         done += sum(outcome)
         errors += outcome.count(False)
-    out.put({"requests": done, "errors": errors, "request_bytes": PRODUCE_BYTES, "response_bytes": 0})
+    flood.out.put({"requests": done, "errors": errors, "request_bytes": PRODUCE_BYTES, "response_bytes": 0})
 
 
-def flood_logins(address: str, until: float, out: SimpleQueue[dict[str, Any]]) -> None:
+def flood_logins(address: str, flood: Flood) -> None:
     attempts = [0] * LOGIN_THREADS
 
     def attempt_forever(index: int) -> None:
         host, port = address.rsplit(":", 1)
-        while time.monotonic() < until:
+        while not flood.stop.is_set():
+            flood.going.set()
             user = "small" if index % 2 else f"nobody-{index}"  # a real user and an unknown one
             try:
                 with socket.create_connection((host, int(port)), timeout=10) as sock:
@@ -225,8 +239,8 @@ def flood_logins(address: str, until: float, out: SimpleQueue[dict[str, Any]]) -
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=max(0.0, until - time.monotonic()) + 15)
-    out.put({"requests": sum(attempts), "errors": 0, "request_bytes": 0, "response_bytes": 0})
+        thread.join(timeout=15)
+    flood.out.put({"requests": sum(attempts), "errors": 0, "request_bytes": 0, "response_bytes": 0})
 
 
 # --- the measurement ------------------------------------------------------------------------------
@@ -253,22 +267,21 @@ SMALL_REQUESTS = {
 }
 
 
-def small_client(address: str, seconds: float, kind: str) -> list[float]:
+def small_client(address: str, kind: str) -> tuple[Wire, Callable[[], float]]:
+    """The small client, logged in and warmed up (its link to the broker is up); a call to time it."""
     wire = Wire(address, "small", PASSWORDS["small"])
     key, version, body = SMALL_REQUESTS[kind]
-    latencies: list[float] = []
-    try:
-        wire.call(key, version, body)  # warm-up: the upstream link is up
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            start = time.perf_counter()
-            _, answer = wire.call(key, version, body)
-            latencies.append(time.perf_counter() - start)
-            if (answer.get("topics") or [{"error_code": answer.get("error_code", 0)}])[0]["error_code"]:
-                raise RuntimeError(f"the small client's {kind} request failed: {answer}")
-    finally:
-        wire.close()
-    return latencies
+
+    def timed() -> float:
+        start = time.perf_counter()
+        _, answer = wire.call(key, version, body)
+        elapsed = time.perf_counter() - start
+        if (answer.get("topics") or [{"error_code": answer.get("error_code", 0)}])[0]["error_code"]:
+            raise RuntimeError(f"the small client's {kind} request failed: {answer}")
+        return elapsed
+
+    timed()
+    return wire, timed
 
 
 def flood_target(phase: str) -> Callable[..., None] | None:
@@ -283,29 +296,38 @@ def flood_target(phase: str) -> Callable[..., None] | None:
 
 def run_phase(phase: str, address: str, gateway_pid: int, seconds: float, small: str) -> Phase:
     context = multiprocessing.get_context("fork")
-    out: SimpleQueue[dict[str, Any]] = context.SimpleQueue()
+    flood = Flood(context.Event(), context.Event(), context.SimpleQueue())
+    wire, timed = small_client(address, small)  # before the flood: its login is not what is measured
     target = flood_target(phase)
     process = None
     if target is not None:
-        until = time.monotonic() + seconds + 1.0  # flooding already when the measurement starts
-        args = (address, phase, until, out) if target is flood_requests else (address, until, out)
+        args = (address, phase, flood) if target is flood_requests else (address, flood)
         process = context.Process(target=target, args=args, daemon=True)
         process.start()
-        time.sleep(1.0)
+        if not flood.going.wait(120):
+            raise RuntimeError(f"{phase}: the flood did not start")
     cpu_before, wall_before = cpu_seconds(gateway_pid), time.perf_counter()
-    latencies = small_client(address, seconds, small)
+    latencies: list[float] = []
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            latencies.append(timed())
+    finally:
+        wire.close()
+        flood.stop.set()
     cpu = 100 * (cpu_seconds(gateway_pid) - cpu_before) / (time.perf_counter() - wall_before)
-    flood = {"requests": 0, "errors": 0, "request_bytes": 0}
+    counts = {"requests": 0, "errors": 0, "request_bytes": 0}
     if process is not None:
         process.join(timeout=120)
         if process.is_alive():
             process.terminate()
             process.join(timeout=10)
-        elif not out.empty():
-            flood = out.get()
+        elif not flood.out.empty():
+            counts = flood.out.get()
     ms = [1000 * v for v in latencies]
     return Phase(phase, len(ms), round(percentile(ms, 50), 2), round(percentile(ms, 99), 2), round(max(ms), 2),
-                 sum(v > 50 for v in ms), flood["requests"], flood["errors"], flood["request_bytes"], round(cpu, 1))
+                 sum(v > 50 for v in ms), counts["requests"], counts["errors"], counts["request_bytes"],
+                 round(cpu, 1))
 
 
 def table(phases: list[Phase]) -> str:
