@@ -55,14 +55,21 @@ class AuditLog:
 
     def authorization(self, *, principal: str, client_host: str, client_port: int, listener: str,
                       api_key: int, api_name: str, api_version: int, operation: str, resource_type: str,
-                      resource_name: str, pattern_type: str | None, allowed: bool, rule: str) -> None:
+                      resource_name: str, pattern_type: str | None, allowed: bool, rule: str,
+                      count: int | None = None, sample: list[str] | None = None) -> None:
+        """One decision, or (``count`` > 1) ``count`` decisions of one kind in one request, named by ``sample``."""
         if self._logger is None or (allowed and not self.record_allowed):
             return
-        self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "authorization",
-                     "principal": principal, "client_host": client_host, "client_port": client_port,
-                     "listener": listener, "api_key": api_key, "api_name": api_name, "api_version": api_version,
-                     "operation": operation, "resource_type": resource_type, "resource_name": resource_name,
-                     "pattern_type": pattern_type, "decision": "ALLOWED" if allowed else "DENIED", "rule": rule})
+        event: dict[str, Any] = {
+            "schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "authorization", "principal": principal,
+            "client_host": client_host, "client_port": client_port, "listener": listener, "api_key": api_key,
+            "api_name": api_name, "api_version": api_version, "operation": operation, "resource_type": resource_type,
+            "resource_name": resource_name, "pattern_type": pattern_type,
+            "decision": "ALLOWED" if allowed else "DENIED", "rule": rule}
+        if count is not None:
+            event["count"] = count
+            event["sample"] = sample or []
+        self._write(event)
 
     def authentication(self, *, principal: str | None, attempted_user: str | None, client_host: str,
                        client_port: int, listener: str, mechanism: str | None, succeeded: bool,

@@ -20,6 +20,7 @@ from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, ApiPolicy
 from authz.topic_guard import NOTHING_FOUND, TopicFindings
 from gateway.audit import AuditLog
+from gateway.audit_batch import DecisionBatch, bounded_sample
 from protocol.registry import api
 
 
@@ -59,6 +60,8 @@ class ConnectionAuthzView:
     findings: TopicFindings = NOTHING_FOUND
     # Illegal names whose action was otherwise allowed (their errors become the API's own).
     illegal_denied: set[str] = field(default_factory=set)
+    # This request's decisions, written by flush_audit as one event per decision kind.
+    _batch: DecisionBatch = field(default_factory=DecisionBatch, init=False)
 
     def _audit(self, action: Action, decision: Decision) -> None:
         audit = self.shared.audit
@@ -66,15 +69,28 @@ class ConnectionAuthzView:
             return
         if decision.allowed and not audit.record_allowed:
             return
+        pattern = getattr(getattr(decision.rule, "pattern", None), "pattern_type", None)
+        self._batch.add(action.operation.name, action.resource_type.name,
+                        pattern.name if pattern is not None else None, decision.allowed, _rule_text(decision),
+                        action.name)
+
+    def flush_audit(self) -> None:
+        """Write the decisions recorded so far (called once the policy, and again once its response hook, ran)."""
+        if not len(self._batch):
+            return
         schema = api(self.api_key)
-        rule = decision.rule
-        pattern = getattr(getattr(rule, "pattern", None), "pattern_type", None)
-        audit.authorization(
-            principal=str(self.principal), client_host=self.client_host, client_port=self.client_port,
-            listener=self.listener, api_key=self.api_key, api_name=schema.name if schema else str(self.api_key),
-            api_version=self.api_version, operation=action.operation.name, resource_type=action.resource_type.name,
-            resource_name=action.name, pattern_type=pattern.name if pattern is not None else None,
-            allowed=decision.allowed, rule=_rule_text(decision))
+        api_name = schema.name if schema else str(self.api_key)
+        principal = str(self.principal)
+        for aggregate in self._batch.drain():
+            single = aggregate.count == 1  # exactly today's event: no count, no sample
+            sample = bounded_sample(aggregate)
+            self.shared.audit.authorization(
+                principal=principal, client_host=self.client_host, client_port=self.client_port,
+                listener=self.listener, api_key=self.api_key, api_name=api_name, api_version=self.api_version,
+                operation=aggregate.operation, resource_type=aggregate.resource_type,
+                resource_name=aggregate.sample[0] if single else sample[0], pattern_type=aggregate.pattern_type,
+                allowed=aggregate.allowed, rule=aggregate.rule,
+                count=None if single else aggregate.count, sample=None if single else sample)
 
     def _reserved(self, resource_type: ResourceType, name: str) -> bool:
         return resource_type == ResourceType.TOPIC and name in self.shared.reserved_topics

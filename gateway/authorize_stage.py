@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from asyncio import to_thread
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
@@ -15,7 +16,7 @@ from auth.mechanism import wall_clock_ms
 from auth.token_store import TokenStore
 from authz.policies import all_policies
 from authz.policies.data import is_follower_fetch
-from authz.request_policy import Refuse, Relay, Verdict
+from authz.request_policy import Refuse, Relay, Rewrite, Verdict
 from authz.topic_guard import TopicGuard, UnrestrictedView
 from gateway.acl_admin import create_acls, delete_acls, describe_acls
 from gateway.authorization import ConnectionAuthzView, GatewayAuthorization
@@ -95,7 +96,11 @@ def authorize(conn: ClientConnection, shared: GatewayAuthorization, key: int, ve
     findings = guard.inspect(body)
     view = ConnectionAuthzView(shared, conn.principal, conn.client_host, conn.client_port, conn.listener.name,
                                key, version, conn.ctx.cluster.topic_names, findings, guard.illegal_denied)
-    return guard.seal(policy(body, version, view), findings)
+    try:
+        verdict = policy(body, version, view)
+    finally:
+        view.flush_audit()
+    return guard.seal(_flushing_hook(verdict, view), findings)
 
 
 def check_topics(conn: ClientConnection, key: int, version: int, body: Body) -> Verdict:
@@ -122,3 +127,18 @@ def check_topics(conn: ClientConnection, key: int, version: int, body: Body) -> 
 
 
 _RELAY = Relay()
+
+
+def _flushing_hook(verdict: Verdict, view: ConnectionAuthzView) -> Verdict:
+    """A response hook that asks more questions (e.g. all-topics Metadata) writes its audit events once, after."""
+    if not isinstance(verdict, Relay | Rewrite) or verdict.on_response is None:
+        return verdict
+    hook = verdict.on_response
+
+    def audited(response: Body) -> Body:
+        try:
+            return hook(response)
+        finally:
+            view.flush_audit()
+
+    return replace(verdict, on_response=audited)

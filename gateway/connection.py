@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Coroutine
 from typing import Any, cast
 
 from auth.first_frame import diagnose_non_kafka
@@ -20,8 +21,9 @@ from gateway.authentication import authenticate_frame, new_authenticator, princi
 from gateway.context import GatewayContext
 from gateway.edge.sni_routing import Node
 from gateway.logs import get_logger
-from gateway.pending import ResponseQueue, WireBytes, with_correlation_id
-from gateway.request_pipeline import PipelineRefusal, handle_request, transform_response
+from gateway.offload import fill_response_off_loop, handle_request_off_loop, offloads_request, offloads_response
+from gateway.pending import ResponseQueue, Slot, WireBytes, with_correlation_id
+from gateway.request_pipeline import PipelineRefusal, handle_request, match_response, response_pieces
 from gateway.upstream_auth import LinkRequester, UpstreamAuthError, sasl_exchange
 from gateway.upstream_link import UpstreamLink
 from protocol.api_keys import ApiKey
@@ -80,6 +82,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.local_chain: asyncio.Future[None] | None = None
         # The client's address as a trusted load balancer's PROXY header states it (else the socket's peer).
         self._client_address = client_address
+        # While a large request is handled in the worker thread (gateway/offload.py), later frames wait in
+        # _held too, as they do during a password check.
+        self._offloaded = False
+        self._worker_tasks: set[asyncio.Task[None]] = set()  # referenced until done (asyncio keeps weak refs)
 
     # --- client socket events ------------------------------------------------------
 
@@ -199,7 +205,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _handle_frames(self, frames: list[Frame]) -> None:
         outgoing: list[WireBytes] = []
         for index, frame in enumerate(frames):
-            if self.verifying:  # in order: later frames (re-authentication too) wait for the password check
+            if self.verifying or self._offloaded:  # in order: later frames wait for the password check or worker
                 self._held.extend(frames[index:])
                 break
             self.traffic.request_frame(frame.wire)
@@ -208,6 +214,12 @@ class ClientConnection(asyncio.BufferedProtocol):
                     return
                 authenticate_frame(self, frame)
                 continue
+            if offloads_request(self, frame):
+                self._offloaded = True
+                self._held.extend(frames[index + 1 :])
+                self.set_read_paused("large-request", True)
+                self._in_worker(self._handle_off_loop(frame))
+                break
             try:
                 relay = handle_request(self, frame)
             except PipelineRefusal as exc:
@@ -219,14 +231,42 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
             if relay is not None:
                 outgoing.extend(relay)
-        if outgoing:
-            if self.upstream is not None and self.upstream.transport is not None:
-                self.upstream.transport.writelines(outgoing)
-            else:
-                self._backlog.extend(outgoing)
+        self._send_upstream(outgoing)
         self._flush()
         if len(self.responses) >= self.ctx.config.queued_max_requests:
             self.set_read_paused("in-flight", True)
+
+    async def _handle_off_loop(self, frame: Frame) -> None:
+        """A large request, decoded and authorized in the worker (gateway/offload.py); then the held frames."""
+        try:
+            relay = await handle_request_off_loop(self, frame)
+        except PipelineRefusal as exc:
+            self.abort(str(exc))
+            return
+        except Exception:  # a gateway bug: fail closed for this connection only
+            self.log.exception("request_pipeline_error")
+            self.abort("internal error in the request pipeline")
+            return
+        if self._closing:
+            return
+        self._send_upstream(relay or [])
+        self._offloaded = False
+        held, self._held = self._held, []
+        self.set_read_paused("large-request", False)
+        self._handle_frames(held)
+
+    def _in_worker(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._worker_tasks.add(task)
+        task.add_done_callback(self._worker_tasks.discard)
+
+    def _send_upstream(self, outgoing: list[WireBytes]) -> None:
+        if not outgoing:
+            return
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.writelines(outgoing)
+        else:
+            self._backlog.extend(outgoing)
 
     def pause_writing(self) -> None:
         # The client is slow to read: stop reading responses from the upstream.
@@ -255,7 +295,12 @@ class ClientConnection(asyncio.BufferedProtocol):
     def on_upstream_frames(self, frames: list[Frame]) -> None:
         for frame in frames:
             try:
-                transform_response(self, frame)
+                slot = match_response(self, frame)
+                if slot is not None and offloads_response(slot, frame):
+                    self._in_worker(self._fill_off_loop(slot, frame))
+                elif slot is not None:
+                    slot.response = response_pieces(slot, frame, self.ctx.cluster, self.ctx.address_book(self.listener))
+                    slot.ready = True
             except (DecodeError, PipelineRefusal) as exc:
                 self.ctx.metrics.upstream_error("protocol")
                 self.abort(f"upstream response refused: {exc}")
@@ -267,6 +312,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._flush()
         if len(self.responses) < self.ctx.config.queued_max_requests:
             self.set_read_paused("in-flight", False)
+
+    async def _fill_off_loop(self, slot: Slot, frame: Frame) -> None:
+        """A large response to decode (an authorization hook, addresses), in the worker; it keeps its slot."""
+        try:
+            await fill_response_off_loop(self, slot, frame)
+        except (DecodeError, PipelineRefusal) as exc:
+            self.ctx.metrics.upstream_error("protocol")
+            self.abort(f"upstream response refused: {exc}")
+            return
+        except Exception:  # a gateway bug: fail closed for this connection only
+            self.log.exception("response_pipeline_error")
+            self.abort("internal error in the response pipeline")
+            return
+        self._flush()
 
     # --- streamed responses (large frames that need no rewriting) ------------------------
 

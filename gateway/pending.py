@@ -39,6 +39,9 @@ class Slot:
     # Post-processing of the upstream's response (authorization merges and filters).
     hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     arrived: float = 0.0  # monotonic time the request was queued (for the latency histogram)
+    # Its request was handled in the worker thread (gateway/offload.py): so is its response,
+    # however small the upstream's part (a hook may add an entry per item of the request).
+    large: bool = False
 
 
 # Upstream correlation ids: answered requests cycle through [0, 2^30), requests the client
@@ -91,6 +94,15 @@ class ResponseQueue:
         slot = Slot(correlation_id, api_key, api_version, arrived=time.monotonic())
         self._slots.append(slot)
         return slot
+
+    def reserve_upstream_id(self) -> int:
+        """An upstream id for a deferred slot registered later with ``await_upstream`` (gateway/offload.py)."""
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        return self._next_id
+
+    def await_upstream(self, upstream_id: int, slot: Slot) -> None:
+        """The deferred ``slot`` is now filled by the upstream's answer to ``upstream_id``."""
+        self._awaiting[upstream_id] = slot
 
     def match_upstream(self, upstream_id: int) -> Slot | None:
         """The slot an upstream response fills; None for a response to drop (acks=0)."""

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from auth.mechanism import wall_clock_ms
 from auth.sasl_server import ILLEGAL_SASL_STATE
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
-from gateway.address_rewrite import REWRITERS, needs_rewrite
+from gateway.address_rewrite import REWRITERS, NodeAddressBook, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
 from gateway.authorize_stage import authorize, check_topics
 from gateway.config import ConfigError
 from gateway.local_answers import answer_locally
-from gateway.pending import WireBytes, with_correlation_id
+from gateway.pending import Slot, WireBytes, with_correlation_id
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.framing import Frame
@@ -31,6 +31,7 @@ from protocol.messages import response_frame
 from protocol.registry import api
 
 if TYPE_CHECKING:
+    from gateway.cluster_view import ClusterView
     from gateway.connection import ClientConnection
 
 _SIZE = struct.Struct(">i")
@@ -141,19 +142,26 @@ def _sasl_after_authentication(conn: ClientConnection, frame: Frame, key: int, v
     conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id, body))
 
 
-def transform_response(conn: ClientConnection, frame: Frame) -> None:
-    """Match an upstream response to its slot, rewriting broker addresses if it has any."""
-    payload = frame.payload
-    if len(payload) < 4:
+def match_response(conn: ClientConnection, frame: Frame) -> Slot | None:
+    """The slot an upstream response fills (taken out of the awaited ones); None to drop it."""
+    if len(frame.payload) < 4:
         raise DecodeError("upstream response shorter than a correlation id")
-    slot = conn.responses.match_upstream(_SIZE.unpack_from(payload, 0)[0])
-    if slot is None:
-        return
-    slot.ready = True
-    rewrite = needs_rewrite(slot.api_key, slot.api_version)
-    if not rewrite and slot.hook is None:  # the fast path: relay the bytes untouched
-        slot.response = with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
-        return
+    return conn.responses.match_upstream(_SIZE.unpack_from(frame.payload, 0)[0])
+
+
+def needs_decoding(slot: Slot) -> bool:
+    """Whether the response must be decoded (addresses to rewrite, an authorization hook to run)."""
+    return slot.hook is not None or needs_rewrite(slot.api_key, slot.api_version)
+
+
+def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAddressBook) -> list[WireBytes]:
+    """The slot's response: the upstream's bytes, or (when needed) decoded, rewritten and re-encoded.
+
+    Touches nothing of the connection, so gateway/offload.py may run it in a worker thread.
+    """
+    payload = frame.payload
+    if not needs_decoding(slot):  # the fast path: relay the bytes untouched
+        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     schema = api(slot.api_key)
     assert schema is not None
     header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
@@ -161,18 +169,17 @@ def transform_response(conn: ClientConnection, frame: Frame) -> None:
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(payload[header_size:])
     if slot.api_key in _TOPIC_ID_SOURCES:
-        conn.ctx.cluster.learn_topics(body.get("topics") or [])
+        cluster.learn_topics(body.get("topics") or [])
     changed = False
-    if rewrite:
+    if needs_rewrite(slot.api_key, slot.api_version):
         try:
-            changed = REWRITERS[slot.api_key](body, slot.api_version, conn.ctx.address_book(conn.listener))
+            changed = REWRITERS[slot.api_key](body, slot.api_version, book)
         except ConfigError as exc:
             raise PipelineRefusal(str(exc)) from None
     if slot.hook is not None:
         body = slot.hook(body)
         changed = True
     if not changed:
-        slot.response = with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
-        return
+        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     new_header = _SIZE.pack(slot.correlation_id) + bytes(payload[4:header_size])
-    slot.response = [_framed(new_header + codec.encode(body))]
+    return [_framed(new_header + codec.encode(body))]

@@ -68,6 +68,7 @@ class Gateway:
     STARTUP_RETRY_S = 0.5
     STARTUP_RETRY_MAX_S = 5.0
     _upstream_silent: bool = False  # the periodic probe's last attempt failed (logged once per outage)
+    _loop: asyncio.AbstractEventLoop | None = None
 
     def _policed_apis(self) -> tuple[set[int], set[int]] | None:
         """(APIs with a policy, APIs the gateway serves itself); None when authorization is off."""
@@ -77,7 +78,12 @@ class Gateway:
 
     def _request_topic_refresh(self) -> None:
         """A request named an unknown topic id: learn the upstream's ids (at most once a second)."""
-        now = asyncio.get_running_loop().time()
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:  # asked by a large request's authorization in the worker (gateway/offload.py)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._request_topic_refresh)
+            return
         if self._stopping or now - self._last_topic_refresh < self.TOPIC_REFRESH_MIN_INTERVAL_S:
             return
         self._last_topic_refresh = now
@@ -164,6 +170,7 @@ class Gateway:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
         # per-read bytes, smaller frames) come from the warm heap too (a process-wide setting).
         keep_large_buffers_on_the_heap()
+        self._loop = asyncio.get_running_loop()
         if self.ctx.authorization is None:
             log.warning("authorization_disabled", hint="authorizer.class.name is empty: every authenticated "
                         "client may do anything; set it to StandardAuthorizer to enforce ACLs")

@@ -18,10 +18,10 @@ from pyspark.sql import functions as F
 from pipeline.errors import PipelineError
 from pipeline.markdown import code, document, table
 from pipeline.progress import QUIET, Progress
-from pipeline.schema import AUTHENTICATION, AUTHORIZATION, iso_text, read_events
+from pipeline.schema import AUTHENTICATION, AUTHORIZATION, DECISIONS, UNSAMPLED, decisions, iso_text, read_events
 
 ALERT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "operation", "resource_type",
-                 "resource_name", "decision")
+                 "resource_name", "decision", DECISIONS)
 
 
 @dataclass(slots=True, frozen=True)
@@ -102,10 +102,10 @@ def new_pairs(authz: DataFrame, period: timedelta) -> DataFrame:
     seconds = int(period.total_seconds())
     bounds = authz.agg(F.unix_timestamp(F.min("ts")).alias("log_start"),
                        F.unix_timestamp(F.max("ts")).alias("log_end"))
-    pairs = (authz.filter(F.col("resource_name") != "*")
+    pairs = (authz.filter(~F.col("resource_name").isin("*", UNSAMPLED))
              .groupBy("principal", "resource_type", "resource_name")
-             .agg(F.min("ts").alias("first"), F.max("ts").alias("last"), F.count("*").alias("events"),
-                  F.count(F.when(F.col("decision") == "DENIED", 1)).alias("denied"),
+             .agg(F.min("ts").alias("first"), F.max("ts").alias("last"), decisions().alias("events"),
+                  decisions(F.col("decision") == "DENIED").alias("denied"),
                   F.array_sort(F.collect_set("operation")).alias("operations")))
     cutoff = F.col("log_end") - seconds
     return (pairs.crossJoin(bounds)
@@ -117,7 +117,7 @@ def new_pairs(authz: DataFrame, period: timedelta) -> DataFrame:
 def denial_spikes(authz: DataFrame, factor: float, minimum: int) -> DataFrame:
     """Hours in which a principal's denials reached ``minimum`` and exceeded ``factor`` × its hourly median."""
     hourly = (authz.groupBy("principal", F.date_trunc("hour", "ts").alias("hour"))
-              .agg(F.count(F.when(F.col("decision") == "DENIED", 1)).alias("denied"), F.count("*").alias("events")))
+              .agg(decisions(F.col("decision") == "DENIED").alias("denied"), decisions().alias("events")))
     medians = hourly.groupBy("principal").agg(F.median("denied").alias("median"), F.count("*").alias("hours"))
     return (hourly.join(medians, "principal")
             .filter((F.col("denied") >= minimum) & (F.col("denied") > F.col("median") * factor))

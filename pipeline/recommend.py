@@ -37,13 +37,14 @@ from pipeline.acl_match import pattern_matches
 from pipeline.compaction import GRANT_KEYS, compact
 from pipeline.errors import PipelineError
 from pipeline.progress import QUIET, Progress
-from pipeline.schema import authorizations, iso_text, read_events
+from pipeline.schema import DECISIONS, UNSAMPLED, authorizations, decisions, iso_text, read_events
 
 SUPER_USER_RULE = "SuperUser"
 DEFAULT_MIN_PREFIX_GROUP = 3
 DESCRIBE = AclOperation.DESCRIBE.name
 DESCRIBE_CONFIGS = AclOperation.DESCRIBE_CONFIGS.name
-ANALYSED_COLUMNS = ("ts", "principal", "client_host", "operation", "resource_type", "resource_name", "decision", "rule")
+ANALYSED_COLUMNS = ("ts", "principal", "client_host", "operation", "resource_type", "resource_name", "decision", "rule",
+                    DECISIONS)
 
 
 @dataclass(slots=True, frozen=True)
@@ -123,9 +124,9 @@ def _decided(authz: DataFrame, decision: str) -> DataFrame:
 
 def observed_resources(allowed: DataFrame) -> DataFrame:
     """One row per (principal, resource_type, operation, resource_name) allowed, ``*`` checks excluded."""
-    return (allowed.filter(F.col("resource_name") != WILDCARD_RESOURCE)
+    return (allowed.filter(~F.col("resource_name").isin(WILDCARD_RESOURCE, UNSAMPLED))
             .groupBy(*GRANT_KEYS, "resource_name")
-            .agg(F.count("*").alias("events"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+            .agg(decisions().alias("events"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
 
 
 def _uncovered(observed: DataFrame, grants: DataFrame, implied: str, implying: frozenset[AclOperation]) -> DataFrame:
@@ -161,7 +162,7 @@ def type_wide_checks(allowed: DataFrame, grants: DataFrame) -> DataFrame:
     granted = grants.select(*GRANT_KEYS).distinct().withColumn("covered", F.lit(True))
     return (allowed.filter(F.col("resource_name") == WILDCARD_RESOURCE)
             .groupBy(*GRANT_KEYS)
-            .agg(F.count("*").alias("events"), F.array_sort(F.collect_set("rule")).alias("rules"))
+            .agg(decisions().alias("events"), F.array_sort(F.collect_set("rule")).alias("rules"))
             .join(granted, GRANT_KEYS, "left")
             .withColumn("covered", F.coalesce(F.col("covered"), F.lit(False))))
 
@@ -169,7 +170,7 @@ def type_wide_checks(allowed: DataFrame, grants: DataFrame) -> DataFrame:
 def requested_not_granted(denied: DataFrame) -> DataFrame:
     """Denied actions per (principal, resource_type, resource_name, operation)."""
     return (denied.groupBy("principal", "resource_type", "resource_name", "operation")
-            .agg(F.count("*").alias("events"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen"),
+            .agg(decisions().alias("events"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen"),
                  F.array_sort(F.collect_set("rule")).alias("rules"),
                  F.array_sort(F.collect_set("client_host")).alias("client_hosts")))
 
@@ -178,7 +179,7 @@ def super_user_traffic(authz: DataFrame) -> DataFrame:
     """Per super user: events, operations, resource types, distinct resources, first/last seen."""
     return (authz.filter(_is_super_user(F.col("rule")))
             .groupBy("principal")
-            .agg(F.count("*").alias("events"), F.array_sort(F.collect_set("operation")).alias("operations"),
+            .agg(decisions().alias("events"), F.array_sort(F.collect_set("operation")).alias("operations"),
                  F.array_sort(F.collect_set("resource_type")).alias("resource_types"),
                  F.countDistinct("resource_type", "resource_name").alias("resources"),
                  F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
@@ -223,10 +224,10 @@ def collect_grants(grants: DataFrame) -> tuple[list[Grant], list[str]]:
 def _totals(authz: DataFrame) -> tuple[dict[str, int], tuple[str | None, str | None]]:
     super_user = _is_super_user(F.col("rule"))
     row = authz.agg(
-        F.count("*").alias("authorizations"),
-        F.count(F.when(~super_user & (F.col("decision") == "ALLOWED"), 1)).alias("allowed"),
-        F.count(F.when(~super_user & (F.col("decision") == "DENIED"), 1)).alias("denied"),
-        F.count(F.when(super_user, 1)).alias("super_user"),
+        decisions().alias("authorizations"),
+        decisions(~super_user & (F.col("decision") == "ALLOWED")).alias("allowed"),
+        decisions(~super_user & (F.col("decision") == "DENIED")).alias("denied"),
+        decisions(super_user).alias("super_user"),
         iso_text(F.min("ts")).alias("first"), iso_text(F.max("ts")).alias("last"),
     ).collect()[0]
     totals = {key: int(row[key]) for key in ("authorizations", "allowed", "denied", "super_user")}
@@ -241,7 +242,8 @@ def learn(authz: DataFrame, min_group: int = DEFAULT_MIN_PREFIX_GROUP) -> Recomm
     # Small aggregates are checkpointed: the compaction's self-joins then plan over tiny leaves,
     # not over copies of the whole read-and-filter lineage.
     observed = observed_resources(allowed).localCheckpoint()
-    refused = denied.select(*GRANT_KEYS, "resource_name").distinct().localCheckpoint()
+    refused = denied.filter(F.col("resource_name") != UNSAMPLED).select(*GRANT_KEYS, "resource_name").distinct() \
+        .localCheckpoint()
     grants = recommended_grants(observed, refused, min_group).localCheckpoint()
     collected, invalid = collect_grants(grants)
     refused_requests = [

@@ -17,10 +17,10 @@ from pipeline import charts
 from pipeline.instants import parse_instant
 from pipeline.markdown import code, document, table
 from pipeline.progress import QUIET, Progress
-from pipeline.schema import AUTHENTICATION, AUTHORIZATION, iso_text, read_events
+from pipeline.schema import AUTHENTICATION, AUTHORIZATION, DECISIONS, decisions, iso_text, read_events
 
 REPORT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "api_name", "operation",
-                  "resource_type", "resource_name", "decision", "rule", "mechanism")
+                  "resource_type", "resource_name", "decision", "rule", "mechanism", DECISIONS)
 TOP_N = 10
 PRINCIPALS_IN_SUMMARY = 50
 HOURLY_CHART_MAX = timedelta(days=7)
@@ -35,7 +35,7 @@ class ReportSummary:
 
 
 def _count_if(condition: Column) -> Column:
-    return F.count(F.when(condition, 1))
+    return decisions(condition)
 
 
 def _allowed() -> Column:
@@ -65,7 +65,7 @@ def decisions_by_hour(authz: DataFrame) -> DataFrame:
 def top_denied_principals(authz: DataFrame, n: int = TOP_N) -> DataFrame:
     """The ``n`` principals with most denials, with how many resources and hosts were involved."""
     return (authz.filter(_denied()).groupBy("principal")
-            .agg(F.count("*").alias("denied"), F.countDistinct("resource_type", "resource_name").alias("resources"),
+            .agg(decisions().alias("denied"), F.countDistinct("resource_type", "resource_name").alias("resources"),
                  F.array_sort(F.collect_set("client_host")).alias("client_hosts"))
             .orderBy(F.desc("denied"), "principal").limit(n))
 
@@ -73,7 +73,7 @@ def top_denied_principals(authz: DataFrame, n: int = TOP_N) -> DataFrame:
 def top_denied_resources(authz: DataFrame, n: int = TOP_N) -> DataFrame:
     """The ``n`` resources with most denials, with how many principals were denied."""
     return (authz.filter(_denied()).groupBy("resource_type", "resource_name")
-            .agg(F.count("*").alias("denied"), F.countDistinct("principal").alias("principals"))
+            .agg(decisions().alias("denied"), F.countDistinct("principal").alias("principals"))
             .orderBy(F.desc("denied"), "resource_type", "resource_name").limit(n))
 
 
@@ -100,7 +100,7 @@ def totals(events: DataFrame) -> tuple[dict[str, int], str | None, str | None]:
     """Event counts by kind and outcome, distinct principals and hosts, and the first/last event time."""
     authz, authn = F.col("event") == AUTHORIZATION, F.col("event") == AUTHENTICATION
     row = events.agg(
-        F.count("*").alias("events"), _count_if(authz).alias("authorizations"),
+        decisions().alias("events"), _count_if(authz).alias("authorizations"),
         _count_if(authz & _allowed()).alias("allowed"), _count_if(authz & _denied()).alias("denied"),
         _count_if(authz & (F.col("rule") == "SuperUser")).alias("super_user"),
         _count_if(authn).alias("authentications"),

@@ -29,13 +29,19 @@ AUTHENTICATION_FIELDS = (
     "mechanism", "decision", "failure",
 )
 
-_INT_FIELDS = frozenset({"schema", "client_port", "api_key", "api_version"})
+# An authorization event standing for several decisions of one kind in one request carries
+# how many (``count``) and the first names (``sample``); read_events expands it (one_row_per_name).
+AGGREGATE_FIELDS = ("count", "sample")
+UNSAMPLED = "(unsampled)"  # the resource name of the decisions beyond an aggregated event's sample
+DECISIONS = "decisions"  # per row read: how many decisions it stands for (1 unless aggregated)
+
+_INT_FIELDS = frozenset({"schema", "client_port", "api_key", "api_version", "count"})
 
 # The raw JSON as written: every documented field of either kind, in document order.
 AUDIT_SCHEMA = T.StructType([
     T.StructField(name, T.IntegerType() if name in _INT_FIELDS else T.StringType(), nullable=True)
-    for name in dict.fromkeys(AUTHORIZATION_FIELDS + AUTHENTICATION_FIELDS)
-])
+    for name in dict.fromkeys(AUTHORIZATION_FIELDS + AUTHENTICATION_FIELDS + AGGREGATE_FIELDS[:1])
+] + [T.StructField("sample", T.ArrayType(T.StringType()), nullable=True)])
 
 
 def event_time(ts: Column) -> Column:
@@ -95,7 +101,31 @@ def read_events(spark: SparkSession, paths: Sequence[str], since: datetime | Non
     partition pruning; lines that are not valid events (bad JSON, bad ``ts``) are dropped.
     """
     events = _pruned_raw(spark, paths, since, until).filter(_valid())
-    return events.filter(_in_window(F.col("ts"), since, until)).withColumn("date", F.to_date("ts"))
+    return one_row_per_name(events.filter(_in_window(F.col("ts"), since, until)).withColumn("date", F.to_date("ts")))
+
+def one_row_per_name(events: DataFrame) -> DataFrame:
+    """Rows with a ``decisions`` weight instead of ``count``/``sample``.
+
+    A single event is one row of weight 1.  An aggregated one becomes a row per sampled name
+    (weight 1) and, when ``count`` exceeds the sample, one UNSAMPLED row with the rest, so sums of
+    ``decisions`` are exact while per-resource views only ever see names that were logged.
+    """
+    sample = F.coalesce(F.col("sample"), F.array().cast("array<string>"))
+    named = F.transform(sample, lambda name: F.struct(name.alias("name"), F.lit(1).alias("weight")))
+    rest = F.col("count") - F.size(sample)
+    aggregated = F.when(rest > 0, F.concat(named, F.array(F.struct(F.lit(UNSAMPLED).alias("name"),
+                                                                   rest.alias("weight"))))).otherwise(named)
+    single = F.array(F.struct(F.col("resource_name").alias("name"), F.lit(1).alias("weight")))
+    rows = F.when((F.col("event") == AUTHORIZATION) & F.col("count").isNotNull(), aggregated).otherwise(single)
+    return (events.withColumn("_row", F.explode(rows))
+            .withColumn("resource_name", F.col("_row.name")).withColumn(DECISIONS, F.col("_row.weight"))
+            .drop("_row", *AGGREGATE_FIELDS))
+
+
+def decisions(condition: Column | None = None) -> Column:
+    """How many decisions (or attempts) the rows matching ``condition`` stand for: 0, not null, if none."""
+    weight = F.col(DECISIONS) if condition is None else F.when(condition, F.col(DECISIONS))
+    return F.coalesce(F.sum(weight), F.lit(0))
 
 
 @dataclass(slots=True, frozen=True)
@@ -133,9 +163,9 @@ def survey(spark: SparkSession, paths: Sequence[str], since: datetime | None = N
 
 def authorizations(events: DataFrame) -> DataFrame:
     """Authorization decisions only, with the fields that kind defines (plus ``date``)."""
-    return events.filter(F.col("event") == AUTHORIZATION).select(*AUTHORIZATION_FIELDS, "date")
+    return events.filter(F.col("event") == AUTHORIZATION).select(*AUTHORIZATION_FIELDS, DECISIONS, "date")
 
 
 def authentications(events: DataFrame) -> DataFrame:
     """Authentication attempts only, with the fields that kind defines (plus ``date``)."""
-    return events.filter(F.col("event") == AUTHENTICATION).select(*AUTHENTICATION_FIELDS, "date")
+    return events.filter(F.col("event") == AUTHENTICATION).select(*AUTHENTICATION_FIELDS, DECISIONS, "date")

@@ -18,6 +18,7 @@ from pipeline.instants import parse_instant
 from pipeline.schema import (
     AUTHENTICATION_FIELDS,
     AUTHORIZATION_FIELDS,
+    DECISIONS,
     authentications,
     authorizations,
     read_events,
@@ -44,11 +45,11 @@ def test_both_kinds_parse_with_their_documented_types(spark: SparkSession, tmp_p
     assert [tuple(r[f] for f in ("principal", "client_port", "api_name", "operation", "resource_name", "decision",
                                  "rule", "pattern_type", "date")) for r in authz] == [
         ("User:alice", 50000, "Produce", "WRITE", "orders-1", "ALLOWED", "NoAclDefault", None, date(2026, 11, 20))]
-    assert authorizations(events).columns == [*AUTHORIZATION_FIELDS, "date"]
+    assert authorizations(events).columns == [*AUTHORIZATION_FIELDS, DECISIONS, "date"]
     authn = authentications(events).orderBy("ts").collect()
     assert [(r["principal"], r["attempted_user"], r["decision"], r["failure"]) for r in authn] == [
         ("User:alice", None, "SUCCEEDED", None), (None, "mallory", "FAILED", "bad_credentials")]
-    assert authentications(events).columns == [*AUTHENTICATION_FIELDS, "date"]
+    assert authentications(events).columns == [*AUTHENTICATION_FIELDS, DECISIONS, "date"]
 
 
 def test_since_until_and_date_partitions(spark: SparkSession, tmp_path: Path) -> None:
