@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,7 +21,8 @@ from authz.model import AclOperation, ResourceType
 from authz.policies import all_policies
 from authz.request_policy import Relay, Rewrite, Verdict
 from gateway.audit import AuditLog
-from gateway.authorization import ConnectionAuthzView, GatewayAuthorization
+from gateway.authorization import GatewayAuthorization
+from gateway.authorize_stage import authorize
 from protocol.api_keys import ApiKey
 from tests.authz.helpers import acl
 from tests.authz.test_policies_data import entry, request, response
@@ -42,8 +44,11 @@ class Gateway:
                                            all_policies())
 
     def decide(self, key: ApiKey, version: int, body: dict[str, Any]) -> Verdict:
-        view = ConnectionAuthzView(self.shared, ALICE, "10.0.0.1", 5000, "SASL_PLAINTEXT", key, version, {})
-        return self.shared.policies[key](body, version, view)
+        """Through the real authorize stage: its audit batch is written after the policy and after any hook."""
+        conn = SimpleNamespace(principal=ALICE, client_host="10.0.0.1", client_port=5000,
+                               listener=SimpleNamespace(name="SASL_PLAINTEXT"),
+                               ctx=SimpleNamespace(cluster=SimpleNamespace(topic_names={})))
+        return authorize(conn, self.shared, key, version, body)  # type: ignore[arg-type]
 
     def events(self) -> list[dict[str, Any]]:
         self.audit.close()
