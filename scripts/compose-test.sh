@@ -19,7 +19,8 @@ else
   STATE=${KSGATE_COMPOSE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/ksgate-compose}
   RUNTIME=${XDG_RUNTIME_DIR:-/tmp}/ksgate-compose-$(id -u)
 fi
-STANDIN_MARK=KSGATE_COMPOSE_STANDIN=debootstrap-bookworm
+# The stand-in image carries this in its environment (not KSGATE_*: the gateway refuses unknown KSGATE_ variables).
+STANDIN_MARK=COMPOSE_TEST_STANDIN=ksgate-debootstrap-bookworm
 MODE="registry images"
 mkdir -p "$STATE"
 FILES=(-f docker-compose.yml)
