@@ -67,6 +67,7 @@ class Edge:
             "listener.name.sasl_ssl.ksgate.proxy.protocol": True,
             "listener.name.sasl_ssl.ksgate.proxy.protocol.trusted.networks": "127.0.0.2/32",
             "ksgate.audit.log.allowed": True,
+            "connections.max.reauth.ms": 1500,  # KIP-368 re-authentication through the balancer, too
         }, protocol="SASL_SSL")
         self.audit = self.gateway.directory / "audit.log"
         self.balancer = HAProxy(f"127.0.0.1:{self.gateway.port}", port=self.lb_port)
@@ -220,3 +221,47 @@ def _ready(port: int) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+def test_re_authentication_keeps_working_through_the_balancer(edge: Edge) -> None:
+    gateway = edge.gateway.gateway
+    before = dict(gateway.ctx.counters.authenticated)
+    producer = Producer({**edge.client("alice"), "sasl.mechanism": "SCRAM-SHA-256", "linger.ms": 0})
+    topic = f"edge-reauth-{uuid.uuid4().hex[:6]}"
+    deadline = time.monotonic() + 5  # several session lifetimes (connections.max.reauth.ms: 1500)
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.produce(topic, str(sent).encode())
+        assert producer.flush(5) == 0
+        sent += 1
+        time.sleep(0.1)  # pacing the workload, not synchronisation
+    logins = gateway.ctx.counters.authenticated["User:alice"] - before.get("User:alice", 0)
+    # librdkafka holds a bootstrap and a broker connection: more logins than that means re-authentication.
+    assert logins > 2
+
+
+def test_mutual_tls_maps_the_client_certificate_on_the_sni_port(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    ca = make_ca()
+    ca_pem = ca.write(tmp_path / "ca.pem")
+    issue_cert(ca, f"CN={DOMAIN}", dns_names=(DOMAIN, f"*.{DOMAIN}"), ip_addresses=()).write_pem(
+        tmp_path / "server.pem", tmp_path / "server.key")
+    issue_cert(ca, "CN=Alice,OU=Engineering", dns_names=(), ip_addresses=()).write_pem(
+        tmp_path / "client.pem", tmp_path / "client.key")
+    port = free_port()
+    gateway = GatewayThread(broker.bootstrap, {
+        "ssl.keystore.location": str(tmp_path / "server.pem"), "ssl.key.location": str(tmp_path / "server.key"),
+        "ssl.truststore.location": str(ca_pem), "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([a-zA-Z]+),OU=Engineering$/$1/L,DEFAULT",
+        "listeners": f"SSL://127.0.0.1:{port}", "advertised.listeners": f"SSL://{BOOTSTRAP}:{port}",
+        "listener.name.ssl.ksgate.sni.broker.host.pattern": PATTERN}, protocol="SSL")
+    gateway.port = port
+    gateway.start()
+    try:
+        producer = Producer({"bootstrap.servers": f"{BOOTSTRAP}:{port}", "security.protocol": "SSL",
+                             "ssl.ca.location": str(ca_pem), "ssl.certificate.location": str(tmp_path / "client.pem"),
+                             "ssl.key.location": str(tmp_path / "client.key")})
+        producer.produce(f"edge-mtls-{uuid.uuid4().hex[:6]}", b"x")
+        assert producer.flush(20) == 0
+        assert set(gateway.gateway.ctx.counters.authenticated) == {"User:alice"}
+    finally:
+        gateway.stop()
