@@ -255,13 +255,13 @@ class SaslServerAuthenticator:
 
         def step_for(outcome: Challenge | Done | Failure) -> Step:
             if isinstance(outcome, Challenge):
-                return Respond(reply(0, None, outcome.data))
+                return Respond(reply(KafkaError.NONE, None, outcome.data))
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
                 return Close(outcome.reason, reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
                              authentication_failure=True, failure_class=outcome.failure_class)
             final = outcome.final
-            return self._complete(outcome, lambda lifetime: reply(0, None, final, lifetime),
+            return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, None, final, lifetime),
                                   lambda message: reply(KafkaError.SASL_AUTHENTICATION_FAILED, message, b""))
 
         return self._settle(self._evaluate(bytes(body["auth_bytes"])), step_for)

@@ -38,7 +38,7 @@ def describe_user_scram_credentials(store: CredentialStore, request: Body, versi
             results.append(_result(name, KafkaError.RESOURCE_NOT_FOUND, f"Attempt to describe a user credential "
                                                                         f"that does not exist: {name}"))
             continue
-        results.append({**_result(name, 0, None), "credential_infos": infos})
+        results.append({**_result(name, KafkaError.NONE, None), "credential_infos": infos})
     response["results"] = results
     return response
 
@@ -79,8 +79,8 @@ def alter_user_scram_credentials(store: CredentialStore, request: Body, version:
     else:
         for name in users:
             errors.setdefault(name, (KafkaError.UNKNOWN_SERVER_ERROR, "this credential store cannot be altered"))
-    response["results"] = [{"user": name, "error_code": errors.get(name, (0, None))[0],
-                            "error_message": errors.get(name, (0, None))[1]} for name in users]
+    response["results"] = [{"user": name, "error_code": errors.get(name, (KafkaError.NONE, None))[0],
+                            "error_message": errors.get(name, (KafkaError.NONE, None))[1]} for name in users]
     return response
 
 
