@@ -32,12 +32,8 @@ from auth.principal import KafkaPrincipal, PrincipalBuilder, SaslAuthContext
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.header import decode_request_header, peek_api
+from protocol.kafka_errors import KafkaError
 from protocol.messages import response_frame
-
-# Kafka error codes used here.
-ILLEGAL_SASL_STATE = 34
-UNSUPPORTED_SASL_MECHANISM = 33
-SASL_AUTHENTICATION_FAILED = 58
 
 _SIZE = struct.Struct(">i")
 
@@ -221,13 +217,13 @@ class SaslServerAuthenticator:
         if reauth and (version == 0 or mechanism != self._mechanism_name):
             self.state = SaslState.REAUTH_BAD_MECHANISM
             frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
-                                   {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
+                                   {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
             return Close(f"re-authentication changed mechanism {self._mechanism_name} → {mechanism}", frame,
                          authentication_failure=True, failure_class="reauthentication_refused")
         if mechanism not in enabled:
             self.state = SaslState.FAILED
             frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
-                                   {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
+                                   {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
             return Close(f"mechanism {mechanism!r} is not enabled on this listener", frame,
                          authentication_failure=True, failure_class="unsupported_mechanism")
         self._mechanism_name = mechanism
@@ -235,7 +231,7 @@ class SaslServerAuthenticator:
         self._kafka_headers = version >= 1
         self.state = SaslState.AUTHENTICATE
         return Respond(self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
-                                      {"error_code": 0, "mechanisms": enabled}))
+                                      {"error_code": KafkaError.NONE, "mechanisms": enabled}))
 
     # --- SaslAuthenticate --------------------------------------------------------------
 
@@ -243,7 +239,7 @@ class SaslServerAuthenticator:
                               state: SaslState) -> Step:
         self.state = SaslState.FAILED
         frame = self._response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, {
-            "error_code": ILLEGAL_SASL_STATE,
+            "error_code": KafkaError.ILLEGAL_SASL_STATE,
             "error_message": f"Unexpected SaslAuthenticate request in state {state.value}",
             "auth_bytes": b"", "session_lifetime_ms": 0})
         return Close(f"SaslAuthenticate in state {state.value}", frame)
@@ -259,14 +255,14 @@ class SaslServerAuthenticator:
 
         def step_for(outcome: Challenge | Done | Failure) -> Step:
             if isinstance(outcome, Challenge):
-                return Respond(reply(0, None, outcome.data))
+                return Respond(reply(KafkaError.NONE, None, outcome.data))
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
-                return Close(outcome.reason, reply(SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
+                return Close(outcome.reason, reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
                              authentication_failure=True, failure_class=outcome.failure_class)
             final = outcome.final
-            return self._complete(outcome, lambda lifetime: reply(0, None, final, lifetime),
-                                  lambda message: reply(SASL_AUTHENTICATION_FAILED, message, b""))
+            return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, None, final, lifetime),
+                                  lambda message: reply(KafkaError.SASL_AUTHENTICATION_FAILED, message, b""))
 
         return self._settle(self._evaluate(bytes(body["auth_bytes"])), step_for)
 

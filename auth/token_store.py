@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import enum
 import hashlib
 import hmac as hmac_lib
 import json
@@ -35,6 +34,7 @@ from auth.principal import USER_TYPE, KafkaPrincipal
 from auth.scram import DEFAULT_ITERATIONS, TokenCredential, TokenLookup, scram_credential
 from auth.watched_file import Signature as _Signature
 from auth.watched_file import WatchedFile, read_with_signature, writer_lock
+from protocol.kafka_errors import KafkaError
 
 log = logging.getLogger("ksgate.auth")
 
@@ -47,21 +47,6 @@ HMAC_ALGORITHM = "sha512"  # Kafka's "HmacSHA512"
 _LONG_MAX = 2**63 - 1
 
 
-
-class TokenError(enum.IntEnum):
-    """Kafka's error codes of the delegation-token APIs."""
-
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    DELEGATION_TOKEN_AUTH_DISABLED = 61
-    DELEGATION_TOKEN_NOT_FOUND = 62
-    DELEGATION_TOKEN_OWNER_MISMATCH = 63
-    DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64
-    DELEGATION_TOKEN_AUTHORIZATION_FAILED = 65
-    DELEGATION_TOKEN_EXPIRED = 66
-    INVALID_PRINCIPAL_TYPE = 67
-
-
 class TokenFileError(ValueError):
     """The token file cannot be read or does not follow the format; says where, never what."""
 
@@ -69,7 +54,7 @@ class TokenFileError(ValueError):
 class TokenStoreError(ValueError):
     """A token operation was refused for a reason Kafka reports with ``code``."""
 
-    def __init__(self, code: TokenError, message: str) -> None:
+    def __init__(self, code: KafkaError, message: str) -> None:
         super().__init__(message)
         self.code = code
 
@@ -103,7 +88,7 @@ class TokenInfo:
 class TokenOutcome:
     """The answer to a renew or expire: an error code and, on success, the new expiry timestamp."""
 
-    error: TokenError
+    error: KafkaError
     expiry_timestamp_ms: int = 0
 
 
@@ -143,7 +128,7 @@ def _principal(text: str, what: str) -> str:
     try:
         return str(KafkaPrincipal.parse(text))
     except ValueError:
-        raise TokenStoreError(TokenError.UNKNOWN_SERVER_ERROR, f"{what}: expected 'Type:name', got {text!r}") \
+        raise TokenStoreError(KafkaError.UNKNOWN_SERVER_ERROR, f"{what}: expected 'Type:name', got {text!r}") \
             from None
 
 
@@ -317,7 +302,7 @@ class TokenStore:
         renewer_list = tuple(dict.fromkeys(_principal(r, "renewer") for r in renewers))
         for renewer in renewer_list:
             if KafkaPrincipal.parse(renewer).principal_type != USER_TYPE:
-                raise TokenStoreError(TokenError.INVALID_PRINCIPAL_TYPE, f"renewer {renewer} is not a User principal")
+                raise TokenStoreError(KafkaError.INVALID_PRINCIPAL_TYPE, f"renewer {renewer} is not a User principal")
         if expiry_time_ms <= 0 or max_lifetime_cap_ms <= 0:
             raise ValueError("delegation.token.expiry.time.ms and delegation.token.max.lifetime.ms must be positive")
         max_lifetime = max_lifetime_cap_ms if max_lifetime_ms <= 0 else min(max_lifetime_cap_ms, max_lifetime_ms)
@@ -350,19 +335,19 @@ class TokenStore:
             entries = self._read_for_update()
             token_id = self._by_hmac(entries, token_hmac_bytes)
             if token_id is None:
-                return TokenOutcome(TokenError.DELEGATION_TOKEN_NOT_FOUND)
+                return TokenOutcome(KafkaError.DELEGATION_TOKEN_NOT_FOUND)
             info = entries[token_id].info
             if info.expired(now_ms):
-                return TokenOutcome(TokenError.DELEGATION_TOKEN_EXPIRED)
+                return TokenOutcome(KafkaError.DELEGATION_TOKEN_EXPIRED)
             if not info.may_renew(renewer):
-                return TokenOutcome(TokenError.DELEGATION_TOKEN_OWNER_MISMATCH)
+                return TokenOutcome(KafkaError.DELEGATION_TOKEN_OWNER_MISMATCH)
             period = expiry_time_ms if renew_period_ms <= 0 else min(expiry_time_ms, renew_period_ms)
             expiry = min(info.max_timestamp_ms, _saturating_add(now_ms, period))
             entries[token_id] = replace(entries[token_id], info=replace(info, expiry_timestamp_ms=expiry))
             self._commit(entries)
         self.reload_if_changed()
         log.info("delegation token %s renewed by %s until %d", token_id, renewer, expiry)
-        return TokenOutcome(TokenError.NONE, expiry)
+        return TokenOutcome(KafkaError.NONE, expiry)
 
     def expire(self, token_hmac_bytes: bytes, principal: str, period_ms: int, now_ms: int) -> TokenOutcome:
         """DelegationTokenControlManager.expireDelegationToken: a negative period removes the token now."""
@@ -370,22 +355,22 @@ class TokenStore:
             entries = self._read_for_update()
             token_id = self._by_hmac(entries, token_hmac_bytes)
             if token_id is None:
-                return TokenOutcome(TokenError.DELEGATION_TOKEN_NOT_FOUND)
+                return TokenOutcome(KafkaError.DELEGATION_TOKEN_NOT_FOUND)
             info = entries[token_id].info
             if not info.may_renew(principal):
-                return TokenOutcome(TokenError.DELEGATION_TOKEN_OWNER_MISMATCH)
+                return TokenOutcome(KafkaError.DELEGATION_TOKEN_OWNER_MISMATCH)
             if period_ms < 0:
                 del entries[token_id]
                 expiry = now_ms
             elif info.expired(now_ms):
-                return TokenOutcome(TokenError.DELEGATION_TOKEN_EXPIRED)
+                return TokenOutcome(KafkaError.DELEGATION_TOKEN_EXPIRED)
             else:
                 expiry = min(info.max_timestamp_ms, _saturating_add(now_ms, period_ms))
                 entries[token_id] = replace(entries[token_id], info=replace(info, expiry_timestamp_ms=expiry))
             self._commit(entries)
         self.reload_if_changed()
         log.info("delegation token %s expired by %s at %d", token_id, principal, expiry)
-        return TokenOutcome(TokenError.NONE, expiry)
+        return TokenOutcome(KafkaError.NONE, expiry)
 
     def purge_expired(self, now_ms: int) -> int:
         """Remove expired tokens and those a previous secret key made (Kafka's periodic sweep); how many."""

@@ -10,12 +10,12 @@ from enum import IntEnum
 from typing import ClassVar, TypeVar
 
 from auth.principal import KafkaPrincipal
+from protocol.kafka_errors import KafkaError
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_RESOURCE_NAME = "kafka-cluster"
-INVALID_REQUEST = 42  # Kafka's error code for a CreateAcls/DeleteAcls entry that is not acceptable
 
 
 class ResourceType(IntEnum):
@@ -66,7 +66,7 @@ class AclPermissionType(IntEnum):
 class AclValidationError(ValueError):
     """An ACL binding, filter or name that Kafka would refuse (INVALID_REQUEST)."""
 
-    error_code: ClassVar[int] = INVALID_REQUEST
+    error_code: ClassVar[int] = KafkaError.INVALID_REQUEST
 
 
 # An ALLOW of any of these also allows DESCRIBE / DESCRIBE_CONFIGS (never for DENY).

@@ -99,13 +99,3 @@ class AuthzView(Protocol):
 class ApiPolicy(Protocol):
     def __call__(self, request: Body, version: int, view: AuthzView) -> Verdict: ...
 
-
-# Kafka's error codes the policies use.
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-CLUSTER_AUTHORIZATION_FAILED = 31
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-DELEGATION_TOKEN_AUTHORIZATION_FAILED = 65
-UNKNOWN_TOPIC_OR_PARTITION = 3
-UNKNOWN_TOPIC_ID = 100
-INVALID_REQUEST = 42

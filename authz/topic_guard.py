@@ -20,14 +20,11 @@ from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, Answer, Body, Refuse, Relay, Rewrite, Verdict
 from protocol.api_keys import ApiKey
 from protocol.entities import TopicRef, drop_topics, elements_naming, names_topics, topic_refs
+from protocol.kafka_errors import KafkaError
 from protocol.schema import MessageSpec
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_NAME_LENGTH}}}")
-TOPIC_AUTHORIZATION_FAILED = 29
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-_UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 # Where Kafka validates the name itself (Topic.validate) it answers INVALID_TOPIC_EXCEPTION; everywhere
 # else an illegal name is a topic that cannot exist: UNKNOWN_TOPIC_OR_PARTITION.
 _VALIDATING_APIS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS,
@@ -50,7 +47,7 @@ def topic_name_problem(name: str) -> str | None:
 
 
 def illegal_topic_error(api_key: int) -> int:
-    return INVALID_TOPIC_EXCEPTION if api_key in _VALIDATING_APIS else UNKNOWN_TOPIC_OR_PARTITION
+    return KafkaError.INVALID_TOPIC_EXCEPTION if api_key in _VALIDATING_APIS else KafkaError.UNKNOWN_TOPIC_OR_PARTITION
 
 
 @dataclass(slots=True, frozen=True)
@@ -152,14 +149,14 @@ class TopicGuard:
                                                  lambda r: r.name in self.illegal_denied)):
             assert ref.name is not None
             message = (f"Topic name \"{ref.name}\" is illegal, {topic_name_problem(ref.name)}"
-                       if code == INVALID_TOPIC_EXCEPTION else _UNKNOWN_TOPIC_MESSAGE)
+                       if code == KafkaError.INVALID_TOPIC_EXCEPTION else KafkaError.UNKNOWN_TOPIC_OR_PARTITION.message)
             _replace_error(element, code, message)
 
 
 def _replace_error(value: Any, code: int, message: str) -> None:
     """Every TOPIC_AUTHORIZATION_FAILED inside ``value`` becomes ``code`` (with its message, where one is set)."""
     if isinstance(value, dict):
-        if value.get("error_code") == TOPIC_AUTHORIZATION_FAILED:
+        if value.get("error_code") == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             value["error_code"] = code
             if value.get("error_message") is not None:
                 value["error_message"] = message

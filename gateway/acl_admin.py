@@ -28,10 +28,7 @@ from authz.model import (
 )
 from authz.response_defaults import default_response
 from protocol.api_keys import ApiKey
-
-INVALID_REQUEST = 42
-UNKNOWN_SERVER_ERROR = -1
-SECURITY_DISABLED = 54
+from protocol.kafka_errors import KafkaError
 
 Body = dict[str, Any]
 
@@ -67,11 +64,11 @@ def create_acls(store: AclStore, request: Body, version: int) -> Body:
             binding = _binding(creation)
             validate_binding(binding)
             store.add([binding])
-            results.append({"error_code": 0, "error_message": None})
+            results.append({"error_code": KafkaError.NONE, "error_message": None})
         except (AclValidationError, ValueError) as exc:
-            results.append({"error_code": INVALID_REQUEST, "error_message": str(exc)})
+            results.append({"error_code": KafkaError.INVALID_REQUEST, "error_message": str(exc)})
         except AclStoreError as exc:
-            results.append({"error_code": UNKNOWN_SERVER_ERROR, "error_message": f"ACL store: {exc}"})
+            results.append({"error_code": KafkaError.UNKNOWN_SERVER_ERROR, "error_message": f"ACL store: {exc}"})
     response["results"] = results
     return response
 
@@ -84,12 +81,12 @@ def delete_acls(store: AclStore, request: Body, version: int) -> Body:
             binding_filter = _filter(item)
             validate_filter(binding_filter)
             removed = store.remove_matching([binding_filter])
-            results.append({"error_code": 0, "error_message": None, "matching_acls": [
-                {"error_code": 0, "error_message": None, **_acl_fields(b)} for b in removed]})
+            results.append({"error_code": KafkaError.NONE, "error_message": None, "matching_acls": [
+                {"error_code": KafkaError.NONE, "error_message": None, **_acl_fields(b)} for b in removed]})
         except (AclValidationError, ValueError) as exc:
-            results.append({"error_code": INVALID_REQUEST, "error_message": str(exc), "matching_acls": []})
+            results.append({"error_code": KafkaError.INVALID_REQUEST, "error_message": str(exc), "matching_acls": []})
         except AclStoreError as exc:
-            results.append({"error_code": UNKNOWN_SERVER_ERROR, "error_message": f"ACL store: {exc}",
+            results.append({"error_code": KafkaError.UNKNOWN_SERVER_ERROR, "error_message": f"ACL store: {exc}",
                             "matching_acls": []})
     response["filter_results"] = results
     return response
@@ -101,7 +98,7 @@ def describe_acls(authorizer: StandardAuthorizer, request: Body, version: int) -
         binding_filter = _filter(request)
         validate_filter(binding_filter)
     except (AclValidationError, ValueError) as exc:
-        response.update(error_code=INVALID_REQUEST, error_message=str(exc))
+        response.update(error_code=KafkaError.INVALID_REQUEST, error_message=str(exc))
         return response
     grouped: dict[tuple[int, str, int], list[Body]] = {}
     for binding in authorizer.acls(binding_filter):

@@ -48,6 +48,7 @@ from authz.model import (
     parse_operation,
     parse_pattern_type,
 )
+from protocol.kafka_errors import KafkaError
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -493,7 +494,7 @@ def _kafka_error_text(exc: BaseException) -> str:
 # Waiting on would only repeat the failed login (and look like brute force in the audit log).
 _FINAL_CLIENT_ERRORS = frozenset({
     -169,  # _AUTHENTICATION
-    58,    # SASL_AUTHENTICATION_FAILED
+    KafkaError.SASL_AUTHENTICATION_FAILED,
     -181,  # _SSL
 })
 

@@ -10,9 +10,9 @@ from protocol.api_keys import INTERNAL_APIS, ApiKey
 from protocol.codec import MessageCodec
 from protocol.errors import DecodeError
 from protocol.header import encode_response_header
+from protocol.kafka_errors import KafkaError
 from protocol.registry import all_apis, api
 
-UNSUPPORTED_VERSION = 35
 # Answered by the gateway before any policy runs, whatever the upstream supports.
 GATEWAY_HANDLED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 # Fetch v16+ responses may end with node_endpoints (broker addresses, KIP-951): a gateway
@@ -65,11 +65,11 @@ def api_versions_response(correlation_id: int, version: int, ranges: VersionRang
     """
     if version not in ranges_for(ApiKey.API_VERSIONS, ranges):
         low, high = ranges[ApiKey.API_VERSIONS]
-        body = {"error_code": UNSUPPORTED_VERSION,
+        body = {"error_code": KafkaError.UNSUPPORTED_VERSION,
                 "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}]}
         return encode_response_header(correlation_id, 0) + bytes(_codec(0).encode(body))
     body = {
-        "error_code": 0,
+        "error_code": KafkaError.NONE,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(ranges.items())],
         "throttle_time_ms": 0,
         **features,

@@ -14,7 +14,6 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from auth.mechanism import wall_clock_ms
-from auth.sasl_server import ILLEGAL_SASL_STATE
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
 from gateway.address_rewrite import REWRITERS, NodeAddressBook, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
@@ -27,6 +26,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.header import decode_request_header, decode_response_header, peek_api, response_header_version
+from protocol.kafka_errors import KafkaError
 from protocol.messages import response_frame
 from protocol.registry import api
 
@@ -136,8 +136,9 @@ def _sasl_after_authentication(conn: ClientConnection, frame: Frame, key: int, v
     schema = api(key)
     if schema is None or not schema.supports(version):
         raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")
-    body: dict[str, object] = {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []} if key == ApiKey.SASL_HANDSHAKE \
-        else {"error_code": ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
+    illegal = KafkaError.ILLEGAL_SASL_STATE
+    body: dict[str, object] = {"error_code": illegal, "mechanisms": []} if key == ApiKey.SASL_HANDSHAKE \
+        else {"error_code": illegal, "auth_bytes": b"", "session_lifetime_ms": 0,
               "error_message": "SASL is not enabled on this listener"}
     conn.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id, body))
 

@@ -13,15 +13,11 @@ from auth.credentials import CredentialStore
 from auth.scram import MAX_ITERATIONS, MIN_ITERATIONS, scram_credential_from_salted
 from authz.response_defaults import default_response
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 
 Body = dict[str, Any]
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 CODES = {name: code for code, name in MECHANISMS.items()}
-UNSUPPORTED_SASL_MECHANISM = 33
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-UNACCEPTABLE_CREDENTIAL = 93
-UNKNOWN_SERVER_ERROR = -1
 
 
 def describe_user_scram_credentials(store: CredentialStore, request: Body, version: int) -> Body:
@@ -33,16 +29,16 @@ def describe_user_scram_credentials(store: CredentialStore, request: Body, versi
     results = []
     for name in dict.fromkeys(names):
         if counts[name] > 1:
-            results.append(_result(name, DUPLICATE_RESOURCE, f"Cannot describe SCRAM credentials for the same user "
-                                                             f"twice in a single request: {name}"))
+            results.append(_result(name, KafkaError.DUPLICATE_RESOURCE, f"Cannot describe SCRAM credentials for the "
+                                                                        f"same user twice in a single request: {name}"))
             continue
         infos = [{"mechanism": CODES[m], "iterations": credential.iterations}
                  for m in MECHANISMS.values() if (credential := store.scram_credential(name, m)) is not None]
         if not infos:
-            results.append(_result(name, RESOURCE_NOT_FOUND, f"Attempt to describe a user credential that does not "
-                                                             f"exist: {name}"))
+            results.append(_result(name, KafkaError.RESOURCE_NOT_FOUND, f"Attempt to describe a user credential "
+                                                                        f"that does not exist: {name}"))
             continue
-        results.append({**_result(name, 0, None), "credential_infos": infos})
+        results.append({**_result(name, KafkaError.NONE, None), "credential_infos": infos})
     response["results"] = results
     return response
 
@@ -62,8 +58,8 @@ def alter_user_scram_credentials(store: CredentialStore, request: Body, version:
     seen = Counter((item["name"], item["mechanism"]) for key in ("deletions", "upsertions") for item in request[key])
     for (name, _), count in seen.items():
         if count > 1:
-            errors.setdefault(name, (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
-                                                        "request"))
+            errors.setdefault(name, (KafkaError.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in "
+                                                                   "the same request"))
     for item in request["deletions"]:
         _check_deletion(store, item, errors)
     for item in request["upsertions"]:
@@ -79,34 +75,35 @@ def alter_user_scram_credentials(store: CredentialStore, request: Body, version:
             alter(upsertions, deletions)
         except (OSError, ValueError) as exc:
             for name in users:
-                errors.setdefault(name, (UNKNOWN_SERVER_ERROR, f"credential store: {exc}"))
+                errors.setdefault(name, (KafkaError.UNKNOWN_SERVER_ERROR, f"credential store: {exc}"))
     else:
         for name in users:
-            errors.setdefault(name, (UNKNOWN_SERVER_ERROR, "this credential store cannot be altered"))
-    response["results"] = [{"user": name, "error_code": errors.get(name, (0, None))[0],
-                            "error_message": errors.get(name, (0, None))[1]} for name in users]
+            errors.setdefault(name, (KafkaError.UNKNOWN_SERVER_ERROR, "this credential store cannot be altered"))
+    response["results"] = [{"user": name, "error_code": errors.get(name, (KafkaError.NONE, None))[0],
+                            "error_message": errors.get(name, (KafkaError.NONE, None))[1]} for name in users]
     return response
 
 
 def _check_deletion(store: CredentialStore, item: Body, errors: dict[str, tuple[int, str]]) -> None:
     name, mechanism = item["name"], MECHANISMS.get(item["mechanism"])
     if not name:
-        errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
+        errors.setdefault(name, (KafkaError.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
     elif mechanism is None:
-        errors.setdefault(name, (UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
+        errors.setdefault(name, (KafkaError.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
     elif store.scram_credential(name, mechanism) is None:
-        errors.setdefault(name, (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"))
+        errors.setdefault(name, (KafkaError.RESOURCE_NOT_FOUND,
+                                 "Attempt to delete a user credential that does not exist"))
 
 
 def _check_upsertion(item: Body, errors: dict[str, tuple[int, str]]) -> None:
     name = item["name"]
     if not name:
-        errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
+        errors.setdefault(name, (KafkaError.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
     elif item["mechanism"] not in MECHANISMS:
-        errors.setdefault(name, (UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
+        errors.setdefault(name, (KafkaError.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
     elif item["iterations"] < MIN_ITERATIONS:
-        errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, f"Too few iterations ({MIN_ITERATIONS} at least)"))
+        errors.setdefault(name, (KafkaError.UNACCEPTABLE_CREDENTIAL, f"Too few iterations ({MIN_ITERATIONS} at least)"))
     elif item["iterations"] > MAX_ITERATIONS:
-        errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, f"Too many iterations ({MAX_ITERATIONS} at most)"))
+        errors.setdefault(name, (KafkaError.UNACCEPTABLE_CREDENTIAL, f"Too many iterations ({MAX_ITERATIONS} at most)"))
     elif not item["salt"] or not item["salted_password"]:
-        errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"))
+        errors.setdefault(name, (KafkaError.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"))

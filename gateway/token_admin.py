@@ -15,7 +15,6 @@ from auth.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from auth.token_store import (
     DEFAULT_EXPIRY_TIME_MS,
     DEFAULT_MAX_LIFETIME_MS,
-    TokenError,
     TokenInfo,
     TokenOutcome,
     TokenStore,
@@ -23,6 +22,7 @@ from auth.token_store import (
 )
 from authz.response_defaults import default_response
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 
 log = logging.getLogger("ksgate.tokens")
 
@@ -124,18 +124,18 @@ def create_delegation_token(ctx: TokenRequestContext, request: Body, version: in
     if owner_name and owner_type is None:
         # new KafkaPrincipal(null, name) throws: UNKNOWN_SERVER_ERROR (the policy answers this first).
         anonymous = _pair(ANONYMOUS)
-        return _create_response(version, TokenError.UNKNOWN_SERVER_ERROR, anonymous, anonymous, ERROR_TIMESTAMP)
+        return _create_response(version, KafkaError.UNKNOWN_SERVER_ERROR, anonymous, anonymous, ERROR_TIMESTAMP)
     owner = KafkaPrincipal(owner_type, owner_name) if owner_name and owner_type is not None else requester
     if not allow_token_requests(ctx):
-        return _create_response(version, TokenError.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, _pair(owner),
+        return _create_response(version, KafkaError.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, _pair(owner),
                                 _pair(requester), ERROR_TIMESTAMP)
     # Here Kafka checks CREATE_TOKENS on User:<owner> for another owner: authorize_create_delegation_token did.
     renewers = [f"{r['principal_type']}:{r['principal_name']}" for r in request["renewers"]]
     if any(r["principal_type"] != USER_TYPE for r in request["renewers"]):
-        return _create_response(version, TokenError.INVALID_PRINCIPAL_TYPE, _pair(owner), _pair(requester),
+        return _create_response(version, KafkaError.INVALID_PRINCIPAL_TYPE, _pair(owner), _pair(requester),
                                 ERROR_TIMESTAMP)
     if ctx.store is None:
-        return _create_response(version, TokenError.DELEGATION_TOKEN_AUTH_DISABLED, _pair(owner), _pair(requester),
+        return _create_response(version, KafkaError.DELEGATION_TOKEN_AUTH_DISABLED, _pair(owner), _pair(requester),
                                 CONTROLLER_ERROR_TIMESTAMP)
     try:
         info, mac = ctx.store.create(f"{owner.principal_type}:{owner.name}", ctx.requester, renewers,
@@ -145,9 +145,9 @@ def create_delegation_token(ctx: TokenRequestContext, request: Body, version: in
         return _create_response(version, exc.code, _pair(owner), _pair(requester), CONTROLLER_ERROR_TIMESTAMP)
     except (OSError, ValueError) as exc:
         log.error("delegation token for %s could not be created: %s", owner, exc)
-        return _create_response(version, TokenError.UNKNOWN_SERVER_ERROR, _pair(owner), _pair(requester),
+        return _create_response(version, KafkaError.UNKNOWN_SERVER_ERROR, _pair(owner), _pair(requester),
                                 CONTROLLER_ERROR_TIMESTAMP)
-    response = _create_response(version, TokenError.NONE, _pair(owner), _pair(requester), 0)
+    response = _create_response(version, KafkaError.NONE, _pair(owner), _pair(requester), 0)
     response.update(issue_timestamp_ms=info.issue_timestamp_ms, expiry_timestamp_ms=info.expiry_timestamp_ms,
                     max_timestamp_ms=info.max_timestamp_ms, token_id=info.token_id, hmac=mac)
     return response
@@ -165,10 +165,10 @@ def _outcome_response(api_key: ApiKey, version: int, outcome: TokenOutcome) -> B
 def _change(api_key: ApiKey, ctx: TokenRequestContext, request: Body, version: int) -> Body:
     if not allow_token_requests(ctx):
         return _outcome_response(api_key, version,
-                                 TokenOutcome(TokenError.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP))
+                                 TokenOutcome(KafkaError.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP))
     store = ctx.store
     if store is None:
-        return _outcome_response(api_key, version, TokenOutcome(TokenError.DELEGATION_TOKEN_AUTH_DISABLED))
+        return _outcome_response(api_key, version, TokenOutcome(KafkaError.DELEGATION_TOKEN_AUTH_DISABLED))
     mac = bytes(request["hmac"])
     try:
         if api_key == ApiKey.RENEW_DELEGATION_TOKEN:
@@ -178,7 +178,7 @@ def _change(api_key: ApiKey, ctx: TokenRequestContext, request: Body, version: i
             outcome = store.expire(mac, ctx.requester, request["expiry_time_period_ms"], ctx.now_ms)
     except (OSError, ValueError) as exc:
         log.error("delegation token store %s failed: %s", store.path, exc)
-        outcome = TokenOutcome(TokenError.UNKNOWN_SERVER_ERROR)
+        outcome = TokenOutcome(KafkaError.UNKNOWN_SERVER_ERROR)
     return _outcome_response(api_key, version, outcome)
 
 
@@ -213,11 +213,11 @@ def describe_delegation_token(ctx: TokenRequestContext, request: Body, version: 
     """
     response = default_response(ApiKey.DESCRIBE_DELEGATION_TOKEN, version)
     if not allow_token_requests(ctx):
-        response["error_code"] = TokenError.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        response["error_code"] = KafkaError.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
         return response
     store = ctx.store
     if store is None:
-        response["error_code"] = TokenError.DELEGATION_TOKEN_AUTH_DISABLED
+        response["error_code"] = KafkaError.DELEGATION_TOKEN_AUTH_DISABLED
         return response
     requested = request["owners"]
     if requested == []:

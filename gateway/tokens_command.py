@@ -19,7 +19,6 @@ from auth.principal import KafkaPrincipal
 from auth.token_store import (
     DEFAULT_EXPIRY_TIME_MS,
     DEFAULT_MAX_LIFETIME_MS,
-    TokenError,
     TokenFileError,
     TokenInfo,
     TokenStore,
@@ -28,6 +27,7 @@ from auth.token_store import (
 )
 from gateway.config import ConfigError, load_config
 from gateway.store_access import uses_security_topic
+from protocol.kafka_errors import KafkaError
 
 DEFAULT_STORE = "./ksgate-tokens.json"
 _COLUMNS = ("TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS", "ISSUEDATE", "EXPIRYDATE", "MAXDATE")
@@ -157,12 +157,12 @@ def _print_tokens(tokens: Sequence[tuple[TokenInfo, bytes | None]]) -> None:
         print(_row([cells[i] for i in keep], [_WIDTHS[i] for i in keep]))
 
 
-def _error_text(error: TokenError) -> str:
+def _error_text(error: KafkaError) -> str:
     return f"{error.name} ({error.value})"
 
 
-def _fail_on(error: TokenError) -> None:
-    if error != TokenError.NONE:
+def _fail_on(error: KafkaError) -> None:
+    if error != KafkaError.NONE:
         raise _CommandError(_error_text(error))
 
 
@@ -171,7 +171,7 @@ def _acting_principal(store: TokenStore, args: argparse.Namespace, mac: bytes) -
         return _principal(args.principal)
     info = store.find(mac)
     if info is None:
-        raise _CommandError(_error_text(TokenError.DELEGATION_TOKEN_NOT_FOUND))
+        raise _CommandError(_error_text(KafkaError.DELEGATION_TOKEN_NOT_FOUND))
     return info.owner
 
 

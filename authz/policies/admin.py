@@ -9,26 +9,11 @@ from typing import Any
 
 from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
-from authz.request_policy import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    CLUSTER_NAME,
-    DELEGATION_TOKEN_AUTHORIZATION_FAILED,
-    GROUP_AUTHORIZATION_FAILED,
-    INVALID_REQUEST,
-    TOPIC_AUTHORIZATION_FAILED,
-    Action,
-    Answer,
-    ApiPolicy,
-    AuthzView,
-    Body,
-    Relay,
-    Rewrite,
-    Verdict,
-)
+from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 
-UNKNOWN_SERVER_ERROR = -1
 NOT_REQUESTED = -2147483648  # *_authorized_operations when the client did not ask for them
 
 # Kafka's ConfigResource.Type ids.
@@ -37,15 +22,6 @@ BROKER_CONFIG = 4
 BROKER_LOGGER_CONFIG = 8
 CLIENT_METRICS_CONFIG = 16
 GROUP_CONFIG = 32
-
-# Errors.message(): the text Kafka sends where it builds `new ApiError(error)` or uses `error.message()`.
-DEFAULT_MESSAGE: dict[int, str] = {
-    TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-    GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-    CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
-    INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or the "
-                     "message was sent to an incompatible broker. See the broker logs for more details.",
-}
 
 # AuthHelper.authorizeClusterOperation throws "Request <the broker's RequestChannel.Request> is not authorized.",
 # a text made of the broker's processor, connection id, session and listener that a gateway can neither reproduce
@@ -88,17 +64,18 @@ def _config_acl(resource: Body) -> tuple[ResourceType, str, int] | None:
     """The ACL resource guarding a config resource and the error of a denial (ConfigHelper, ControllerApis)."""
     resource_type, name = resource["resource_type"], resource["resource_name"]
     if resource_type == TOPIC_CONFIG:
-        return ResourceType.TOPIC, name, TOPIC_AUTHORIZATION_FAILED
+        return ResourceType.TOPIC, name, KafkaError.TOPIC_AUTHORIZATION_FAILED
     if resource_type == GROUP_CONFIG:
-        return ResourceType.GROUP, name, GROUP_AUTHORIZATION_FAILED
+        return ResourceType.GROUP, name, KafkaError.GROUP_AUTHORIZATION_FAILED
     if resource_type in (BROKER_CONFIG, BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG):
-        return ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_AUTHORIZATION_FAILED
+        return ResourceType.CLUSTER, CLUSTER_NAME, KafkaError.CLUSTER_AUTHORIZATION_FAILED
     return None
 
 
 def _describe_configs_error(resource: Body, version: int, error: int) -> Body:
-    return _item(ApiKey.DESCRIBE_CONFIGS, version, ("results",), error_code=error, error_message=DEFAULT_MESSAGE[error],
-                 resource_type=resource["resource_type"], resource_name=resource["resource_name"], configs=[])
+    return _item(ApiKey.DESCRIBE_CONFIGS, version, ("results",), error_code=error,
+                 error_message=KafkaError(error).message, resource_type=resource["resource_type"],
+                 resource_name=resource["resource_name"], configs=[])
 
 
 def authorize_describe_configs(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -107,7 +84,7 @@ def authorize_describe_configs(request: Body, version: int, view: AuthzView) -> 
     if any(target is None for target in targets):
         # ConfigHelper throws InvalidRequestException on an unknown type: every resource fails with INVALID_REQUEST.
         return _answer(ApiKey.DESCRIBE_CONFIGS, version,
-                       results=[_describe_configs_error(r, version, INVALID_REQUEST) for r in resources])
+                       results=[_describe_configs_error(r, version, KafkaError.INVALID_REQUEST) for r in resources])
     allowed, denied = [], []
     for resource, target in zip(resources, targets, strict=True):
         assert target is not None
@@ -135,15 +112,15 @@ def _alter_precheck(resource: Body, duplicated: bool, known_types: frozenset[int
                     needs_value: Callable[[Body], bool]) -> Failure | None:
     """ConfigAdminManager.preprocess's refusals, which Kafka gives before (and instead of) any authorization."""
     if duplicated:
-        return INVALID_REQUEST, "Each resource must appear at most once."
+        return KafkaError.INVALID_REQUEST, "Each resource must appear at most once."
     names = [config["name"] for config in resource["configs"]]
     if len(set(names)) != len(names):
-        return INVALID_REQUEST, "Error due to duplicate config keys"
+        return KafkaError.INVALID_REQUEST, "Error due to duplicate config keys"
     nulls = [config["name"] for config in resource["configs"] if config["value"] is None and needs_value(config)]
     if nulls:
-        return INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+        return KafkaError.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
     if resource["resource_type"] not in known_types:
-        return INVALID_REQUEST, f"Unknown resource type {resource['resource_type']}"
+        return KafkaError.INVALID_REQUEST, f"Unknown resource type {resource['resource_type']}"
     return None
 
 
@@ -155,7 +132,7 @@ def _alter_denial(resource: Body, view: AuthzView) -> Failure | None:
     if resource["resource_type"] == BROKER_LOGGER_CONFIG:
         # RuntimeLoggerManager throws with the default text, which ApiError.fromThrowable turns into null.
         return target[2], None
-    return target[2], DEFAULT_MESSAGE[target[2]]  # ControllerApis.authorizeAlterResource: new ApiError(error)
+    return target[2], KafkaError(target[2]).message  # ControllerApis.authorizeAlterResource: new ApiError(error)
 
 
 def _resource_key(resource: Body) -> tuple[int, str]:
@@ -186,7 +163,7 @@ def _authorize_alter_configs(request: Body, version: int, view: AuthzView, api_k
         # ConfigAdminManager.reassemble*Response: the client's order; a missing answer is UNKNOWN_SERVER_ERROR.
         relayed = {_resource_key(r): r for r in response["responses"]}
         response["responses"] = [entry(r, failures[i]) if i in failures
-                                 else relayed.get(_resource_key(r)) or entry(r, (UNKNOWN_SERVER_ERROR, None))
+                                 else relayed.get(_resource_key(r)) or entry(r, (KafkaError.UNKNOWN_SERVER_ERROR, None))
                                  for i, r in enumerate(resources)]
         return response
 
@@ -216,7 +193,8 @@ def authorize_alter_replica_log_dirs(request: Body, version: int, view: AuthzVie
     key = ApiKey.ALTER_REPLICA_LOG_DIRS
     # AlterReplicaLogDirsRequest.getErrorResponse: one result per (dir, topic) entry, not merged across dirs.
     results = [_item(key, version, ("results",), topic_name=topic["name"], partitions=[
-        _item(key, version, ("results", "partitions"), partition_index=p, error_code=CLUSTER_AUTHORIZATION_FAILED)
+        _item(key, version, ("results", "partitions"), partition_index=p,
+              error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
         for p in topic["partitions"]]) for log_dir in request["dirs"] for topic in log_dir["topics"]]
     return _answer(key, version, results=results)
 
@@ -225,7 +203,7 @@ def authorize_describe_log_dirs(request: Body, version: int, view: AuthzView) ->
     if _cluster_allowed(view, AclOperation.DESCRIBE):
         return Relay()
     # No log dirs; the top-level error code exists from v3 (before, the answer is just empty).
-    return _answer(ApiKey.DESCRIBE_LOG_DIRS, version, error_code=CLUSTER_AUTHORIZATION_FAILED, results=[])
+    return _answer(ApiKey.DESCRIBE_LOG_DIRS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, results=[])
 
 
 def authorize_elect_leaders(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -235,9 +213,9 @@ def authorize_elect_leaders(request: Body, version: int, view: AuthzView) -> Ver
     # ElectLeadersRequest.getErrorResponse: no per-partition results when all partitions were asked (null).
     results = [_item(key, version, ("replica_election_results",), topic=topic["topic"], partition_result=[
         _item(key, version, ("replica_election_results", "partition_result"), partition_id=p,
-              error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE)
+              error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE)
         for p in topic["partitions"]]) for topic in request["topic_partitions"] or []]
-    return _answer(key, version, error_code=CLUSTER_AUTHORIZATION_FAILED, replica_election_results=results)
+    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=results)
 
 
 def authorize_alter_partition_reassignments(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -246,10 +224,11 @@ def authorize_alter_partition_reassignments(request: Body, version: int, view: A
     key = ApiKey.ALTER_PARTITION_REASSIGNMENTS
     responses = [_item(key, version, ("responses",), name=topic["name"], partitions=[
         _item(key, version, ("responses", "partitions"), partition_index=p["partition_index"],
-              error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE)
+              error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE)
         for p in topic["partitions"]]) for topic in request["topics"]]
-    return _answer(key, version, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE,
-                   responses=responses, allow_replication_factor_change=request["allow_replication_factor_change"])
+    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                   error_message=CLUSTER_DENIED_MESSAGE, responses=responses,
+                   allow_replication_factor_change=request["allow_replication_factor_change"])
 
 
 def authorize_list_partition_reassignments(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -260,8 +239,8 @@ def authorize_list_partition_reassignments(request: Body, version: int, view: Au
     topics = [_item(key, version, ("topics",), name=topic["name"], partitions=[
         _item(key, version, ("topics", "partitions"), partition_index=p) for p in topic["partition_indexes"]])
         for topic in request["topics"] or []]
-    return _answer(key, version, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE,
-                   topics=topics)
+    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                   error_message=CLUSTER_DENIED_MESSAGE, topics=topics)
 
 
 # --- quotas, SCRAM, features, client metrics -----------------------------------------------
@@ -270,7 +249,7 @@ def authorize_describe_client_quotas(request: Body, version: int, view: AuthzVie
     if _cluster_allowed(view, AclOperation.DESCRIBE_CONFIGS):
         return Relay()
     # Errors.CLUSTER_AUTHORIZATION_FAILED.exception carries the default text, so ApiError gives a null message.
-    return _answer(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, error_code=CLUSTER_AUTHORIZATION_FAILED,
+    return _answer(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=None, entries=None)
 
 
@@ -279,8 +258,8 @@ def authorize_alter_client_quotas(request: Body, version: int, view: AuthzView) 
         return Relay()
     key = ApiKey.ALTER_CLIENT_QUOTAS
     # AlterClientQuotasRequest.getErrorResponse uses Errors.message(): the default text, per entry.
-    entries = [_item(key, version, ("entries",), error_code=CLUSTER_AUTHORIZATION_FAILED,
-                     error_message=DEFAULT_MESSAGE[CLUSTER_AUTHORIZATION_FAILED], entity=[
+    entries = [_item(key, version, ("entries",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                     error_message=KafkaError.CLUSTER_AUTHORIZATION_FAILED.message, entity=[
                          _item(key, version, ("entries", "entity"), entity_type=e["entity_type"],
                                entity_name=e["entity_name"]) for e in entry["entity"]])
                for entry in request["entries"]]
@@ -292,9 +271,10 @@ def authorize_describe_user_scram_credentials(request: Body, version: int, view:
         return Relay()
     key = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
     # DescribeUserScramCredentialsRequest.getErrorResponse: one result per asked user, its name left empty.
-    results = [_item(key, version, ("results",), error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+    results = [_item(key, version, ("results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
                for _ in request["users"] or []]
-    return _answer(key, version, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=results)
+    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
+                   results=results)
 
 
 def authorize_alter_user_scram_credentials(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -303,7 +283,7 @@ def authorize_alter_user_scram_credentials(request: Body, version: int, view: Au
     key = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
     # AlterUserScramCredentialsRequest.getErrorResponse: each distinct user once, sorted as Java Strings.
     users = {d["name"] for d in request["deletions"]} | {u["name"] for u in request["upsertions"]}
-    results = [_item(key, version, ("results",), user=user, error_code=CLUSTER_AUTHORIZATION_FAILED,
+    results = [_item(key, version, ("results",), user=user, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                      error_message=CLUSTER_DENIED_MESSAGE)
                for user in sorted(users, key=lambda name: name.encode("utf-16-be"))]
     return _answer(key, version, results=results)
@@ -313,14 +293,14 @@ def authorize_update_features(request: Body, version: int, view: AuthzView) -> V
     if _cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     # UpdateFeaturesResponse.createWithErrors lists no per-feature results for a top-level error.
-    return _answer(ApiKey.UPDATE_FEATURES, version, error_code=CLUSTER_AUTHORIZATION_FAILED,
+    return _answer(ApiKey.UPDATE_FEATURES, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=CLUSTER_DENIED_MESSAGE, results=[])
 
 
 def authorize_list_client_metrics_resources(request: Body, version: int, view: AuthzView) -> Verdict:
     if _cluster_allowed(view, AclOperation.DESCRIBE_CONFIGS):
         return Relay()
-    return _answer(ApiKey.LIST_CLIENT_METRICS_RESOURCES, version, error_code=CLUSTER_AUTHORIZATION_FAILED,
+    return _answer(ApiKey.LIST_CLIENT_METRICS_RESOURCES, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    config_resources=[])
 
 
@@ -371,14 +351,14 @@ def authorize_create_delegation_token(request: Body, version: int, view: AuthzVi
     if owner_type is None:
         # new KafkaPrincipal(null, name) throws NullPointerException: UNKNOWN_SERVER_ERROR, principals ANONYMOUS.
         anonymous = ("User", "ANONYMOUS")
-        return _create_token_error(version, UNKNOWN_SERVER_ERROR, anonymous, anonymous)
+        return _create_token_error(version, KafkaError.UNKNOWN_SERVER_ERROR, anonymous, anonymous)
     requester = _requester(view)
     if requester is not None and (requester.principal_type, requester.name) == (owner_type, owner_name):
         return Relay()
     if view.allowed(Action(AclOperation.CREATE_TOKENS, ResourceType.USER, f"{owner_type}:{owner_name}")):
         return Relay()
     who = (requester.principal_type, requester.name) if requester is not None else ("", "")
-    return _create_token_error(version, DELEGATION_TOKEN_AUTHORIZATION_FAILED, (owner_type, owner_name), who)
+    return _create_token_error(version, KafkaError.DELEGATION_TOKEN_AUTHORIZATION_FAILED, (owner_type, owner_name), who)
 
 
 def authorize_renew_delegation_token(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -422,7 +402,7 @@ def authorize_describe_delegation_token(request: Body, version: int, view: Authz
 def authorize_describe_acls(request: Body, version: int, view: AuthzView) -> Verdict:
     if _cluster_allowed(view, AclOperation.DESCRIBE):
         return Relay()
-    return _answer(ApiKey.DESCRIBE_ACLS, version, error_code=CLUSTER_AUTHORIZATION_FAILED,
+    return _answer(ApiKey.DESCRIBE_ACLS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=CLUSTER_DENIED_MESSAGE, resources=[])
 
 
@@ -430,7 +410,7 @@ def authorize_create_acls(request: Body, version: int, view: AuthzView) -> Verdi
     if _cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.CREATE_ACLS
-    results = [_item(key, version, ("results",), error_code=CLUSTER_AUTHORIZATION_FAILED,
+    results = [_item(key, version, ("results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                      error_message=CLUSTER_DENIED_MESSAGE) for _ in request["creations"]]
     return _answer(key, version, results=results)
 
@@ -439,7 +419,7 @@ def authorize_delete_acls(request: Body, version: int, view: AuthzView) -> Verdi
     if _cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.DELETE_ACLS
-    results = [_item(key, version, ("filter_results",), error_code=CLUSTER_AUTHORIZATION_FAILED,
+    results = [_item(key, version, ("filter_results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                      error_message=CLUSTER_DENIED_MESSAGE, matching_acls=[]) for _ in request["filters"]]
     return _answer(key, version, filter_results=results)
 

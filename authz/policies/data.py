@@ -12,11 +12,6 @@ from typing import Any
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import (
     CLUSTER_NAME,
-    GROUP_AUTHORIZATION_FAILED,
-    INVALID_REQUEST,
-    TOPIC_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_ID,
-    UNKNOWN_TOPIC_OR_PARTITION,
     Action,
     Answer,
     ApiPolicy,
@@ -31,16 +26,12 @@ from authz.request_policy import (
 from authz.response_defaults import default_item, default_response
 from authz.topic_guard import topic_name_problem
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 
 Op = AclOperation
 TOPIC = ResourceType.TOPIC
 ZERO_UUID = uuid.UUID(int=0)
 NOT_REQUESTED = -2147483648  # the schema default of every *_authorized_operations field
-UNKNOWN_SERVER_ERROR = -1
-INVALID_TOPIC_EXCEPTION = 17
-# Kafka's Errors.message() texts, which ApiError(error) puts in error_message fields.
-TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
-UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # AclEntry.supportedOperations: the candidates of the *_authorized_operations bit fields.
@@ -167,8 +158,8 @@ def _fetch_read_error(topic: Body, version: int, view: AuthzView, read: _Checker
     """Request topics and response topics have the same key fields, so this serves both."""
     name = view.topic_name(topic["topic_id"]) if version >= 13 else topic["topic"]
     if name is None:
-        return UNKNOWN_TOPIC_ID
-    return None if read(name) else TOPIC_AUTHORIZATION_FAILED
+        return KafkaError.UNKNOWN_TOPIC_ID
+    return None if read(name) else KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def _fetch_error_entry(topic: Body, version: int, error: int, indexes: Iterable[int]) -> Body:
@@ -238,7 +229,7 @@ def authorize_list_offsets(request: Body, version: int, view: AuthzView) -> Verd
         entry = {**default_item(ApiKey.LIST_OFFSETS, version, "topics"), "name": topic["name"]}
         entry["partitions"] = _partition_errors(
             ApiKey.LIST_OFFSETS, version, ("topics", "partitions"),
-            (p["partition_index"] for p in topic["partitions"]), error_code=TOPIC_AUTHORIZATION_FAILED)
+            (p["partition_index"] for p in topic["partitions"]), error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
         return entry
 
     errors = [None if describe(t["name"]) else error(t) for t in request["topics"]]
@@ -255,7 +246,7 @@ def authorize_offset_for_leader_epoch(request: Body, version: int, view: AuthzVi
         entry = {**default_item(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, "topics"), "topic": topic["topic"]}
         entry["partitions"] = _partition_errors(
             ApiKey.OFFSET_FOR_LEADER_EPOCH, version, ("topics", "partitions"),
-            (p["partition"] for p in topic["partitions"]), error_code=TOPIC_AUTHORIZATION_FAILED)
+            (p["partition"] for p in topic["partitions"]), error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
         return entry
 
     errors = [None if describe(t["topic"]) else error(t) for t in request["topics"]]
@@ -271,7 +262,7 @@ def authorize_delete_records(request: Body, version: int, view: AuthzView) -> Ve
         entry["partitions"] = _partition_errors(
             ApiKey.DELETE_RECORDS, version, ("topics", "partitions"),
             (p["partition_index"] for p in topic["partitions"]),
-            low_watermark=-1, error_code=TOPIC_AUTHORIZATION_FAILED)
+            low_watermark=-1, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
         return entry
 
     errors = [None if delete(t["name"]) else error(t) for t in request["topics"]]
@@ -292,9 +283,9 @@ def authorize_describe_producers(request: Body, version: int, view: AuthzView) -
         # As handleDescribeProducersRequest: an illegal name fails before (and without) authorization.
         problem = topic_name_problem(topic["name"])
         if problem is not None:
-            return error(topic, INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
-        return None if read(topic["name"]) else error(topic, TOPIC_AUTHORIZATION_FAILED,
-                                                       TOPIC_AUTHORIZATION_FAILED_MESSAGE)
+            return error(topic, KafkaError.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
+        return None if read(topic["name"]) else error(topic, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                                       KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
 
     errors = [check(t) for t in request["topics"]]
     return _split(ApiKey.DESCRIBE_PRODUCERS, version, request, "topics", "topics", errors)
@@ -330,12 +321,12 @@ def authorize_metadata(request: Body, version: int, view: AuthzView, *,
     if topics is None or (version == 0 and not topics):
         return _metadata_all_topics(request, version, view)
     if 10 <= version <= 11 and any(t["name"] is None or t["topic_id"] != ZERO_UUID for t in topics):
-        return _metadata_error_answer(topics, version, INVALID_REQUEST)
+        return _metadata_error_answer(topics, version, KafkaError.INVALID_REQUEST)
     if version >= 12 and any(t["topic_id"] != ZERO_UUID for t in topics):
         return _metadata_by_id(request, version, view)
     if any(t["name"] is None for t in topics):
         # Kafka authorizes the null name, which fails (NPE) into getErrorResponse(UNKNOWN_SERVER_ERROR).
-        return _metadata_error_answer(topics, version, UNKNOWN_SERVER_ERROR)
+        return _metadata_error_answer(topics, version, KafkaError.UNKNOWN_SERVER_ERROR)
     return _metadata_by_name(request, version, view, auto_create_topics_enable)
 
 
@@ -367,10 +358,11 @@ def _metadata_by_id(request: Body, version: int, view: AuthzView) -> Verdict:
     for topic_id in _dedupe(t["topic_id"] for t in request["topics"] if t["topic_id"] != ZERO_UUID):
         name = view.topic_name(topic_id)
         if name is None:
-            slots.append((_metadata_topic(version, UNKNOWN_TOPIC_ID, None, topic_id, False), topic_id))
+            slots.append((_metadata_topic(version, KafkaError.UNKNOWN_TOPIC_ID, None, topic_id, False), topic_id))
         elif not describe(name):
             # Topic ids are not secret: Kafka answers with the id, but without the name.
-            slots.append((_metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, None, topic_id, False), topic_id))
+            denied = _metadata_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, None, topic_id, False)
+            slots.append((denied, topic_id))
         else:
             slots.append((None, topic_id))
             kept.append(entries[topic_id])
@@ -391,7 +383,7 @@ def _metadata_by_name(request: Body, version: int, view: AuthzView, auto_create:
         create = _Checker(view, Op.CREATE, log_if_denied=False)
         uncreatable = {n for n in allowed if not create(n)}
     slots: list[Slot] = [(None, n) if describe(n) else (
-        _metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, False), n) for n in names]
+        _metadata_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, False), n) for n in names]
     plan = _MetadataPlan(request, version, view, slots, keys=_by_name)
     rewritten = {**request, "topics": [t for t in request["topics"] if describe(t["name"])]}
     if uncreatable and version >= 4:
@@ -407,14 +399,14 @@ def _metadata_by_name(request: Body, version: int, view: AuthzView, auto_create:
 
 def _metadata_uncreated(topic: Body, version: int, view: AuthzView) -> Body:
     # Kafka: a missing topic the principal may not create is TOPIC_AUTHORIZATION_FAILED (with auto-creation on).
-    if topic["error_code"] not in (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION):
+    if topic["error_code"] not in (KafkaError.UNKNOWN_TOPIC_OR_PARTITION, KafkaError.INVALID_TOPIC_EXCEPTION):
         return topic
     name = topic["name"]
     # Now the topic is known to be missing: Kafka's (logged) CREATE check on it. Granted meanwhile, the
     # upstream's answer stands (the client retries and creates it).
     if view.allowed(Action(Op.CREATE, TOPIC, name)):
         return topic
-    return _metadata_topic(version, TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, name in INTERNAL_TOPICS)
+    return _metadata_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, name in INTERNAL_TOPICS)
 
 
 def _metadata_pick(upstream: list[Body], names: list[str], version: int) -> list[Body]:
@@ -422,7 +414,8 @@ def _metadata_pick(upstream: list[Body], names: list[str], version: int) -> list
     by_name = {t["name"]: t for t in upstream}
     picked = []
     for name in names:
-        error = INVALID_TOPIC_EXCEPTION if topic_name_problem(name) else UNKNOWN_TOPIC_OR_PARTITION
+        error = (KafkaError.INVALID_TOPIC_EXCEPTION if topic_name_problem(name)
+                 else KafkaError.UNKNOWN_TOPIC_OR_PARTITION)
         picked.append(by_name.get(name) or _metadata_topic(version, error, name, ZERO_UUID, name in INTERNAL_TOPICS))
     return picked
 
@@ -490,7 +483,7 @@ def authorize_describe_topic_partitions(request: Body, version: int, view: Authz
     names = sorted({t["name"] for t in topics if _java_order(t["name"]) >= _java_order(start)}, key=_java_order)
     if cursor is not None and (start not in names or cursor["partition_index"] < 0):
         # InvalidRequestException → DescribeTopicPartitionsRequest.getErrorResponse: every requested topic.
-        return _dtp_answer(version, [_dtp_topic(version, INVALID_REQUEST, t["name"]) for t in topics])
+        return _dtp_answer(version, [_dtp_topic(version, KafkaError.INVALID_REQUEST, t["name"]) for t in topics])
     describe = _Checker(view, Op.DESCRIBE)
     allowed = [n for n in names if describe(n)]
     denied = [n for n in names if not describe(n)]
@@ -500,14 +493,14 @@ def authorize_describe_topic_partitions(request: Body, version: int, view: Authz
         # Kafka authorizes lazily while paging: a denied topic sorting after the page's last topic (the next
         # cursor) is reported on the page that reaches it.
         limit = response["next_cursor"]
-        response["topics"] += [_dtp_topic(version, TOPIC_AUTHORIZATION_FAILED, n) for n in denied
+        response["topics"] += [_dtp_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, n) for n in denied
                                if limit is None or _java_order(n) < _java_order(limit["topic_name"])]
         return response
 
     if not denied:
         return Relay(finish)
     if not allowed:
-        return _dtp_answer(version, [_dtp_topic(version, TOPIC_AUTHORIZATION_FAILED, n) for n in denied])
+        return _dtp_answer(version, [_dtp_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, n) for n in denied])
     permitted = set(allowed)
     rewritten = {**request, "topics": [t for t in topics if t["name"] in permitted]}
     if cursor is not None and start in denied:
@@ -538,11 +531,11 @@ def _dtp_all_topics(view: AuthzView) -> Verdict:
 def _share_group_refusal(api_key: ApiKey, request: Body, version: int, view: AuthzView) -> Answer | None:
     group = request["group_id"]
     if group is None:
-        error = UNKNOWN_SERVER_ERROR  # Kafka authorizes the null group id, which fails (NPE)
+        error = KafkaError.UNKNOWN_SERVER_ERROR  # Kafka authorizes the null group id, which fails (NPE)
     elif view.allowed(Action(Op.READ, ResourceType.GROUP, group)):
         return None
     else:
-        error = GROUP_AUTHORIZATION_FAILED
+        error = KafkaError.GROUP_AUTHORIZATION_FAILED
     # ShareFetchRequest/ShareAcknowledgeRequest.getErrorResponse: only the top-level error code.
     response = default_response(api_key, version)
     response["error_code"] = error
@@ -552,8 +545,8 @@ def _share_group_refusal(api_key: ApiKey, request: Body, version: int, view: Aut
 def _share_topic_error(topic: Body, view: AuthzView, read: _Checker) -> int | None:
     name = view.topic_name(topic["topic_id"])
     if name is None:
-        return UNKNOWN_TOPIC_ID
-    return None if read(name) else TOPIC_AUTHORIZATION_FAILED
+        return KafkaError.UNKNOWN_TOPIC_ID
+    return None if read(name) else KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def _share_error_entry(api_key: ApiKey, version: int, topic_id: uuid.UUID, indexes: Iterable[int],
@@ -667,11 +660,11 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
     errors: dict[str, Body] = {}
     for name in _dedupe(names):
         if name in duplicates:
-            errors[name] = error(name, INVALID_REQUEST, "Duplicate topic name.")
+            errors[name] = error(name, KafkaError.INVALID_REQUEST, "Duplicate topic name.")
         elif name == CLUSTER_METADATA_TOPIC:
-            errors[name] = error(name, INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+            errors[name] = error(name, KafkaError.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
         elif not cluster and not create(name):
-            errors[name] = error(name, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            errors[name] = error(name, KafkaError.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     # Kafka asks DESCRIBE_CONFIGS for every name it considered (even those refused); it matters from v5.
     describe_configs = _Checker(view, Op.DESCRIBE_CONFIGS, log_if_denied=False)
     considered = [n for n in _dedupe(names) if n not in duplicates and n != CLUSTER_METADATA_TOPIC]
@@ -682,7 +675,7 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
         for result in results:
             if result["name"] in hidden and result["error_code"] == 0:
                 result.update(configs=[], num_partitions=-1, replication_factor=-1,
-                              topic_config_error_code=TOPIC_AUTHORIZATION_FAILED)
+                              topic_config_error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
         return results
 
     return _named_verdict(ApiKey.CREATE_TOPICS, version, request, "topics", "topics", errors,
@@ -701,9 +694,9 @@ def authorize_create_partitions(request: Body, version: int, view: AuthzView) ->
     errors: dict[str, Body] = {}
     for name in _dedupe(names):
         if name in duplicates:
-            errors[name] = error(name, INVALID_REQUEST, "Duplicate topic name.")
+            errors[name] = error(name, KafkaError.INVALID_REQUEST, "Duplicate topic name.")
         elif not alter(name):
-            errors[name] = error(name, TOPIC_AUTHORIZATION_FAILED, None)
+            errors[name] = error(name, KafkaError.TOPIC_AUTHORIZATION_FAILED, None)
     return _named_verdict(ApiKey.CREATE_PARTITIONS, version, request, "topics", "results", errors)
 
 
@@ -755,9 +748,10 @@ class _DeleteTopicsDecider:
 
     def __call__(self, name: str | None, topic_id: uuid.UUID) -> Slot | None:
         if name is None and topic_id == ZERO_UUID:
-            return self.error(None, ZERO_UUID, INVALID_REQUEST, "Neither topic name nor id were specified."), None
+            return self.error(None, ZERO_UUID, KafkaError.INVALID_REQUEST,
+                              "Neither topic name nor id were specified."), None
         if name is not None and topic_id != ZERO_UUID:
-            return self.error(name, topic_id, INVALID_REQUEST,
+            return self.error(name, topic_id, KafkaError.INVALID_REQUEST,
                               "You may not specify both topic name and topic id."), None
         key: Hashable = ("id", topic_id) if name is None else ("name", name)
         if key in self.answered:
@@ -769,26 +763,28 @@ class _DeleteTopicsDecider:
 
     def by_id(self, topic_id: uuid.UUID) -> Slot:
         if topic_id in self.duplicate_ids:
-            return self.error(None, topic_id, INVALID_REQUEST, "Duplicate topic id."), None
+            return self.error(None, topic_id, KafkaError.INVALID_REQUEST, "Duplicate topic id."), None
         name = self.view.topic_name(topic_id)
         if name is None:
-            return self.error(None, topic_id, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE), None
+            return self.error(None, topic_id, KafkaError.UNKNOWN_TOPIC_ID, KafkaError.UNKNOWN_TOPIC_ID.message), None
         describable, deletable = self.cluster or self.describe(name), self.cluster or self.delete(name)
         if deletable:
             return None, ("id", topic_id)
         # The name is revealed only to a principal that may describe the topic.
         shown = name if describable else None
-        return self.error(shown, topic_id, TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE), None
+        denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+        return self.error(shown, topic_id, denied, denied.message), None
 
     def by_name(self, name: str) -> Slot:
         if name in self.duplicate_names:
-            return self.error(name, ZERO_UUID, INVALID_REQUEST, "Duplicate topic name."), None
+            return self.error(name, ZERO_UUID, KafkaError.INVALID_REQUEST, "Duplicate topic name."), None
         describable, deletable = self.cluster or self.describe(name), self.cluster or self.delete(name)
         # Kafka answers UNKNOWN_TOPIC_OR_PARTITION for a describable topic that does not exist; the gateway
         # cannot know, so a describable but undeletable name is always TOPIC_AUTHORIZATION_FAILED.
         if describable and deletable:
             return None, ("name", name)
-        return self.error(name, ZERO_UUID, TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE), None
+        denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+        return self.error(name, ZERO_UUID, denied, denied.message), None
 
 
 POLICIES: dict[int, ApiPolicy] = {

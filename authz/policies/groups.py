@@ -11,41 +11,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from authz.model import AclOperation, ResourceType
-from authz.request_policy import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    CLUSTER_NAME,
-    GROUP_AUTHORIZATION_FAILED,
-    INVALID_REQUEST,
-    TOPIC_AUTHORIZATION_FAILED,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_ID,
-    Action,
-    Answer,
-    ApiPolicy,
-    AuthzView,
-    Body,
-    Relay,
-    Rewrite,
-    Verdict,
-)
+from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 
 Op = AclOperation
-INCONSISTENT_GROUP_PROTOCOL = 23
-OPERATION_NOT_ATTEMPTED = 55
 NOT_REQUESTED = -2147483648  # *_authorized_operations when the client did not ask (AUTHORIZED_OPERATIONS_OMITTED)
 ZERO_UUID = uuid.UUID(int=0)
 
-# Errors.message(), for the places where Kafka sends it (error_message fields, ApiError(error)).
-MESSAGE: dict[int, str] = {
-    TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-    GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-    CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
-    INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or the "
-                     "message was sent to an incompatible broker. See the broker logs for more details.",
-}
 # Kafka 4.1's texts for a described group whose topics the caller may not describe (KAFKA-18813 and KIP-1071).
 CONSUMER_GROUP_TOPICS_DENIED = "The group has described topic(s) that the client is not authorized to describe."
 STREAMS_GROUP_TOPICS_DENIED = "The described group uses topics that the client is not authorized to describe."
@@ -166,9 +140,9 @@ def _coordinator_failure(request: Body, version: int, error: int) -> Answer:
     """FindCoordinatorRequest.getErrorResponse: ``error`` with its message, for the one key or every key (v4+)."""
     key = ApiKey.FIND_COORDINATOR
     if version < 4:
-        return _answer(key, version, error_code=error, error_message=MESSAGE[error], **NO_NODE)
-    coordinators = [_item(key, version, ("coordinators",), key=k, error_code=error, error_message=MESSAGE[error],
-                          **NO_NODE) for k in request["coordinator_keys"]]
+        return _answer(key, version, error_code=error, error_message=KafkaError(error).message, **NO_NODE)
+    coordinators = [_item(key, version, ("coordinators",), key=k, error_code=error,
+                          error_message=KafkaError(error).message, **NO_NODE) for k in request["coordinator_keys"]]
     return _answer(key, version, coordinators=coordinators)
 
 
@@ -181,15 +155,15 @@ def _find_share_coordinator(request: Body, version: int, view: AuthzView) -> Ver
     # getCoordinator: SHARE keys (groupId:topicId:partition, asked by brokers) need CLUSTER_ACTION, not a group
     # ACL; before v6 Kafka answers INVALID_REQUEST without looking at ACLs.
     if version < 4:
-        return _coordinator_failure(request, version, INVALID_REQUEST)
+        return _coordinator_failure(request, version, KafkaError.INVALID_REQUEST)
     keys = request["coordinator_keys"]
     if version < 6:
         return _answer(ApiKey.FIND_COORDINATOR, version,
-                       coordinators=[_coordinator_error(k, version, INVALID_REQUEST) for k in keys])
+                       coordinators=[_coordinator_error(k, version, KafkaError.INVALID_REQUEST) for k in keys])
     if not keys or view.allowed(Action(Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)):
         return Relay()
     # authorizeClusterOperation throws: handleError answers every key with the error and its message.
-    return _coordinator_failure(request, version, CLUSTER_AUTHORIZATION_FAILED)
+    return _coordinator_failure(request, version, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 
 
 def authorize_find_coordinator(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -197,14 +171,14 @@ def authorize_find_coordinator(request: Body, version: int, view: AuthzView) -> 
     if key_type == SHARE_KEY:
         return _find_share_coordinator(request, version, view)
     if key_type == GROUP_KEY:
-        resource, error = ResourceType.GROUP, GROUP_AUTHORIZATION_FAILED
+        resource, error = ResourceType.GROUP, KafkaError.GROUP_AUTHORIZATION_FAILED
     elif key_type == TRANSACTION_KEY:
-        resource, error = ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        resource, error = ResourceType.TRANSACTIONAL_ID, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         # CoordinatorType.forId throws InvalidRequestException: the whole request fails.
         if version >= 4 and not request["coordinator_keys"]:
             return Relay()
-        return _coordinator_failure(request, version, INVALID_REQUEST)
+        return _coordinator_failure(request, version, KafkaError.INVALID_REQUEST)
     if version < 4:
         ok = _allowed(view, Op.DESCRIBE, resource, request["key"])
         return Relay() if ok else _coordinator_failure(request, version, error)
@@ -228,27 +202,27 @@ def authorize_find_coordinator(request: Body, version: int, view: AuthzView) -> 
 def authorize_join_group(request: Body, version: int, view: AuthzView) -> Verdict:
     # JoinGroupRequest.getErrorResponse: unknown generation, member and leader; protocol name null from v7.
     return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.JOIN_GROUP, version,
-                 error_code=GROUP_AUTHORIZATION_FAILED, generation_id=-1, leader="", member_id="", members=[],
-                 protocol_name=None if version >= 7 else "")
+                 error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, generation_id=-1, leader="", member_id="",
+                 members=[], protocol_name=None if version >= 7 else "")
 
 
 def authorize_sync_group(request: Body, version: int, view: AuthzView) -> Verdict:
     if version >= 5 and (request["protocol_type"] is None or request["protocol_name"] is None):
         # handleSyncGroupRequest checks the v5+ mandatory protocol fields before the ACL.
-        return _answer(ApiKey.SYNC_GROUP, version, error_code=INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+        return _answer(ApiKey.SYNC_GROUP, version, error_code=KafkaError.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.SYNC_GROUP, version,
-                 error_code=GROUP_AUTHORIZATION_FAILED, assignment=b"")
+                 error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=b"")
 
 
 def authorize_heartbeat(request: Body, version: int, view: AuthzView) -> Verdict:
     return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.HEARTBEAT, version,
-                 error_code=GROUP_AUTHORIZATION_FAILED)
+                 error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
 def authorize_leave_group(request: Body, version: int, view: AuthzView) -> Verdict:
     # LeaveGroupRequest.getErrorResponse: the top-level error only, no member entries.
     return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.LEAVE_GROUP, version,
-                 error_code=GROUP_AUTHORIZATION_FAILED, members=[])
+                 error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, members=[])
 
 
 # --- offsets ----------------------------------------------------------------------------------------------------
@@ -261,16 +235,16 @@ def authorize_offset_commit(request: Body, version: int, view: AuthzView) -> Ver
         # OffsetCommitRequest.getErrorResponse: every requested partition carries the group error.
         topics = [_item(key, version, ("topics",), name=t.get("name"), topic_id=t.get("topic_id"),
                         partitions=[_item(key, version, ("topics", "partitions"), partition_index=i,
-                                          error_code=GROUP_AUTHORIZATION_FAILED) for i in _indexes(t)])
+                                          error_code=KafkaError.GROUP_AUTHORIZATION_FAILED) for i in _indexes(t)])
                   for t in request["topics"]]
         return _answer(key, version, topics=topics)
     permitted = []
     for topic in request["topics"]:
         name = view.topic_name(topic["topic_id"]) if by_id else topic["name"]
         if name is None:
-            errors.add(topic, _indexes(topic), UNKNOWN_TOPIC_ID)  # v10 (Kafka 4.1): an id no topic has
+            errors.add(topic, _indexes(topic), KafkaError.UNKNOWN_TOPIC_ID)  # v10 (Kafka 4.1): an id no topic has
         elif not _topic(view, Op.READ, name):
-            errors.add(topic, _indexes(topic), TOPIC_AUTHORIZATION_FAILED)
+            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
         else:
             permitted.append(topic)
     if not errors.by_key:
@@ -299,10 +273,10 @@ def _offset_fetch_single(request: Body, version: int, view: AuthzView) -> Verdic
     topics = request["topics"]
     if not _group(view, Op.DESCRIBE, request["group_id"]):
         if version == 0:  # the ZooKeeper path's getErrorResponse: the error on every partition
-            return _answer(key, version, topics=[_fetch_error_topic(version, t, GROUP_AUTHORIZATION_FAILED)
+            return _answer(key, version, topics=[_fetch_error_topic(version, t, KafkaError.GROUP_AUTHORIZATION_FAILED)
                                                  for t in topics])
         # v1 has no top-level error and OffsetFetchResponse drops a group error below v2: empty topics.
-        return _answer(key, version, error_code=GROUP_AUTHORIZATION_FAILED)
+        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
     if topics is None:  # all offsets of the group: topics the caller may not describe are left out
         def visible(response: Body) -> Body:
             response["topics"] = [t for t in response["topics"] if _topic(view, Op.DESCRIBE, t["name"])]
@@ -311,7 +285,8 @@ def _offset_fetch_single(request: Body, version: int, view: AuthzView) -> Verdic
     permitted = [t for t in topics if _topic(view, Op.DESCRIBE, t["name"])]
     if len(permitted) == len(topics):
         return Relay()
-    denied = [_fetch_error_topic(version, t, TOPIC_AUTHORIZATION_FAILED) for t in topics if t not in permitted]
+    denied = [_fetch_error_topic(version, t, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+              for t in topics if t not in permitted]
 
     def merge(response: Body) -> Body:
         # fetchOffsetsForGroup appends the unauthorized topics after the coordinator's, unless the group failed.
@@ -352,11 +327,11 @@ class _BatchedGroups:
         for topic in group["topics"]:
             name = self.topic_name(topic)
             if name is None:
-                denied.append(self.denied_topic(topic, UNKNOWN_TOPIC_ID))
+                denied.append(self.denied_topic(topic, KafkaError.UNKNOWN_TOPIC_ID))
             elif _topic(self.view, Op.DESCRIBE, name):
                 permitted.append(topic)
             else:
-                denied.append(self.denied_topic(topic, TOPIC_AUTHORIZATION_FAILED))
+                denied.append(self.denied_topic(topic, KafkaError.TOPIC_AUTHORIZATION_FAILED))
         self.relayed.append({**group, "topics": permitted} if denied else group)
         if denied:
             self.appended[len(self.relayed) - 1] = denied
@@ -405,7 +380,7 @@ def authorize_offset_fetch(request: Body, version: int, view: AuthzView) -> Verd
 
     groups = _BatchedGroups(
         view, name, name,
-        lambda gid: _item(key, version, ("groups",), group_id=gid, error_code=GROUP_AUTHORIZATION_FAILED),
+        lambda gid: _item(key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED),
         lambda topic, error: _fetch_error_topic(version, topic, error))
     for group in request["groups"]:
         groups.add(group)
@@ -415,14 +390,14 @@ def authorize_offset_fetch(request: Body, version: int, view: AuthzView) -> Verd
 def authorize_offset_delete(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.OFFSET_DELETE
     if not _group(view, Op.DELETE, request["group_id"]):
-        return _answer(key, version, error_code=GROUP_AUTHORIZATION_FAILED)
+        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
     errors = _TopicErrors(key, version, "topics", "name")
     permitted = []
     for topic in request["topics"]:
         if _topic(view, Op.READ, topic["name"]):
             permitted.append(topic)
         else:
-            errors.add(topic, _indexes(topic), TOPIC_AUTHORIZATION_FAILED)
+            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
     if not errors.by_key:
         return Relay()
 
@@ -471,8 +446,8 @@ def authorize_describe_groups(request: Body, version: int, view: AuthzView) -> V
     key = ApiKey.DESCRIBE_GROUPS
     # DescribeGroupsResponse.groupError (v6, KIP-1043, carries the error's message).
     permitted, denied = _split_groups(view, request["groups"], lambda gid: _item(
-        key, version, ("groups",), group_id=gid, error_code=GROUP_AUTHORIZATION_FAILED,
-        error_message=MESSAGE[GROUP_AUTHORIZATION_FAILED]))
+        key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
+        error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message))
     if version < 3 and not denied:
         return Relay()
     wanted = version >= 3 and request["include_authorized_operations"]
@@ -506,7 +481,7 @@ def authorize_delete_groups(request: Body, version: int, view: AuthzView) -> Ver
     permitted = [n for n in names if _group(view, Op.DELETE, n)]
     if len(permitted) == len(names):
         return Relay()
-    denied = [_item(key, version, ("results",), group_id=n, error_code=GROUP_AUTHORIZATION_FAILED)
+    denied = [_item(key, version, ("results",), group_id=n, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
               for n in names if n not in permitted]
     if not permitted:
         return _answer(key, version, results=denied)
@@ -541,7 +516,7 @@ def _describe_new_groups(request: Body, version: int, view: AuthzView, api: int,
     """
     wanted = bool(request["include_authorized_operations"])
     permitted, denied = _split_groups(view, request["group_ids"], lambda gid: _item(
-        api, version, ("groups",), group_id=gid, error_code=GROUP_AUTHORIZATION_FAILED, topology=None))
+        api, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, topology=None))
 
     def finish(group: Body) -> Body:
         if group["error_code"] == 0 and not all(_topic(view, Op.DESCRIBE, t) for t in _distinct(topics_of(group))):
@@ -555,21 +530,21 @@ def _describe_new_groups(request: Body, version: int, view: AuthzView, api: int,
 def authorize_consumer_group_describe(request: Body, version: int, view: AuthzView) -> Verdict:
     return _describe_new_groups(request, version, view, ApiKey.CONSUMER_GROUP_DESCRIBE,
                                 lambda g: _assigned_topic_names(g, "assignment", "target_assignment"),
-                                {"error_code": TOPIC_AUTHORIZATION_FAILED,
+                                {"error_code": KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                  "error_message": CONSUMER_GROUP_TOPICS_DENIED})
 
 
 def authorize_share_group_describe(request: Body, version: int, view: AuthzView) -> Verdict:
     return _describe_new_groups(request, version, view, ApiKey.SHARE_GROUP_DESCRIBE,
                                 lambda g: _assigned_topic_names(g, "assignment"),
-                                {"error_code": TOPIC_AUTHORIZATION_FAILED,
+                                {"error_code": KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                  "error_message": CONSUMER_GROUP_TOPICS_DENIED})
 
 
 def authorize_streams_group_describe(request: Body, version: int, view: AuthzView) -> Verdict:
     return _describe_new_groups(request, version, view, ApiKey.STREAMS_GROUP_DESCRIBE,
                                 lambda g: _topology_topics(g["topology"]),
-                                {"error_code": TOPIC_AUTHORIZATION_FAILED,
+                                {"error_code": KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                  "error_message": STREAMS_GROUP_TOPICS_DENIED, "topology": None})
 
 
@@ -599,19 +574,19 @@ def _hidden_assignment(view: AuthzView) -> Callable[[Body], Body]:
 def authorize_consumer_group_heartbeat(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.CONSUMER_GROUP_HEARTBEAT
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=GROUP_AUTHORIZATION_FAILED, assignment=None)
+        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=None)
     # Subscribed names must all be describable, else the whole heartbeat fails (Kafka 4.1, KAFKA-18813).
     if not _all_describable(view, request["subscribed_topic_names"] or []):
-        return _answer(key, version, error_code=TOPIC_AUTHORIZATION_FAILED, assignment=None)
+        return _answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, assignment=None)
     return Relay(_hidden_assignment(view))
 
 
 def authorize_share_group_heartbeat(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.SHARE_GROUP_HEARTBEAT
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=GROUP_AUTHORIZATION_FAILED, assignment=None)
+        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=None)
     if not _all_describable(view, request["subscribed_topic_names"] or []):
-        return _answer(key, version, error_code=TOPIC_AUTHORIZATION_FAILED, assignment=None)
+        return _answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, assignment=None)
     return Relay()
 
 
@@ -620,9 +595,9 @@ def authorize_streams_group_heartbeat(request: Body, version: int, view: AuthzVi
     unchanged = {"status": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
                  "partitions_by_user_endpoint": None}  # nullable: "no change" in the response
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=GROUP_AUTHORIZATION_FAILED, **unchanged)
+        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, **unchanged)
     if not _all_describable(view, _topology_topics(request["topology"])):
-        return _answer(key, version, error_code=TOPIC_AUTHORIZATION_FAILED, **unchanged)
+        return _answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, **unchanged)
     return Relay()
 
 
@@ -632,15 +607,18 @@ def authorize_describe_share_group_offsets(request: Body, version: int, view: Au
     key = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 
     def denied_topic(topic: Body, error: int) -> Body:
+        # Only the authorization failure carries Kafka's message; an unknown topic id goes without one.
+        denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+        message = denied.message if error == denied else None
         partitions = [_item(key, version, ("groups", "topics", "partitions"), partition_index=i, start_offset=-1,
-                            error_code=error, error_message=MESSAGE.get(error)) for i in topic["partitions"]]
+                            error_code=error, error_message=message) for i in topic["partitions"]]
         return _item(key, version, ("groups", "topics"), topic_name=topic["topic_name"], topic_id=ZERO_UUID,
                      partitions=partitions)
 
     groups = _BatchedGroups(
         view, lambda t: t["topic_name"], lambda t: t["topic_name"],
-        lambda gid: _item(key, version, ("groups",), group_id=gid, error_code=GROUP_AUTHORIZATION_FAILED,
-                          error_message=MESSAGE[GROUP_AUTHORIZATION_FAILED]),
+        lambda gid: _item(key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
+                          error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message),
         denied_topic)
     for group in request["groups"]:
         groups.add(group)
@@ -650,16 +628,16 @@ def authorize_describe_share_group_offsets(request: Body, version: int, view: Au
 def authorize_alter_share_group_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.ALTER_SHARE_GROUP_OFFSETS
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=GROUP_AUTHORIZATION_FAILED,
-                       error_message=MESSAGE[GROUP_AUTHORIZATION_FAILED])
+        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
+                       error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message)
     errors = _TopicErrors(key, version, "responses", "topic_name",
-                          error_message=MESSAGE[TOPIC_AUTHORIZATION_FAILED])
+                          error_message=KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
     permitted = []
     for topic in request["topics"]:
         if _topic(view, Op.READ, topic["topic_name"]):
             permitted.append(topic)
         else:
-            errors.add(topic, _indexes(topic), TOPIC_AUTHORIZATION_FAILED)
+            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
     if not errors.by_key:
         return Relay()
 
@@ -674,13 +652,14 @@ def authorize_alter_share_group_offsets(request: Body, version: int, view: Authz
 def authorize_delete_share_group_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.DELETE_SHARE_GROUP_OFFSETS
     if not _group(view, Op.DELETE, request["group_id"]):
-        return _answer(key, version, error_code=GROUP_AUTHORIZATION_FAILED,
-                       error_message=MESSAGE[GROUP_AUTHORIZATION_FAILED])
+        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
+                       error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message)
     permitted = [t for t in request["topics"] if _topic(view, Op.READ, t["topic_name"])]
     if len(permitted) == len(request["topics"]):
         return Relay()
-    denied = [_item(key, version, ("responses",), topic_name=t["topic_name"], error_code=TOPIC_AUTHORIZATION_FAILED,
-                    error_message=MESSAGE[TOPIC_AUTHORIZATION_FAILED])
+    denied = [_item(key, version, ("responses",), topic_name=t["topic_name"],
+                    error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
               for t in request["topics"] if t not in permitted]
     if not permitted:
         return _answer(key, version, responses=denied)
@@ -700,12 +679,12 @@ def authorize_init_producer_id(request: Body, version: int, view: AuthzView) -> 
     if txn_id is not None:
         # KIP-939: a two-phase-commit producer also needs TWO_PHASE_COMMIT on its transactional id.
         ok = _txn(view, Op.WRITE, txn_id) and (not request.get("enable2_pc") or _txn(view, Op.TWO_PHASE_COMMIT, txn_id))
-        error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        error = KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         # An idempotent producer: IDEMPOTENT_WRITE on the cluster (a denial not logged), or WRITE on some topic.
         ok = (view.allowed(Action(Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False))
               or view.allowed_any(Op.WRITE, ResourceType.TOPIC))
-        error = CLUSTER_AUTHORIZATION_FAILED
+        error = KafkaError.CLUSTER_AUTHORIZATION_FAILED
     return _gate(ok, ApiKey.INIT_PRODUCER_ID, version, error_code=error, producer_id=-1, producer_epoch=-1)
 
 
@@ -722,37 +701,41 @@ def authorize_add_partitions_to_txn(request: Body, version: int, view: AuthzView
     if version >= 4:
         # v4+ batches come only from brokers: KafkaApis requires CLUSTER_ACTION for the whole request.
         return _gate(view.allowed(Action(Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)), key, version,
-                     error_code=CLUSTER_AUTHORIZATION_FAILED)
+                     error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
     topics = request["v3_and_below_topics"]
     if not _txn(view, Op.WRITE, request["v3_and_below_transactional_id"]):
         return _answer(key, version, results_by_topic_v3_and_below=_txn_topic_results(
-            version, topics, lambda _: TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            version, topics, lambda _: KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     # Internal topics are never authorized here (filterNot(Topic.isInternal)).
     denied = {t["name"] for t in topics if t["name"] in INTERNAL_TOPICS or not _topic(view, Op.WRITE, t["name"])}
     if not denied:
         return Relay()
     # Any failed partition fails the whole transaction: the others are OPERATION_NOT_ATTEMPTED.
     return _answer(key, version, results_by_topic_v3_and_below=_txn_topic_results(
-        version, topics, lambda name: TOPIC_AUTHORIZATION_FAILED if name in denied else OPERATION_NOT_ATTEMPTED))
+        version, topics, lambda name: KafkaError.TOPIC_AUTHORIZATION_FAILED if name in denied
+        else KafkaError.OPERATION_NOT_ATTEMPTED))
 
 
 def authorize_add_offsets_to_txn(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.ADD_OFFSETS_TO_TXN
     if not _txn(view, Op.WRITE, request["transactional_id"]):
-        return _answer(key, version, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    return _gate(_group(view, Op.READ, request["group_id"]), key, version, error_code=GROUP_AUTHORIZATION_FAILED)
+        return _answer(key, version, error_code=KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return _gate(_group(view, Op.READ, request["group_id"]), key, version,
+                 error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
 def authorize_end_txn(request: Body, version: int, view: AuthzView) -> Verdict:
     return _gate(_txn(view, Op.WRITE, request["transactional_id"]), ApiKey.END_TXN, version,
-                 error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                 error_code=KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
 
 def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.TXN_OFFSET_COMMIT
     topics = request["topics"]
-    first_error = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED if not _txn(view, Op.WRITE, request["transactional_id"])
-                   else GROUP_AUTHORIZATION_FAILED if not _group(view, Op.READ, request["group_id"]) else None)
+    first_error = (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                   if not _txn(view, Op.WRITE, request["transactional_id"])
+                   else KafkaError.GROUP_AUTHORIZATION_FAILED if not _group(view, Op.READ, request["group_id"])
+                   else None)
     if first_error is not None:
         # TxnOffsetCommitRequest.getErrorResponse: the error on every requested partition.
         return _answer(key, version, topics=[_item(key, version, ("topics",), name=t["name"], partitions=[
@@ -764,7 +747,7 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
         if _topic(view, Op.READ, topic["name"]):
             permitted.append(topic)
         else:
-            errors.add(topic, _indexes(topic), TOPIC_AUTHORIZATION_FAILED)
+            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
     if not errors.by_key:
         return Relay()
     if not permitted:
@@ -780,7 +763,8 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
 def authorize_describe_transactions(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.DESCRIBE_TRANSACTIONS
     entries: Entries = [(tid, None if _txn(view, Op.DESCRIBE, tid) else _item(
-        key, version, ("transaction_states",), transactional_id=tid, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        key, version, ("transaction_states",), transactional_id=tid,
+        error_code=KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         for tid in request["transactional_ids"]]
     permitted = [tid for tid, e in entries if e is None]
     if not permitted:

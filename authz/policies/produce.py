@@ -10,20 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from authz.model import AclOperation, ResourceType
-from authz.request_policy import (
-    TOPIC_AUTHORIZATION_FAILED,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    Action,
-    Answer,
-    AuthzView,
-    Body,
-    Refuse,
-    Relay,
-    Rewrite,
-    Verdict,
-)
+from authz.request_policy import Action, Answer, AuthzView, Body, Refuse, Relay, Rewrite, Verdict
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 from protocol.record_batch import is_transactional
 
 
@@ -62,7 +52,7 @@ def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
     if transactional:
         txn_id = request["transactional_id"]
         if txn_id is None or not view.allowed(Action(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)):
-            return _all_failed(request, version, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return _all_failed(request, version, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     allowed: list[Body] = []
     denied: list[Body] = []
     for topic in topics:
@@ -72,12 +62,13 @@ def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
     if not denied:
         return Relay()
     if not allowed:
-        return _all_failed(request, version, TOPIC_AUTHORIZATION_FAILED)
+        return _all_failed(request, version, KafkaError.TOPIC_AUTHORIZATION_FAILED)
     if request["acks"] == 0:
         return Refuse("partly denied Produce with acks=0 (Kafka closes the connection)")
 
     def merge(response: Body) -> Body:
-        errors = {_topic_key(t, version): _error_entry(t, version, TOPIC_AUTHORIZATION_FAILED) for t in denied}
+        errors = {_topic_key(t, version): _error_entry(t, version, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+                  for t in denied}
         relayed = {_topic_key(r, version): r for r in response["responses"]}
         response["responses"] = [relayed.get(_topic_key(t, version)) or errors[_topic_key(t, version)]
                                  for t in topics]

@@ -9,19 +9,10 @@ from typing import Any
 from auth.mechanism import Challenge, Done, Failure, Outcome, SaslContext
 from auth.principal import KafkaPrincipal
 from auth.principal_builder import DefaultPrincipalBuilder
-from auth.sasl_server import (
-    ILLEGAL_SASL_STATE,
-    SASL_AUTHENTICATION_FAILED,
-    UNSUPPORTED_SASL_MECHANISM,
-    Authenticated,
-    Close,
-    Respond,
-    SaslServerAuthenticator,
-    SaslServerConfig,
-    SaslState,
-)
+from auth.sasl_server import Authenticated, Close, Respond, SaslServerAuthenticator, SaslServerConfig, SaslState
 from protocol.api_keys import ApiKey
 from protocol.header import decode_response_header, response_header_version
+from protocol.kafka_errors import KafkaError
 from protocol.registry import api
 from tests.wire_client import request_frame
 
@@ -126,7 +117,7 @@ def test_unknown_mechanism_gets_the_enabled_list_and_closes() -> None:
     step = m.on_frame(_handshake(1, "DIGEST-MD5"))
     assert isinstance(step, Close) and step.frame is not None
     assert _decode(step.frame, ApiKey.SASL_HANDSHAKE, 1)[1] == {
-        "error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["SCRAM-SHA-512"]}
+        "error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["SCRAM-SHA-512"]}
     assert m.state is SaslState.FAILED
 
 
@@ -142,7 +133,7 @@ def test_authenticate_before_handshake_is_an_illegal_sasl_state() -> None:
     m = _machine(_user("x"))
     step = m.on_frame(_authenticate(b"client-first"))
     assert isinstance(step, Close) and step.frame is not None
-    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == ILLEGAL_SASL_STATE
+    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.ILLEGAL_SASL_STATE
 
 
 def test_any_other_request_before_authentication_closes_without_answer() -> None:
@@ -168,7 +159,7 @@ def test_mechanism_failure_sends_authentication_failed_with_a_generic_message() 
     step = m.on_frame(_authenticate(b"client-first"))
     assert isinstance(step, Close) and step.authentication_failure and step.frame is not None
     body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]
-    assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+    assert body["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
     assert "mallory" not in (body["error_message"] or "")
 
 
@@ -225,7 +216,7 @@ def test_reauthentication_as_another_principal_is_refused() -> None:
     assert step.frame is not None
     cid, body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)
     assert cid == 7
-    assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+    assert body["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
     assert body["error_message"] == "Cannot change principals during re-authentication from User.alice: User.mallory"
     assert body["auth_bytes"] == b"" and body["session_lifetime_ms"] == 0
 
@@ -249,7 +240,7 @@ def test_a_mechanisms_failure_class_reaches_the_close_step() -> None:
     step = m.on_frame(_authenticate(b"client-final"))
     assert isinstance(step, Close) and step.failure_class == "nonce_mismatch"
     assert step.frame is not None
-    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == SASL_AUTHENTICATION_FAILED
+    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
 
 
 def test_a_legacy_nonce_login_is_reported_in_the_authenticated_step() -> None:

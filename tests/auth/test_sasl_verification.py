@@ -10,7 +10,6 @@ from auth.plain import PlainMechanism, plain_credential
 from auth.principal import KafkaPrincipal
 from auth.principal_builder import DefaultPrincipalBuilder
 from auth.sasl_server import (
-    SASL_AUTHENTICATION_FAILED,
     Authenticated,
     Close,
     Respond,
@@ -21,6 +20,7 @@ from auth.sasl_server import (
 )
 from auth.verified_passwords import VerifiedPasswordCache
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 from tests.auth.test_sasl_server import ScriptedMechanism, ScriptedServer, _authenticate, _decode, _handshake
 
 
@@ -67,7 +67,7 @@ def test_a_wrong_password_fails_after_verification_with_the_failure_frame() -> N
     closed = m.on_verified(step.job())
     assert isinstance(closed, Close) and closed.failure_class == "bad_credentials" and closed.frame is not None
     cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
-    assert (cid, body["error_code"]) == (4, SASL_AUTHENTICATION_FAILED)
+    assert (cid, body["error_code"]) == (4, KafkaError.SASL_AUTHENTICATION_FAILED)
     assert m.state is SaslState.FAILED
 
 
@@ -101,7 +101,7 @@ def test_a_refused_verification_fails_closed_with_its_class() -> None:
     closed = m.on_verification_refused("queue full", "overloaded")
     assert isinstance(closed, Close) and closed.failure_class == "overloaded" and closed.authentication_failure
     assert closed.frame is not None
-    assert _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == SASL_AUTHENTICATION_FAILED
+    assert _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
     assert m.principal is None
 
 
@@ -125,7 +125,7 @@ def test_a_throttled_source_is_refused_before_the_mechanism_sees_the_token() -> 
     assert server.seen == []  # no credential work at all
     assert closed.frame is not None
     cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
-    assert (cid, body["error_code"]) == (6, SASL_AUTHENTICATION_FAILED)
+    assert (cid, body["error_code"]) == (6, KafkaError.SASL_AUTHENTICATION_FAILED)
     assert "192.0.2.7" not in (body["error_message"] or "")
 
 

@@ -20,7 +20,6 @@ from auth.scram import ScramClient, ScramMechanism
 from auth.token_store import (
     DEFAULT_EXPIRY_TIME_MS,
     DEFAULT_MAX_LIFETIME_MS,
-    TokenError,
     TokenFileError,
     TokenStore,
     TokenStoreError,
@@ -29,6 +28,7 @@ from auth.token_store import (
     token_hmac,
     token_lookup,
 )
+from protocol.kafka_errors import KafkaError
 
 NOW = 1_700_000_000_000
 SECRET = "the-delegation-token-secret"
@@ -121,7 +121,7 @@ def test_token_ids_are_random_22_character_base64url_like_kafkas_uuids(store: To
 def test_renewers_must_be_user_principals(store: TokenStore) -> None:
     with pytest.raises(TokenStoreError) as raised:
         store.create(ALICE, ALICE, [BOB, "Group:admins"], -1, NOW)
-    assert raised.value.code == TokenError.INVALID_PRINCIPAL_TYPE
+    assert raised.value.code == KafkaError.INVALID_PRINCIPAL_TYPE
     assert store.describe(None, NOW) == []
 
 
@@ -209,11 +209,11 @@ def test_an_expired_token_id_cannot_log_in_as_a_user_either(store: TokenStore) -
 def test_owner_and_renewers_may_renew_never_past_the_max(store: TokenStore) -> None:
     info, mac = store.create(ALICE, OPS, [BOB], 10 * HOUR, NOW, expiry_time_ms=4 * HOUR)
     by_owner = store.renew(mac, ALICE, 2 * HOUR, NOW + HOUR, expiry_time_ms=4 * HOUR)
-    assert (by_owner.error, by_owner.expiry_timestamp_ms) == (TokenError.NONE, NOW + 3 * HOUR)
+    assert (by_owner.error, by_owner.expiry_timestamp_ms) == (KafkaError.NONE, NOW + 3 * HOUR)
     by_renewer = store.renew(mac, BOB, 4 * HOUR, NOW + 3 * HOUR, expiry_time_ms=4 * HOUR)
-    assert (by_renewer.error, by_renewer.expiry_timestamp_ms) == (TokenError.NONE, NOW + 7 * HOUR)
+    assert (by_renewer.error, by_renewer.expiry_timestamp_ms) == (KafkaError.NONE, NOW + 7 * HOUR)
     capped = store.renew(mac, ALICE, 4 * HOUR, NOW + 7 * HOUR, expiry_time_ms=4 * HOUR)
-    assert (capped.error, capped.expiry_timestamp_ms) == (TokenError.NONE, info.max_timestamp_ms)
+    assert (capped.error, capped.expiry_timestamp_ms) == (KafkaError.NONE, info.max_timestamp_ms)
     assert store.describe(None, NOW + 8 * HOUR)[0].expiry_timestamp_ms == info.max_timestamp_ms
 
 
@@ -227,17 +227,17 @@ def test_a_renew_period_is_at_most_the_configured_expiry_time(store: TokenStore)
 
 def test_others_may_not_renew_not_even_the_requester(store: TokenStore) -> None:
     _, mac = store.create(ALICE, OPS, [BOB], -1, NOW)
-    assert store.renew(mac, CAROL, -1, NOW).error == TokenError.DELEGATION_TOKEN_OWNER_MISMATCH
-    assert store.renew(mac, OPS, -1, NOW).error == TokenError.DELEGATION_TOKEN_OWNER_MISMATCH
+    assert store.renew(mac, CAROL, -1, NOW).error == KafkaError.DELEGATION_TOKEN_OWNER_MISMATCH
+    assert store.renew(mac, OPS, -1, NOW).error == KafkaError.DELEGATION_TOKEN_OWNER_MISMATCH
 
 
 def test_renewing_an_unknown_or_expired_token(store: TokenStore) -> None:
     info, mac = store.create(ALICE, ALICE, [], -1, NOW)
-    assert store.renew(b"\0" * 64, ALICE, -1, NOW).error == TokenError.DELEGATION_TOKEN_NOT_FOUND
+    assert store.renew(b"\0" * 64, ALICE, -1, NOW).error == KafkaError.DELEGATION_TOKEN_NOT_FOUND
     late = store.renew(mac, ALICE, -1, info.expiry_timestamp_ms + 1)
-    assert (late.error, late.expiry_timestamp_ms) == (TokenError.DELEGATION_TOKEN_EXPIRED, 0)
+    assert (late.error, late.expiry_timestamp_ms) == (KafkaError.DELEGATION_TOKEN_EXPIRED, 0)
     # Kafka checks expiry before ownership.
-    assert store.renew(mac, CAROL, -1, info.expiry_timestamp_ms + 1).error == TokenError.DELEGATION_TOKEN_EXPIRED
+    assert store.renew(mac, CAROL, -1, info.expiry_timestamp_ms + 1).error == KafkaError.DELEGATION_TOKEN_EXPIRED
 
 
 # --- expire ---------------------------------------------------------------------------------
@@ -246,16 +246,16 @@ def test_renewing_an_unknown_or_expired_token(store: TokenStore) -> None:
 def test_a_negative_period_expires_the_token_now(store: TokenStore) -> None:
     info, mac = store.create(ALICE, ALICE, [BOB], -1, NOW)
     outcome = store.expire(mac, BOB, -1, NOW + 5)
-    assert (outcome.error, outcome.expiry_timestamp_ms) == (TokenError.NONE, NOW + 5)
+    assert (outcome.error, outcome.expiry_timestamp_ms) == (KafkaError.NONE, NOW + 5)
     assert store.describe(None, NOW + 5) == []
     assert store.token_lookup(info.token_id, "SCRAM-SHA-256", NOW + 5) is None
-    assert store.expire(mac, ALICE, -1, NOW + 6).error == TokenError.DELEGATION_TOKEN_NOT_FOUND
+    assert store.expire(mac, ALICE, -1, NOW + 6).error == KafkaError.DELEGATION_TOKEN_NOT_FOUND
 
 
 def test_a_positive_period_moves_the_expiry_never_past_the_max(store: TokenStore) -> None:
     info, mac = store.create(ALICE, ALICE, [], 10 * HOUR, NOW)
     soon = store.expire(mac, ALICE, HOUR, NOW)
-    assert (soon.error, soon.expiry_timestamp_ms) == (TokenError.NONE, NOW + HOUR)
+    assert (soon.error, soon.expiry_timestamp_ms) == (KafkaError.NONE, NOW + HOUR)
     later = store.expire(mac, ALICE, 100 * HOUR, NOW)  # Kafka: min(now + period, max), so it may extend
     assert later.expiry_timestamp_ms == info.max_timestamp_ms
 
@@ -263,10 +263,10 @@ def test_a_positive_period_moves_the_expiry_never_past_the_max(store: TokenStore
 def test_expire_checks_ownership_before_expiry(store: TokenStore) -> None:
     info, mac = store.create(ALICE, OPS, [], HOUR, NOW)
     after = info.expiry_timestamp_ms + 1
-    assert store.expire(mac, OPS, -1, NOW).error == TokenError.DELEGATION_TOKEN_OWNER_MISMATCH
-    assert store.expire(mac, CAROL, 0, after).error == TokenError.DELEGATION_TOKEN_OWNER_MISMATCH
-    assert store.expire(mac, ALICE, 0, after).error == TokenError.DELEGATION_TOKEN_EXPIRED
-    assert store.expire(mac, ALICE, -1, after).error == TokenError.NONE  # removal works on expired tokens
+    assert store.expire(mac, OPS, -1, NOW).error == KafkaError.DELEGATION_TOKEN_OWNER_MISMATCH
+    assert store.expire(mac, CAROL, 0, after).error == KafkaError.DELEGATION_TOKEN_OWNER_MISMATCH
+    assert store.expire(mac, ALICE, 0, after).error == KafkaError.DELEGATION_TOKEN_EXPIRED
+    assert store.expire(mac, ALICE, -1, after).error == KafkaError.NONE  # removal works on expired tokens
 
 
 # --- describe and purge -------------------------------------------------------------------
@@ -317,7 +317,7 @@ def test_another_writer_is_seen_after_the_reload_interval(path: Path) -> None:
     found = gateway.token_lookup(info.token_id, "SCRAM-SHA-256", NOW)
     assert found is not None and found.owner == "alice"
     # Mutations always work on the file, never on a stale cache.
-    assert gateway.renew(mac, ALICE, -1, NOW).error == TokenError.NONE
+    assert gateway.renew(mac, ALICE, -1, NOW).error == KafkaError.NONE
 
 
 def test_tokens_of_a_rotated_secret_no_longer_work(path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -328,8 +328,8 @@ def test_tokens_of_a_rotated_secret_no_longer_work(path: Path, caplog: pytest.Lo
     assert "another delegation.token.secret.key" in caplog.text
     assert new.token_lookup(info.token_id, "SCRAM-SHA-256", NOW) is None
     assert new.describe(None, NOW) == []
-    assert new.renew(mac, ALICE, -1, NOW).error == TokenError.DELEGATION_TOKEN_NOT_FOUND
-    assert new.expire(mac, ALICE, -1, NOW).error == TokenError.DELEGATION_TOKEN_NOT_FOUND
+    assert new.renew(mac, ALICE, -1, NOW).error == KafkaError.DELEGATION_TOKEN_NOT_FOUND
+    assert new.expire(mac, ALICE, -1, NOW).error == KafkaError.DELEGATION_TOKEN_NOT_FOUND
     assert new.purge_expired(NOW) == 1
 
 
@@ -349,6 +349,6 @@ def test_a_corrupt_file_is_an_error_at_start_and_ignored_on_reload(path: Path) -
 def test_a_missing_file_is_an_empty_store(path: Path) -> None:
     store = TokenStore(path, SECRET)
     assert store.describe(None, NOW) == []
-    assert store.renew(b"x" * 64, ALICE, -1, NOW).error == TokenError.DELEGATION_TOKEN_NOT_FOUND
+    assert store.renew(b"x" * 64, ALICE, -1, NOW).error == KafkaError.DELEGATION_TOKEN_NOT_FOUND
     assert store.purge_expired(NOW) == 0
     assert not path.exists()

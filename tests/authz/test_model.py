@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from authz.model import (
-    INVALID_REQUEST,
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
@@ -25,6 +24,7 @@ from authz.model import (
     validate_binding,
     validate_filter,
 )
+from protocol.kafka_errors import KafkaError
 from tests.authz.helpers import ALLOW, DENY, GROUP, LITERAL, PREFIXED, TOPIC, Op, acl
 
 
@@ -108,7 +108,7 @@ def test_binding_to_filter_matches_only_that_binding() -> None:
 def test_validation_refuses_what_kafkas_controller_refuses(binding: AclBinding, message: str) -> None:
     with pytest.raises(AclValidationError, match=message) as caught:
         validate_binding(binding)
-    assert caught.value.error_code == INVALID_REQUEST == 42
+    assert caught.value.error_code == KafkaError.INVALID_REQUEST == 42
 
 
 def test_validation_accepts_ordinary_bindings() -> None:
