@@ -1,7 +1,8 @@
 """The request path of one connection, stage by stage.
 
     frame → header → (authenticate) → check negotiated version → decode body
-          → (authorize / rewrite) → relay;   upstream frame → match slot → rewrite addresses
+          → topic guard / (authorize) → (rewrite) → relay
+    upstream frame → match slot → (rewrite addresses, authorization hook) → restore correlation id
 
 Authentication and authorization plug in where marked; everything the gateway cannot
 parse is refused (connection closed), never relayed blind.
