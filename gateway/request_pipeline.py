@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from auth.mechanism import wall_clock_ms
 from auth.sasl_server import ILLEGAL_SASL_STATE
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
-from gateway.address_rewrite import REWRITERS, NodeAddressBook, needs_rewrite
+from gateway.address_rewrite import REWRITERS, NodeAddressBook, body_names_endpoints, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
 from gateway.authorize_stage import authorize, check_topics
@@ -151,7 +151,7 @@ def match_response(conn: ClientConnection, frame: Frame) -> Slot | None:
 
 
 def needs_decoding(slot: Slot) -> bool:
-    """Whether the response must be decoded (addresses to rewrite, an authorization hook to run)."""
+    """Whether the response may need decoding (addresses to rewrite, an authorization hook to run)."""
     return slot.hook is not None or needs_rewrite(slot.api_key, slot.api_version)
 
 
@@ -167,12 +167,18 @@ def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAd
     assert schema is not None
     header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
     _, header_size = decode_response_header(payload, header_version)
+    raw_body = payload[header_size:]
+    rewrite = needs_rewrite(slot.api_key, slot.api_version) and \
+        body_names_endpoints(slot.api_key, slot.api_version, raw_body)
+    if slot.hook is None and not rewrite and slot.api_key not in _TOPIC_ID_SOURCES:
+        # e.g. a Produce or Fetch response without node_endpoints: nothing to change
+        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     codec = schema.response_codec(slot.api_version)
-    body = codec.decode(payload[header_size:])
+    body = codec.decode(raw_body)
     if slot.api_key in _TOPIC_ID_SOURCES:
         cluster.learn_topics(body.get("topics") or [])
     changed = False
-    if needs_rewrite(slot.api_key, slot.api_version):
+    if rewrite:
         try:
             changed = REWRITERS[slot.api_key](body, slot.api_version, book)
         except ConfigError as exc:

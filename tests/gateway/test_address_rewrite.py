@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.address_rewrite import REWRITERS, needs_rewrite
+import pytest
+
+from gateway.address_rewrite import REWRITERS, body_names_endpoints, needs_rewrite
 from protocol.api_keys import ApiKey
+from protocol.codec import default_value
+from protocol.registry import api
 
 
 class Book:
@@ -64,3 +68,39 @@ def test_produce_and_fetch_rewrite_only_when_node_endpoints_are_present() -> Non
 def test_apis_without_endpoints_are_never_decoded() -> None:
     assert not needs_rewrite(ApiKey.OFFSET_COMMIT, 8)
     assert not needs_rewrite(ApiKey.LIST_OFFSETS, 7)
+
+
+_ENDPOINT = {"node_id": 6, "host": "10.0.0.6", "port": 9092, "rack": None}
+_TAGGED = [(ApiKey.PRODUCE, 10), (ApiKey.PRODUCE, 13), (ApiKey.FETCH, 16), (ApiKey.FETCH, 17)]
+
+
+def _encoded(key: ApiKey, version: int, **fields: Any) -> bytes:
+    schema = api(key)
+    assert schema is not None
+    codec = schema.response_codec(version)
+    body = codec.decode(codec.encode(_minimal(schema.response.fields, version)))
+    body.update(fields)
+    return bytes(codec.encode(body))
+
+
+def _minimal(fields: Any, version: int) -> dict[str, Any]:
+    return {f.name: default_value(f, version) for f in fields if version in f.versions}
+
+
+@pytest.mark.parametrize(("key", "version"), _TAGGED)
+def test_the_tag_scan_sees_node_endpoints_only_when_sent(key: ApiKey, version: int) -> None:
+    assert needs_rewrite(key, version)
+    assert not body_names_endpoints(key, version, _encoded(key, version))
+    assert body_names_endpoints(key, version, _encoded(key, version, node_endpoints=[_ENDPOINT]))
+
+
+def test_a_body_the_scan_cannot_walk_is_decoded() -> None:
+    data = _encoded(ApiKey.FETCH, 16)
+    assert body_names_endpoints(ApiKey.FETCH, 16, data[:-1])  # fail closed: the decoder refuses it
+    assert body_names_endpoints(ApiKey.FETCH, 16, data + b"\x00")
+
+
+def test_apis_with_untagged_endpoints_are_always_decoded() -> None:
+    assert body_names_endpoints(ApiKey.METADATA, 12, b"")
+    # The share-group data APIs carry node_endpoints as a plain field, not a tag: no scan applies.
+    assert body_names_endpoints(ApiKey.SHARE_FETCH, 1, _encoded(ApiKey.SHARE_FETCH, 1))
