@@ -40,7 +40,10 @@ def compile_tag_scan(spec: MessageSpec, version: int) -> TagScan:
 
 
 def _skip_bytes(reader: Reader, n: int) -> None:
-    reader.view(n)  # bounds-checked; the slice costs no copy
+    end = reader.pos + n
+    if n < 0 or end > reader.end:
+        raise DecodeError(f"need {n} bytes at offset {reader.pos}, have {reader.end - reader.pos}")
+    reader.pos = end
 
 
 def _read_tags(reader: Reader) -> frozenset[int]:
@@ -60,8 +63,20 @@ def _skip_tags(reader: Reader) -> None:
 
 def _skip_fields(fields: list[FieldSpec], version: int, flexible: bool, own_tags: bool = True) -> Skip:
     # Tagged fields live in the tag section, skipped whole by its sizes.
-    skips = [_skip_field(f, version, flexible) for f in fields
-             if version in f.versions and not (f.tag is not None and version in f.tagged_versions)]
+    skips: list[Skip] = []
+    run = 0  # consecutive fixed-size fields are skipped as one
+    for f in fields:
+        if version not in f.versions or (f.tag is not None and version in f.tagged_versions):
+            continue
+        if f.type in _FIXED_SIZE:
+            run += _FIXED_SIZE[f.type]
+            continue
+        if run:
+            skips.append(_skip_fixed(run))
+            run = 0
+        skips.append(_skip_field(f, version, flexible))
+    if run:
+        skips.append(_skip_fixed(run))
     fixed = _fixed_struct_size(fields, version, flexible)
     if fixed is not None:
         return lambda reader: _skip_bytes(reader, fixed)
@@ -73,6 +88,10 @@ def _skip_fields(fields: list[FieldSpec], version: int, flexible: bool, own_tags
             _skip_tags(reader)
 
     return skip
+
+
+def _skip_fixed(size: int) -> Skip:
+    return lambda reader: _skip_bytes(reader, size)
 
 
 def _fixed_struct_size(fields: list[FieldSpec], version: int, flexible: bool) -> int | None:
