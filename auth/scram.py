@@ -1,6 +1,7 @@
 """SCRAM-SHA-256/512 (RFC 5802, RFC 7677) as Kafka's ScramSaslServer runs it, plus delegation-token auth.
 
-Also: ``scram_credential`` (derive the stored keys from a password) and a tiny sans-IO client for tests.
+Also: ``scram_credential`` (derive the stored keys from a password) and a tiny sans-IO client
+(the gateway's own SCRAM login to an upstream, auth/sasl_client.py, and tests).
 """
 
 from __future__ import annotations
@@ -412,7 +413,7 @@ class _ScramServer:
         return None
 
 
-# --- a client, for tests ----------------------------------------------------------------
+# --- a client: the gateway's upstream login (auth/sasl_client.py) and tests ----------------
 
 
 class ScramClient:

@@ -8,10 +8,13 @@ connect there when a client follows the rewritten address.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, Protocol
 
 from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
 from protocol.registry import api
+from protocol.tag_scan import TagScan, compile_tag_scan
 
 
 class NodeAddressBook(Protocol):
@@ -75,7 +78,8 @@ REWRITERS: dict[int, Rewriter] = {
 
 
 # Produce/Fetch and the share-group data APIs carry endpoints only in the tagged
-# node_endpoints field (KIP-951); a version without it is relayed without decoding.
+# node_endpoints field (KIP-951); a version without it is relayed without decoding, and so is
+# a response of a version with it that leaves the field out (body_names_endpoints).
 _ENDPOINTS_ONLY_WHEN_TAGGED = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH,
                                           ApiKey.SHARE_ACKNOWLEDGE})
 
@@ -90,3 +94,34 @@ def needs_rewrite(api_key: int, version: int) -> bool:
     if schema is None:
         return False
     return any(f.name == "node_endpoints" and version in f.versions for f in schema.response.fields)
+
+
+def body_names_endpoints(api_key: int, version: int, body: memoryview | bytes | bytearray) -> bool:
+    """Whether this response body (of an api key and version needs_rewrite accepts) has endpoints to rewrite.
+
+    Only the tagged node_endpoints of Produce, Fetch and the share-group APIs can be absent; it is
+    looked for by skipping the body (tag_scan), not decoding it.  Fails closed: a body the scan
+    cannot walk is reported as naming endpoints, so the full decoder sees (and refuses) it.
+    """
+    if api_key not in _ENDPOINTS_ONLY_WHEN_TAGGED:
+        return True
+    found = _endpoints_scan(api_key, version)
+    if found is None:
+        return True
+    scan, tag = found
+    try:
+        return tag in scan(body)
+    except DecodeError:
+        return True
+
+
+@lru_cache(maxsize=128)  # (api key, version) pairs: a few dozen
+def _endpoints_scan(api_key: int, version: int) -> tuple[TagScan, int] | None:
+    schema = api(api_key)
+    if schema is None:
+        return None
+    for f in schema.response.fields:
+        if f.name == "node_endpoints" and version in f.versions and f.tag is not None \
+                and version in f.tagged_versions:
+            return compile_tag_scan(schema.response, version), f.tag
+    return None

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import os
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -14,97 +12,15 @@ import structlog
 
 from gateway.acls_command import add_acls_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
-from gateway.http_endpoints import MetricsServer, parse_metrics_listener
 from gateway.init_command import add_init_parser
 from gateway.logs import LOG_FORMATS, configure_logging, get_logger
 from gateway.metrics import ksgate_version
-from gateway.server import Gateway
+from gateway.quickstart import run_quickstart
+from gateway.serving import install_event_loop_policy, serve
 from gateway.tokens_command import add_tokens_parser
 from gateway.upstream_client import UpstreamError
 from gateway.users_command import add_users_parser
 from pipeline.cli import add_audit_parser
-
-
-def install_event_loop_policy() -> None:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux/macOS
-        return
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
-async def serve(config: GatewayConfig, on_started: object = None, worker: int | None = None) -> None:
-    """Run a gateway until SIGINT/SIGTERM, then shut it down gracefully.
-
-    As worker ``worker`` of several, listeners are shared with SO_REUSEPORT, metrics are
-    served on the configured port + the worker index, and the worker stops if orphaned.
-    """
-    gateway = Gateway(config, reuse_port=worker is not None)
-    http = _metrics_server(config, gateway, worker or 0)
-    if worker is not None:
-        from gateway.workers import watch_parent
-
-        watch_parent(asyncio.get_running_loop(), lambda: os.kill(os.getpid(), signal.SIGTERM))
-    if http is not None:
-        await http.start()  # health answers while the upstream is probed; /readyz says "starting"
-    try:
-        await _serve(gateway, on_started)
-    finally:
-        if http is not None:
-            await http.close()
-
-
-def _metrics_server(config: GatewayConfig, gateway: Gateway, worker: int) -> MetricsServer | None:
-    listener = config.settings.get("ksgate.metrics.listener")
-    if listener is None:
-        return None
-    host, port = parse_metrics_listener(listener)
-    port += worker  # one metrics port per worker: a shared port would answer for a random worker
-
-    def ready() -> bool | str:
-        if gateway._stopping:
-            return "shutting down"
-        if not gateway.started:
-            return "starting: probing the upstream" + (" and loading the security store"
-                                                        if gateway.security_topic is not None else "")
-        return gateway.readiness_problem() or True
-
-    return MetricsServer(host, port, gateway.ctx.metrics, ready=ready, live=lambda: True)
-
-
-async def _serve(gateway: Gateway, on_started: object) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    # Installed before start-up (a signal right after "gateway_started" must drain, not kill);
-    # during start-up a signal abandons the start.
-    starting = asyncio.ensure_future(gateway.start())
-
-    def on_signal() -> None:
-        stop.set()  # kept if the start has just finished: the drain below then runs at once
-        starting.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
-    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(gateway.reload_tls()))
-    try:
-        try:
-            await starting
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if not starting.cancelled() or (current is not None and current.cancelling()):
-                raise
-            get_logger().warning("startup_interrupted")
-            return
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        if callable(on_started):
-            on_started(gateway)
-        await stop.wait()
-        # The handlers stay installed while draining: a second signal must not kill the drain.
-        await gateway.shutdown()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -139,8 +55,6 @@ def worker_config(config: GatewayConfig, index: int) -> GatewayConfig:
 
 
 def _cmd_quickstart(args: argparse.Namespace) -> int:
-    from gateway.quickstart import run_quickstart
-
     install_event_loop_policy()
     return run_quickstart(args.dir, args.port, args.upstream, args.listener_protocol, args.sni_domain)
 

@@ -293,6 +293,7 @@ SECRET_KEYS = frozenset({"ssl.key.password", "ssl.keystore.password", "ssl.trust
                          "delegation.token.secret.key",
                          "upstream.ssl.key.password",
                          "upstream.sasl.password"})
+_METRICS_HOST_PORT = re.compile(r"^(\[[^\]]+\]|[^:\[\]]*):(\d+)$")
 _LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
 
@@ -412,8 +413,6 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         raise ConfigError(f"authorizer.class.name: only StandardAuthorizer (or empty: no authorization) "
                           f"is available, got {authorizer!r}")
     if settings["ksgate.metrics.listener"] is not None:
-        from gateway.http_endpoints import parse_metrics_listener
-
         parse_metrics_listener(settings["ksgate.metrics.listener"])
     if not authorizer and settings["ksgate.security.store"] == "KAFKA":
         raise ConfigError("ksgate.security.store: KAFKA needs authorizer.class.name (StandardAuthorizer): "
@@ -497,6 +496,15 @@ def parse_endpoints(key: str, text: str) -> list[Endpoint]:
     if len(set(names)) != len(names):
         raise ConfigError(f"{key}: each listener name may appear once")
     return endpoints
+
+
+def parse_metrics_listener(value: str, key: str = "ksgate.metrics.listener") -> tuple[str, int]:
+    """``host:port`` (``[::1]:9404`` for IPv6, ``:9404`` for every interface) → (host, port)."""
+    match = _METRICS_HOST_PORT.match(value.strip())
+    if match is None or not 0 <= int(match.group(2)) <= 65535:
+        raise ConfigError(f"{key}: expected host:port, got {value!r}")
+    host = match.group(1).strip("[]") or "0.0.0.0"
+    return host, int(match.group(2))
 
 
 def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[str, Any]]

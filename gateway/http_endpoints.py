@@ -7,7 +7,6 @@ request head bounded in size and time, no request bodies, ``Connection: close`` 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from typing import Protocol
 
@@ -23,20 +22,10 @@ Probe = Callable[[], bool | str]
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
             431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
 _TEXT = "text/plain; charset=utf-8"
-_HOST_PORT = re.compile(r"^(\[[^\]]+\]|[^:\[\]]*):(\d+)$")
 
 
 class Exposition(Protocol):
     def render(self) -> str: ...
-
-
-def parse_metrics_listener(value: str, key: str = "ksgate.metrics.listener") -> tuple[str, int]:
-    """``host:port`` (``[::1]:9404`` for IPv6, ``:9404`` for every interface) → (host, port)."""
-    match = _HOST_PORT.match(value.strip())
-    if match is None or not 0 <= int(match.group(2)) <= 65535:
-        raise ConfigError(f"{key}: expected host:port, got {value!r}")
-    host = match.group(1).strip("[]") or "0.0.0.0"
-    return host, int(match.group(2))
 
 
 class MetricsServer:

@@ -10,6 +10,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.quickstart import CLIENTS, _seed_acls, _tls_files, seed_users
+
 
 @dataclass(slots=True, frozen=True)
 class InitLayout:
@@ -32,9 +34,6 @@ class InitLayout:
 
 def initialise(root: Path) -> InitLayout:
     """Create whatever is missing of the CA, server certificate, users and ACLs under ``root``."""
-    # Imported here: gateway.quickstart imports gateway.cli, which registers this command.
-    from gateway.quickstart import _seed_acls, _tls_files, seed_users
-
     layout = InitLayout(root)
     for directory in (layout.certs, layout.users_file.parent, layout.acls_file.parent):
         directory.mkdir(parents=True, exist_ok=True)
@@ -55,8 +54,6 @@ def add_init_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def run_init_command(args: argparse.Namespace) -> int:
-    from gateway.quickstart import CLIENTS
-
     layout = initialise(Path(args.dir))
     # Paths and user names only: the passwords are the quickstart's documented demo ones.
     print(f"ksgate init: CA {layout.certs / 'ca.pem'}, server certificate {layout.certs / 'server.pem'} (localhost)")

@@ -2,7 +2,7 @@
 
 Kafka clients expect responses in request order, as a Kafka broker (which handles one
 request per connection at a time) delivers them.  Some responses come from the upstream,
-others from the gateway itself (ApiVersions, later authorization errors).  Each request
+others from the gateway itself (ApiVersions, denied requests, the ACL and user admin APIs).  Each request
 gets a slot when it arrives; slots are released strictly from the head.
 
 Upstream requests carry a gateway-assigned correlation id, so a response is matched to

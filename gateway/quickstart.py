@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.cli import serve
 from gateway.config import ConfigError, build_config
 from gateway.effective_config import write_effective_config
 from gateway.embedded_broker import EmbeddedBroker, free_port
 from gateway.logs import get_logger
 from gateway.server import Gateway
+from gateway.serving import serve
 
 CLIENTS = ("admin", "alice", "bob")
 PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT", "PLAINTEXT")

@@ -1,7 +1,8 @@
 """The request path of one connection, stage by stage.
 
     frame → header → (authenticate) → check negotiated version → decode body
-          → (authorize / rewrite) → relay;   upstream frame → match slot → rewrite addresses
+          → topic guard / (authorize) → (rewrite) → relay
+    upstream frame → match slot → (rewrite addresses, authorization hook) → restore correlation id
 
 Authentication and authorization plug in where marked; everything the gateway cannot
 parse is refused (connection closed), never relayed blind.
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from auth.mechanism import wall_clock_ms
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
-from gateway.address_rewrite import REWRITERS, NodeAddressBook, needs_rewrite
+from gateway.address_rewrite import REWRITERS, NodeAddressBook, body_names_endpoints, needs_rewrite
 from gateway.api_versions import api_versions_response, check_negotiated
 from gateway.authentication import apply_step
 from gateway.authorize_stage import authorize, check_topics
@@ -151,7 +152,7 @@ def match_response(conn: ClientConnection, frame: Frame) -> Slot | None:
 
 
 def needs_decoding(slot: Slot) -> bool:
-    """Whether the response must be decoded (addresses to rewrite, an authorization hook to run)."""
+    """Whether the response may need decoding (addresses to rewrite, an authorization hook to run)."""
     return slot.hook is not None or needs_rewrite(slot.api_key, slot.api_version)
 
 
@@ -167,12 +168,18 @@ def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAd
     assert schema is not None
     header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
     _, header_size = decode_response_header(payload, header_version)
+    raw_body = payload[header_size:]
+    rewrite = needs_rewrite(slot.api_key, slot.api_version) and \
+        body_names_endpoints(slot.api_key, slot.api_version, raw_body)
+    if slot.hook is None and not rewrite and slot.api_key not in _TOPIC_ID_SOURCES:
+        # e.g. a Produce or Fetch response without node_endpoints: nothing to change
+        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     codec = schema.response_codec(slot.api_version)
-    body = codec.decode(payload[header_size:])
+    body = codec.decode(raw_body)
     if slot.api_key in _TOPIC_ID_SOURCES:
         cluster.learn_topics(body.get("topics") or [])
     changed = False
-    if needs_rewrite(slot.api_key, slot.api_version):
+    if rewrite:
         try:
             changed = REWRITERS[slot.api_key](body, slot.api_version, book)
         except ConfigError as exc:

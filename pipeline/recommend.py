@@ -6,7 +6,6 @@ Spark aggregates and compacts; only the (small) recommended bindings and summari
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -32,11 +31,13 @@ from authz.model import (
     parse_resource_type,
     validate_binding,
 )
-from pipeline.acl_diff import AclDiff, diff_acls, used_bindings
+from pipeline.acl_diff import diff_acls, used_bindings
 from pipeline.acl_match import pattern_matches
 from pipeline.compaction import GRANT_KEYS, compact
 from pipeline.errors import PipelineError
 from pipeline.progress import QUIET, Progress
+from pipeline.recommend_output import write_recommendation
+from pipeline.recommendation import Grant, Recommendation, RefusedRequest, SuperUserTraffic, TypeWideCheck
 from pipeline.schema import DECISIONS, UNSAMPLED, authorizations, decisions, iso_text, read_events
 
 SUPER_USER_RULE = "SuperUser"
@@ -45,69 +46,6 @@ DESCRIBE = AclOperation.DESCRIBE.name
 DESCRIBE_CONFIGS = AclOperation.DESCRIBE_CONFIGS.name
 ANALYSED_COLUMNS = ("ts", "principal", "client_host", "operation", "resource_type", "resource_name", "decision", "rule",
                     DECISIONS)
-
-
-@dataclass(slots=True, frozen=True)
-class Grant:
-    """A recommended ALLOW binding and the evidence for it."""
-
-    binding: AclBinding
-    resources: int
-    events: int
-    first_seen: str
-    last_seen: str
-
-
-@dataclass(slots=True, frozen=True)
-class RefusedRequest:
-    """An action that was DENIED in the window: requested, not granted (never recommended)."""
-
-    principal: str
-    resource_type: str
-    resource_name: str
-    operation: str
-    events: int
-    first_seen: str
-    last_seen: str
-    rules: tuple[str, ...]
-    client_hosts: tuple[str, ...]
-
-
-@dataclass(slots=True, frozen=True)
-class TypeWideCheck:
-    """ALLOWED ``resource_name == "*"`` checks (authorizeByResourceType) and whether a grant satisfies them."""
-
-    principal: str
-    resource_type: str
-    operation: str
-    events: int
-    covered: bool
-    rules: tuple[str, ...]
-
-
-@dataclass(slots=True, frozen=True)
-class SuperUserTraffic:
-    """What a super user did (decided by ``SuperUser``, so never part of a recommendation)."""
-
-    principal: str
-    events: int
-    operations: tuple[str, ...]
-    resource_types: tuple[str, ...]
-    resources: int
-    first_seen: str
-    last_seen: str
-
-
-@dataclass(slots=True)
-class Recommendation:
-    grants: list[Grant]
-    refused: list[RefusedRequest]
-    type_wide: list[TypeWideCheck]
-    super_users: list[SuperUserTraffic]
-    totals: dict[str, int]
-    window: tuple[str | None, str | None]
-    invalid: list[str] = field(default_factory=list)
-    diff: AclDiff | None = None
 
 
 def _is_super_user(rule: Column) -> Column:
@@ -273,8 +211,6 @@ def recommend(spark: SparkSession, inputs: Sequence[str], output: str, acl_file:
               min_group: int = DEFAULT_MIN_PREFIX_GROUP, since: datetime | None = None,
               until: datetime | None = None, *, progress: Progress = QUIET) -> Recommendation:
     """Run the whole job: read, learn, diff against ``acl_file`` if given, write ``output``."""
-    from pipeline.recommend_output import write_recommendation
-
     current = read_acl_file(acl_file) if acl_file is not None else None
     authz = authorizations(read_events(spark, inputs, since, until)).select(*ANALYSED_COLUMNS).persist()
     try:

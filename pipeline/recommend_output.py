@@ -16,7 +16,7 @@ from authz.model import AclBinding
 from pipeline.acl_diff import AclDiff
 from pipeline.acl_scripts import kafka_acls_script, ksgate_script, removal_script
 from pipeline.markdown import code, document, table
-from pipeline.recommend import Grant, Recommendation
+from pipeline.recommendation import Grant, Recommendation
 
 ACL_FILE = "recommended-acls.json"
 KSGATE_SCRIPT = "ksgate-acls.sh"

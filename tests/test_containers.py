@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 from gateway.cli import build_parser
-from gateway.config import KNOWN_KEYS, GatewayConfig, flatten, load_config
-from gateway.http_endpoints import parse_metrics_listener
+from gateway.config import KNOWN_KEYS, GatewayConfig, flatten, load_config, parse_metrics_listener
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"

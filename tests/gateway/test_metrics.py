@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 import uvloop
 
-from gateway.config import ConfigError
-from gateway.http_endpoints import MetricsServer, parse_metrics_listener
+from gateway.config import ConfigError, parse_metrics_listener
+from gateway.http_endpoints import MetricsServer
 from gateway.metrics import CONTENT_TYPE, Metrics, MetricsError, Registry, format_value
 from protocol.api_keys import ApiKey
 
