@@ -222,12 +222,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 break
             try:
                 relay = handle_request(self, frame)
-            except PipelineRefusal as exc:
-                self.abort(str(exc))
-                return
-            except Exception:  # a gateway bug: fail closed for this connection only
-                self.log.exception("request_pipeline_error")
-                self.abort("internal error in the request pipeline")
+            except Exception as exc:  # a refusal, or a gateway bug: either closes this connection only
+                self._request_failed(exc)
                 return
             if relay is not None:
                 outgoing.extend(relay)
@@ -240,12 +236,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         """A large request, decoded and authorized in the worker (gateway/offload.py); then the held frames."""
         try:
             relay = await handle_request_off_loop(self, frame)
-        except PipelineRefusal as exc:
-            self.abort(str(exc))
-            return
-        except Exception:  # a gateway bug: fail closed for this connection only
-            self.log.exception("request_pipeline_error")
-            self.abort("internal error in the request pipeline")
+        except Exception as exc:  # a refusal, or a gateway bug: either closes this connection only
+            self._request_failed(exc)
             return
         if self._closing:
             return
@@ -254,6 +246,23 @@ class ClientConnection(asyncio.BufferedProtocol):
         held, self._held = self._held, []
         self.set_read_paused("large-request", False)
         self._handle_frames(held)
+
+    def _request_failed(self, exc: Exception) -> None:
+        """Fail closed on a request, on the loop or from the worker; called inside the caller's ``except``."""
+        if isinstance(exc, PipelineRefusal):
+            self.abort(str(exc))
+            return
+        self.log.exception("request_pipeline_error")  # a gateway bug: its traceback goes to the log
+        self.abort("internal error in the request pipeline")
+
+    def _response_failed(self, exc: Exception) -> None:
+        """Fail closed on an upstream response (it is not Kafka, or the gateway has a bug)."""
+        if isinstance(exc, DecodeError | PipelineRefusal):
+            self.ctx.metrics.upstream_error("protocol")
+            self.abort(f"upstream response refused: {exc}")
+            return
+        self.log.exception("response_pipeline_error")
+        self.abort("internal error in the response pipeline")
 
     def _in_worker(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -301,13 +310,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 elif slot is not None:
                     slot.response = response_pieces(slot, frame, self.ctx.cluster, self.ctx.address_book(self.listener))
                     slot.ready = True
-            except (DecodeError, PipelineRefusal) as exc:
-                self.ctx.metrics.upstream_error("protocol")
-                self.abort(f"upstream response refused: {exc}")
-                return
-            except Exception:  # a gateway bug: fail closed for this connection only
-                self.log.exception("response_pipeline_error")
-                self.abort("internal error in the response pipeline")
+            except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
+                self._response_failed(exc)
                 return
         self._flush()
         if len(self.responses) < self.ctx.config.queued_max_requests:
@@ -317,13 +321,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         """A large response to decode (an authorization hook, addresses), in the worker; it keeps its slot."""
         try:
             await fill_response_off_loop(self, slot, frame)
-        except (DecodeError, PipelineRefusal) as exc:
-            self.ctx.metrics.upstream_error("protocol")
-            self.abort(f"upstream response refused: {exc}")
-            return
-        except Exception:  # a gateway bug: fail closed for this connection only
-            self.log.exception("response_pipeline_error")
-            self.abort("internal error in the response pipeline")
+        except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
+            self._response_failed(exc)
             return
         self._flush()
 
