@@ -54,7 +54,7 @@ from authz.model import (  # noqa: E402
     ResourcePattern,
     ResourceType,
 )
-from bench.throughput import CLK_TCK, GatewayProcess, cpu_seconds, loadavg, machine, percentile  # noqa: E402
+from bench.throughput import CLK_TCK, SaslGatewayProcess, cpu_seconds, loadavg, machine, percentile  # noqa: E402
 from gateway.embedded_broker import EmbeddedBroker  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.messages import decode_response, request_frame  # noqa: E402
@@ -66,20 +66,6 @@ PRODUCE_BYTES = 99_000_000  # one record; the request stays under socket.request
 LOGIN_THREADS = 32
 PHASES = ("idle", "metadata-100k", "delete-topics-100k", "describe-configs-100k", "produce-100mb", "failed-logins")
 _SIZE = struct.Struct(">i")
-
-
-class SaslGateway(GatewayProcess):
-    """The bench gateway, on a SASL_PLAINTEXT listener."""
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{self.port}",
-            "upstream.bootstrap.servers": self.upstream,
-            "listener.name.sasl_plaintext.node.port.base": self.node_port_base,
-            "log.level": "WARNING",
-            **self.extra,
-        }
 
 
 def gateway_settings(workdir: Path) -> dict[str, Any]:
@@ -364,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.create_topics([NewTopic(SMALL_TOPIC, 1, 1), NewTopic(BIG_TOPIC, 1, 1)]).values():
             future.result(timeout=30)
-        with SaslGateway(broker.bootstrap, workdir, gateway_settings(workdir)) as gateway:
+        with SaslGatewayProcess(broker.bootstrap, workdir, gateway_settings(workdir)) as gateway:
             phases = []
             for name in args.phases:
                 phases.append(run_phase(name, gateway.bootstrap, gateway.pid, args.seconds, args.small))

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from throughput import GatewayProcess, cpu_seconds, loadavg, machine, parse_settings  # noqa: E402
+from throughput import SaslGatewayProcess, cpu_seconds, loadavg, machine, parse_settings  # noqa: E402
 
 from auth.file_store import FileCredentialStore  # noqa: E402
 from gateway.embedded_broker import EmbeddedBroker  # noqa: E402
@@ -50,20 +50,6 @@ from protocol.messages import decode_response, request_frame  # noqa: E402
 
 USER, PASSWORD = "alice", "alice-secret"
 SCENARIOS = {"throttled": {}, "unthrottled": {"ksgate.authentication.failures.per.ip": 0}}
-
-
-class SaslGatewayProcess(GatewayProcess):
-    """The bench gateway with one SASL_PLAINTEXT listener instead of PLAINTEXT."""
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{self.port}",
-            "upstream.bootstrap.servers": self.upstream,
-            "listener.name.sasl_plaintext.node.port.base": self.node_port_base,
-            "log.level": "WARNING",
-            **self.extra,
-        }
 
 
 # --- the small client: one authenticated connection, one request at a time ----------------

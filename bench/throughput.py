@@ -315,6 +315,20 @@ class GatewayProcess:
         self.stop()
 
 
+class SaslGatewayProcess(GatewayProcess):
+    """The bench gateway with one SASL_PLAINTEXT listener instead of PLAINTEXT (fairness, login floods)."""
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{self.port}",
+            "upstream.bootstrap.servers": self.upstream,
+            "listener.name.sasl_plaintext.node.port.base": self.node_port_base,
+            "log.level": "WARNING",
+            **self.extra,
+        }
+
+
 # --- the measurements --------------------------------------------------------------------
 
 @dataclass(slots=True)
