@@ -71,7 +71,7 @@ EXPOSE 9092 9093-9100 9404
 # Healthy means /readyz answers 200: the upstream has answered and the stores are loaded.
 # The metrics listener comes from the config (and any KSGATE_* override).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; from gateway.config import load_config; from gateway.http_endpoints import parse_metrics_listener; h, p = parse_metrics_listener(load_config('/etc/ksgate/ksgate.yaml').settings['ksgate.metrics.listener']); h = {'': '127.0.0.1', '0.0.0.0': '127.0.0.1', '::': '[::1]'}.get(h, h); urllib.request.urlopen(f'http://{h}:{p}/readyz', timeout=3).close()"]
+    CMD ["python", "-c", "import urllib.request; from gateway.config import load_config; from gateway.config import parse_metrics_listener; h, p = parse_metrics_listener(load_config('/etc/ksgate/ksgate.yaml').settings['ksgate.metrics.listener']); h = {'': '127.0.0.1', '0.0.0.0': '127.0.0.1', '::': '[::1]'}.get(h, h); urllib.request.urlopen(f'http://{h}:{p}/readyz', timeout=3).close()"]
 
 ENTRYPOINT ["ksgate"]
 CMD ["run", "--config", "/etc/ksgate/ksgate.yaml"]

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.alerts import run_alerts  # noqa: E402
 from pipeline.generate import GenerateOptions, generate  # noqa: E402
-from pipeline.recommend import recommend  # noqa: E402
+from pipeline.least_privilege.recommend import recommend  # noqa: E402
 from pipeline.report import build_report  # noqa: E402
 from pipeline.session import build_session  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auth.cert_tools import issue_cert, make_ca
 from bench import throughput
-from gateway.embedded_broker import EmbeddedBroker
+from gateway.commands.embedded_broker import EmbeddedBroker
 from tests.hosts_file import can_edit_hosts, hosts_entries
 
 DOMAIN = "bench.ksgate.test"

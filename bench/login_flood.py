@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from throughput import SaslGatewayProcess, cpu_seconds, loadavg, machine, parse_settings  # noqa: E402
 
-from auth.file_store import FileCredentialStore  # noqa: E402
-from gateway.embedded_broker import EmbeddedBroker  # noqa: E402
+from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
+from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.messages import decode_response, request_frame  # noqa: E402
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.metrics import LATENCY_BUCKETS, Metrics
+from gateway.ops.metrics import LATENCY_BUCKETS, Metrics
 from protocol.api_keys import ApiKey
 
 MODES = ("ksgate", "ksgate+bytes", "prometheus_client", "prometheus_client labels()",

@@ -9,7 +9,7 @@ import timeit
 import uuid
 from typing import Any
 
-from gateway.address_rewrite import body_names_endpoints
+from gateway.session.address_rewrite import body_names_endpoints
 from protocol.api_keys import ApiKey
 from protocol.registry import api
 

@@ -49,7 +49,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gateway.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
+from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 
 MB = 1_000_000  # throughput figures are in MB/s of record values, 1 MB = 10^6 bytes
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -263,7 +263,7 @@ class GatewayProcess:
         ksgate = Path(sys.executable).with_name("ksgate")
         command = [str(ksgate), "run", "--config", str(self.config_path)]
         if not ksgate.exists():  # not run from the venv: same thing via the module
-            command = [sys.executable, "-m", "gateway.cli", "run", "--config", str(self.config_path)]
+            command = [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path)]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=subprocess.STDOUT)

@@ -72,7 +72,7 @@ from bench.throughput import (  # noqa: E402
     parse_settings,
     send_all,
 )
-from gateway.embedded_broker import EmbeddedBroker, EmbeddedBrokerError, free_port  # noqa: E402
+from gateway.commands.embedded_broker import EmbeddedBroker, EmbeddedBrokerError, free_port  # noqa: E402
 
 CONFIGS = ("direct", "workers=1", "workers=2")
 CPU_GROUPS = ("gateway", "broker", "clients", "other", "total")
@@ -331,7 +331,7 @@ class WorkersGateway(GatewayProcess):
 
     def command(self) -> list[str]:
         ksgate = Path(sys.executable).with_name("ksgate")
-        base = [str(ksgate)] if ksgate.exists() else [sys.executable, "-m", "gateway.cli"]
+        base = [str(ksgate)] if ksgate.exists() else [sys.executable, "-m", "gateway"]
         return [*base, "run", "--config", str(self.config_path), "--workers", str(self.workers)]
 
     def start(self) -> WorkersGateway:

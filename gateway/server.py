@@ -11,29 +11,29 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from auth.login_throttle import LoginThrottle
-from auth.mechanism import wall_clock_ms
+from auth.sasl.mechanism import wall_clock_ms
 from auth.tls import TlsConfigError
-from auth.token_store import TokenStore
-from gateway.acceptor import Acceptor
-from gateway.allocator import keep_large_buffers_on_the_heap
-from gateway.api_versions import negotiate
-from gateway.cluster_view import ClusterView
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
-from gateway.connection import ClientConnection
-from gateway.connection_limits import Admission, ConnectionLimits, Refusal, RefusalSampler, limit_settings
 from gateway.context import GatewayContext
+from gateway.edge.acceptor import Acceptor
+from gateway.edge.connection_limits import Admission, ConnectionLimits, Refusal, RefusalSampler, limit_settings
 from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
-from gateway.logs import get_logger
-from gateway.metrics import Metrics
-from gateway.request_pipeline import NEVER_RELAYED
-from gateway.security_setup import build_authorization, build_security, credential_store, security_topic, token_store
-from gateway.security_topic import SecurityTopic
-from gateway.upstream_auth import UpstreamAuthError
-from gateway.upstream_client import UpstreamClient, UpstreamError
-from gateway.upstream_health import UpstreamHealth
-from gateway.upstream_tls import upstream_ssl_context
-from gateway.verification_pool import VerificationPool
+from gateway.ops.allocator import keep_large_buffers_on_the_heap
+from gateway.ops.logs import get_logger
+from gateway.ops.metrics import Metrics
+from gateway.session.api_versions import negotiate
+from gateway.session.request_stage import NEVER_RELAYED
+from gateway.stores.file_tokens import TokenStore
+from gateway.stores.security_topic import SecurityTopic
+from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
+from gateway.transport.client_connection import ClientConnection
+from gateway.transport.verification_pool import VerificationPool
+from gateway.upstream.client import UpstreamClient, UpstreamError
+from gateway.upstream.cluster_view import ClusterView
+from gateway.upstream.health import UpstreamHealth
+from gateway.upstream.login import UpstreamAuthError
+from gateway.upstream.tls import upstream_ssl_context
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 
@@ -80,7 +80,7 @@ class Gateway:
         """A request named an unknown topic id: learn the upstream's ids (at most once a second)."""
         try:
             now = asyncio.get_running_loop().time()
-        except RuntimeError:  # asked by a large request's authorization in the worker (gateway/offload.py)
+        except RuntimeError:  # asked by a large request's authorization in the worker (transport/worker_thread.py)
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._request_topic_refresh)
             return
@@ -210,7 +210,7 @@ class Gateway:
             why = f": {topic.stalled}" if topic.stalled else ""
             raise UpstreamError(f"the security topic {topic.settings.topic} was not replayed within {timeout_ms} ms "
                                 f"(ksgate.security.store.load.timeout.ms){why}")
-        from gateway.replicated_stores import TopicAclStore, TopicCredentialStore
+        from gateway.stores.replicated import TopicAclStore, TopicCredentialStore
 
         # SCRAM's decoy salts for unknown users derive from a secret kept in the topic.
         await asyncio.to_thread(TopicCredentialStore(topic).ensure_decoy_secret)
@@ -391,7 +391,7 @@ class Gateway:
         # Bind synchronously so a client that just read this address in a Metadata
         # response finds the port open (queued in the backlog) even before accept starts.
         if self.reuse_port:
-            from gateway.workers import reuse_port_socket
+            from gateway.ops.workers import reuse_port_socket
 
             sock = reuse_port_socket(listener.bind.host, port)
         else:

@@ -23,7 +23,7 @@ from pipeline.progress import Progress
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DEFAULT_MIN_PREFIX_GROUP = 3  # as pipeline.recommend, without importing pyspark here
+DEFAULT_MIN_PREFIX_GROUP = 3  # as pipeline.least_privilege.recommend, without importing pyspark here
 PIPELINE_MODULES = frozenset({"pyspark", "py4j", "matplotlib"})  # the pipeline extra
 
 
@@ -125,7 +125,7 @@ def _report(spark: SparkSession, args: argparse.Namespace, progress: Progress) -
 
 
 def _recommend(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
-    from pipeline.recommend import recommend
+    from pipeline.least_privilege.recommend import recommend
 
     result = recommend(spark, args.inputs, args.output, args.acls, args.min_prefix_group, args.since, args.until,
                        progress=progress)

@@ -16,7 +16,7 @@ from authz.model import (
     ResourcePattern,
     ResourceType,
 )
-from pipeline.acl_diff import rule_text
+from pipeline.least_privilege.acl_diff import rule_text
 from pipeline.schema import AUTHENTICATION, AUTHORIZATION
 
 Api = tuple[int, str, int]  # (api_key, api_name, api_version)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.embedded_broker import EmbeddedBroker
+from gateway.commands.embedded_broker import EmbeddedBroker
 from tests.harness import GatewayThread
 
 

@@ -10,9 +10,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from gateway.commands.embedded_broker import free_port
 from gateway.config import GatewayConfig, build_config
-from gateway.embedded_broker import free_port
-from gateway.logs import configure_logging
+from gateway.ops.logs import configure_logging
 from gateway.server import Gateway
 
 
@@ -59,7 +59,7 @@ class GatewayThread:
             f"listener.name.{protocol.lower()}.node.port.base": free_port_block(),
             "shutdown.timeout.ms": 3000,
             # Every test client is 127.0.0.1 and many tests fail logins on purpose: the login
-            # throttle's tests set their own limit (tests/gateway/test_login_floods_e2e.py).
+            # throttle's tests set their own limit (tests/gateway/edge/test_login_floods_e2e.py).
             "ksgate.authentication.failures.per.ip": 1000,
         }
         settings.update(extra or {})

@@ -9,7 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from auth.scram import ScramClient
+from auth.sasl.scram import ScramClient
 from protocol.api_keys import ApiKey
 from tests.wire_client import WireClient, request_frame
 

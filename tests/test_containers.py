@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.cli import build_parser
+from gateway.commands.cli import build_parser
 from gateway.config import KNOWN_KEYS, GatewayConfig, flatten, load_config, parse_metrics_listener
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,10 +386,10 @@ def test_entrypoint_and_cmd_run_the_copied_config(final: Stage) -> None:
 
 def test_console_script_exists() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
-    assert pyproject["project"]["scripts"]["ksgate"] == "gateway.cli:main"
-    import gateway.cli
+    assert pyproject["project"]["scripts"]["ksgate"] == "gateway.commands.cli:main"
+    import gateway.commands.cli
 
-    assert callable(gateway.cli.main)
+    assert callable(gateway.commands.cli.main)
 
 
 def test_expose_covers_the_bundled_configs_ports(final: Stage) -> None:

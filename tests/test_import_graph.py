@@ -113,8 +113,8 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_imports() -> None:
     graph = import_graph()
-    assert "protocol" in graph["gateway.request_pipeline"] or any(
-        target.startswith("protocol") for target in graph["gateway.request_pipeline"]
+    assert "protocol" in graph["gateway.session.request_stage"] or any(
+        target.startswith("protocol") for target in graph["gateway.session.request_stage"]
     )
 
 

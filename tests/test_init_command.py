@@ -9,11 +9,11 @@ from __future__ import annotations
 import ssl
 from pathlib import Path, PurePosixPath
 
-from auth.file_store import FileCredentialStore
-from authz.acl_store import FileAclStore
-from gateway.cli import main
+from gateway.commands.cli import main
+from gateway.commands.quickstart import quickstart_acls
 from gateway.config import load_config
-from gateway.quickstart import quickstart_acls
+from gateway.stores.file_acls import FileAclStore
+from gateway.stores.file_users import FileCredentialStore
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_ROOT = PurePosixPath("/var/lib/ksgate")  # what the compose init service passes as --dir

@@ -19,7 +19,7 @@ from gateway.edge.proxy_protocol import (
     ProxyHeaderReader,
     ProxyProtocolError,
 )
-from gateway.logs import get_logger
+from gateway.ops.logs import get_logger
 
 log = get_logger(component="proxy-protocol")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

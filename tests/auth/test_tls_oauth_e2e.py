@@ -20,8 +20,8 @@ from kafka import KafkaProducer
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from auth.cert_tools import TlsFiles, write_tls_material
-from auth.file_store import FileCredentialStore
-from gateway.embedded_broker import EmbeddedBroker
+from gateway.commands.embedded_broker import EmbeddedBroker
+from gateway.stores.file_users import FileCredentialStore
 from tests.harness import GatewayThread
 
 

@@ -24,9 +24,9 @@ from authz.model import (
 from authz.policies import all_policies
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
 from authz.topic_guard import TopicGuard, topic_name_problem
-from gateway.audit import AuditLog
-from gateway.authorization import GatewayAuthorization
-from gateway.authorize_stage import authorize
+from gateway.ops.audit import AuditLog
+from gateway.session.authz_view import GatewayAuthorization
+from gateway.session.policy_check import authorize
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
 from protocol.entities import CannotDrop, TopicRef, drop_topics, topic_refs

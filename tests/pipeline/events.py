@@ -10,7 +10,7 @@ from typing import Any
 
 from authz.model import AccessControlEntry, AclBinding, AclOperation, AclPermissionType, PatternType, ResourcePattern
 from authz.model import ResourceType as RT
-from pipeline.acl_diff import rule_text
+from pipeline.least_privilege.acl_diff import rule_text
 
 BASE = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
 APIS = {"READ": ("Fetch", 1, 13), "WRITE": ("Produce", 0, 9), "DESCRIBE": ("Metadata", 3, 12)}

@@ -9,7 +9,7 @@ import pytest
 
 from authz.model import AclOperation, AclPermissionType, PatternType
 from authz.model import ResourceType as RT
-from pipeline.acl_scripts import kafka_acls_line, kafka_acls_script, ksgate_acls_line, ksgate_script
+from pipeline.least_privilege.acl_scripts import kafka_acls_line, kafka_acls_script, ksgate_acls_line, ksgate_script
 from tests.pipeline.events import binding
 
 ORDERS = binding("User:consumer", RT.TOPIC, "orders-", AclOperation.READ, PatternType.PREFIXED)
@@ -65,7 +65,7 @@ def test_scripts_default_their_variables_and_keep_the_order() -> None:
 
 
 def test_lines_round_trip_through_the_ksgate_acls_parser() -> None:
-    acls_command = pytest.importorskip("gateway.acls_command")
+    acls_command = pytest.importorskip("gateway.commands.acls")
     parser = argparse.ArgumentParser(prog="ksgate")
     acls_command.add_acls_parser(parser.add_subparsers(dest="command"))
     cases = [ORDERS, binding("User:p", RT.CLUSTER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),

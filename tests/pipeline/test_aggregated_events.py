@@ -12,7 +12,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession
 
 from pipeline.alerts import denial_spikes
-from pipeline.recommend import learn
+from pipeline.least_privilege.recommend import learn
 from pipeline.report import build_report
 from pipeline.schema import DECISIONS, UNSAMPLED, authorizations, read_events
 from tests.pipeline.events import authorization, write_events

@@ -95,7 +95,7 @@ ANALYSES = ("report", "recommend", "alerts")
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "audit", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gateway", "audit", *argv], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
 
@@ -214,7 +214,7 @@ def test_without_the_pipeline_extra_the_readme_install_command_is_named(tmp_path
     (tmp_path / "shadow" / "pyspark.py").write_text("raise ImportError('No module named pyspark')\n")
     (tmp_path / "audit.log").write_text("")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "gateway.cli", "audit", "report", "--input",
+    done = subprocess.run([sys.executable, "-m", "gateway", "audit", "report", "--input",
                            str(tmp_path / "audit.log"), "--output", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 1

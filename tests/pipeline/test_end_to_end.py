@@ -14,8 +14,8 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from auth.file_store import FileCredentialStore
-from gateway.embedded_broker import EmbeddedBroker
+from gateway.commands.embedded_broker import EmbeddedBroker
+from gateway.stores.file_users import FileCredentialStore
 from tests.harness import GatewayThread
 
 RUN = uuid.uuid4().hex[:6]
@@ -50,7 +50,7 @@ def _produce(gateway: GatewayThread, topic: str) -> int | None:
 
 
 def _audit(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "gateway.cli", "audit", *args], check=True, timeout=300,
+    subprocess.run([sys.executable, "-m", "gateway", "audit", *args], check=True, timeout=300,
                    env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True)
 
 

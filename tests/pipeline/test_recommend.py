@@ -12,12 +12,12 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
-from authz.acl_store import decode_acl_file, encode_acl_file
 from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType
 from authz.model import ResourceType as RT
-from pipeline.compaction import compact
-from pipeline.recommend import Recommendation, recommend
-from pipeline.recommend_output import bindings_to_apply
+from gateway.stores.file_acls import decode_acl_file, encode_acl_file
+from pipeline.least_privilege.compaction import compact
+from pipeline.least_privilege.output import bindings_to_apply
+from pipeline.least_privilege.recommend import Recommendation, recommend
 from tests.pipeline.events import authorization, binding, write_events
 
 Key = tuple[str, str, str, str]  # (resource_type, pattern_type, name, operation)
@@ -234,7 +234,12 @@ def test_a_producers_auto_creating_metadata_suggests_no_create(spark: SparkSessi
     from authz.request_policy import Rewrite
     from protocol.api_keys import ApiKey
     from tests.authz.helpers import acl
-    from tests.gateway.test_audit_implicit_checks import METADATA_VERSION, Gateway, metadata_answer, metadata_request
+    from tests.gateway.session.test_audit_implicit_checks import (
+        METADATA_VERSION,
+        Gateway,
+        metadata_answer,
+        metadata_request,
+    )
 
     gateway = Gateway(tmp_path, acl("orders", AclOperation.DESCRIBE), record_allowed=True)
     for _ in range(3):

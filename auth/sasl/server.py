@@ -1,0 +1,361 @@
+"""The Kafka SASL server state machine (Kafka's SaslServerAuthenticator), sans-IO.
+
+Feed it each frame payload a connection receives before authentication completes (and
+SaslHandshake/SaslAuthenticate frames afterwards, for KIP-368 re-authentication); it
+returns a Step telling the gateway what to send, whether the client is now authenticated,
+or that the connection must close.  States follow Kafka:
+
+    INITIAL_REQUEST → HANDSHAKE_OR_VERSIONS_REQUEST → HANDSHAKE_REQUEST → AUTHENTICATE
+        → COMPLETE | FAILED;   COMPLETE → REAUTH_PROCESS_HANDSHAKE → AUTHENTICATE → COMPLETE
+                                                   ↘ REAUTH_BAD_MECHANISM
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from auth.principal import KafkaPrincipal, PrincipalBuilder, SaslAuthContext
+from auth.sasl.mechanism import (
+    Challenge,
+    Done,
+    Failure,
+    MechanismFactory,
+    Outcome,
+    SaslContext,
+    SaslMechanismServer,
+    Verify,
+)
+from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
+from protocol.header import decode_request_header, peek_api
+from protocol.kafka_errors import KafkaError
+from protocol.messages import response_frame
+
+_SIZE = struct.Struct(">i")
+
+
+class SaslState(enum.Enum):
+    INITIAL_REQUEST = "INITIAL_REQUEST"
+    HANDSHAKE_OR_VERSIONS_REQUEST = "HANDSHAKE_OR_VERSIONS_REQUEST"
+    HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"
+    AUTHENTICATE = "AUTHENTICATE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    REAUTH_PROCESS_HANDSHAKE = "REAUTH_PROCESS_HANDSHAKE"
+    REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
+
+
+@dataclass(slots=True, frozen=True)
+class Respond:
+    """Send ``frame`` (a complete frame: size prefix included) and keep going."""
+
+    frame: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class Authenticated:
+    """Send ``frame``; the connection now acts as ``principal`` until ``session_expiry_ms``."""
+
+    frame: bytes
+    principal: KafkaPrincipal
+    mechanism: str
+    session_expiry_ms: int | None  # wall clock; None = no re-authentication required
+    reauthenticated: bool = False
+    legacy_nonce: bool = False  # SCRAM's nonce came in librdkafka's pre-2.6.1 form (Done.legacy_nonce)
+
+
+@dataclass(slots=True, frozen=True)
+class Close:
+    """Send ``frame`` if any (after the failure delay), then close; ``reason`` is for logs."""
+
+    reason: str
+    frame: bytes | None = None
+    authentication_failure: bool = False
+    # A short, stable class for audit and metrics: bad_credentials, nonce_mismatch, unsupported_mechanism,
+    # illegal_state, reauthentication_refused, malformed, throttled, overloaded.
+    failure_class: str = "illegal_state"
+
+
+@dataclass(slots=True, frozen=True)
+class Verifying:
+    """Run ``job`` off the event loop, then feed its result to ``on_verified`` (or call
+    ``on_verification_refused`` if it cannot run); the connection reads no frames meanwhile."""
+
+    job: Callable[[], bytes]
+
+
+Step = Respond | Authenticated | Close | Verifying
+# What a mechanism's outcome becomes on the wire, for the request that carried its token.
+_StepFor = Callable[[Challenge | Done | Failure], Step]
+
+
+@dataclass(slots=True)
+class SaslServerConfig:
+    mechanisms: Mapping[str, MechanismFactory]  # enabled mechanisms, by name
+    principal_builder: PrincipalBuilder
+    connections_max_reauth_ms: int = 0
+    # PLAIN sends the password in clear; Kafka allows it anywhere, ksgate only on TLS
+    # unless the operator says otherwise (ksgate.sasl.plain.allow.insecure).
+    allow_plain_without_tls: bool = False
+    # Whether attempts from this client host are refused before any credential check
+    # (auth.login_throttle); None: never.
+    refuse_source: Callable[[str], bool] | None = None
+
+
+def claimed_user(mechanism: str, first_token: bytes) -> str | None:
+    """The user name in a PLAIN or SCRAM first message, unvalidated; None otherwise."""
+    try:
+        if mechanism == "PLAIN":
+            parts = first_token.split(b"\x00")
+            return parts[1].decode("utf-8")[:256] if len(parts) == 3 else None
+        if mechanism.startswith("SCRAM-"):
+            for part in first_token.split(b","):
+                if part.startswith(b"n="):
+                    return part[2:].decode("utf-8").replace("=2C", ",").replace("=3D", "=")[:256]
+    except UnicodeDecodeError:
+        return None
+    return None
+
+
+def principal_change_message(before: KafkaPrincipal, after: KafkaPrincipal) -> str:
+    """Kafka's SaslAuthenticate error message (ReauthInfo.ensurePrincipalUnchanged), sent with error 58."""
+    return (f"Cannot change principals during re-authentication from {before.principal_type}.{before.name}: "
+            f"{after.principal_type}.{after.name}")
+
+
+def _framed(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+class SaslServerAuthenticator:
+    """One per connection on a SASL listener."""
+
+    def __init__(self, config: SaslServerConfig, context: SaslContext,
+                 api_versions: Callable[[int, int], bytes]) -> None:
+        self._config = config
+        self._context = context
+        self._api_versions = api_versions  # (correlation id, version) -> response frame
+        self.state = SaslState.INITIAL_REQUEST
+        self._mechanism_name: str | None = None
+        self._server: SaslMechanismServer | None = None
+        self._kafka_headers = True  # False after SaslHandshake v0: raw tokens follow
+        self._attempted_user: str | None = None
+        self.principal: KafkaPrincipal | None = None
+        self.session_expiry_ms: int | None = None
+        self._verifying: tuple[Verify, _StepFor] | None = None
+
+    @property
+    def mechanism(self) -> str | None:
+        return self._mechanism_name
+
+    @property
+    def enabled_mechanisms(self) -> list[str]:
+        return [name for name in self._config.mechanisms
+                if name != "PLAIN" or self._context.tls or self._config.allow_plain_without_tls]
+
+    # --- entry points ------------------------------------------------------------------
+
+    def on_frame(self, payload: memoryview) -> Step:
+        """A frame received while not authenticated (or a re-authentication frame)."""
+        if self._verifying is not None:  # the gateway must hold frames while a Verifying step runs
+            return self._fail_state("frame received while a credential verification was pending")
+        try:
+            return self._dispatch(payload)
+        except DecodeError as exc:
+            self.state = SaslState.FAILED
+            return Close(f"unparsable frame during authentication: {exc}", failure_class="malformed")
+
+    def session_expired(self, now_ms: int) -> bool:
+        return self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms
+
+    # --- state dispatch ----------------------------------------------------------------
+
+    def _dispatch(self, payload: memoryview) -> Step:
+        state = self.state
+        if state is SaslState.AUTHENTICATE and not self._kafka_headers:
+            return self._raw_token(bytes(payload))
+        key, version, correlation_id = peek_api(payload)
+        if state is SaslState.INITIAL_REQUEST:
+            self.state = state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+        if state is SaslState.COMPLETE:
+            if key != ApiKey.SASL_HANDSHAKE:  # re-authentication must start with a handshake
+                return self._illegal_authenticate(payload, version, correlation_id, state)
+            self.state = state = SaslState.REAUTH_PROCESS_HANDSHAKE
+        if key == ApiKey.API_VERSIONS:
+            if state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
+                return self._fail_state(f"ApiVersions in state {state.value}")
+            self.state = SaslState.HANDSHAKE_REQUEST
+            return Respond(self._api_versions(correlation_id, version))
+        if key == ApiKey.SASL_HANDSHAKE:
+            if state not in (SaslState.HANDSHAKE_OR_VERSIONS_REQUEST, SaslState.HANDSHAKE_REQUEST,
+                             SaslState.REAUTH_PROCESS_HANDSHAKE):
+                return self._fail_state(f"SaslHandshake in state {state.value}")
+            return self._handshake(payload, version, correlation_id)
+        if key == ApiKey.SASL_AUTHENTICATE:
+            if state is not SaslState.AUTHENTICATE:
+                return self._illegal_authenticate(payload, version, correlation_id, state)
+            return self._authenticate(payload, version, correlation_id)
+        self.state = SaslState.FAILED
+        return Close(f"api key {key} before authentication completed (state {state.value})")
+
+    def _fail_state(self, reason: str) -> Close:
+        self.state = SaslState.FAILED
+        return Close(reason)
+
+    # --- SaslHandshake -----------------------------------------------------------------
+
+    def _handshake(self, payload: memoryview, version: int, correlation_id: int) -> Step:
+        header, schema = decode_request_header(payload)
+        body = schema.request_codec(version).decode(payload[header.size :])
+        mechanism = body["mechanism"]
+        enabled = self.enabled_mechanisms
+        reauth = self.state is SaslState.REAUTH_PROCESS_HANDSHAKE
+        if reauth and (version == 0 or mechanism != self._mechanism_name):
+            self.state = SaslState.REAUTH_BAD_MECHANISM
+            frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
+                                   {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
+            return Close(f"re-authentication changed mechanism {self._mechanism_name} → {mechanism}", frame,
+                         authentication_failure=True, failure_class="reauthentication_refused")
+        if mechanism not in enabled:
+            self.state = SaslState.FAILED
+            frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
+                                   {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
+            return Close(f"mechanism {mechanism!r} is not enabled on this listener", frame,
+                         authentication_failure=True, failure_class="unsupported_mechanism")
+        self._mechanism_name = mechanism
+        self._server = self._config.mechanisms[mechanism].create(self._context)
+        self._kafka_headers = version >= 1
+        self.state = SaslState.AUTHENTICATE
+        return Respond(self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
+                                      {"error_code": KafkaError.NONE, "mechanisms": enabled}))
+
+    # --- SaslAuthenticate --------------------------------------------------------------
+
+    def _illegal_authenticate(self, payload: memoryview, version: int, correlation_id: int,
+                              state: SaslState) -> Step:
+        self.state = SaslState.FAILED
+        frame = self._response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, {
+            "error_code": KafkaError.ILLEGAL_SASL_STATE,
+            "error_message": f"Unexpected SaslAuthenticate request in state {state.value}",
+            "auth_bytes": b"", "session_lifetime_ms": 0})
+        return Close(f"SaslAuthenticate in state {state.value}", frame)
+
+    def _authenticate(self, payload: memoryview, version: int, correlation_id: int) -> Step:
+        header, schema = decode_request_header(payload)
+        body = schema.request_codec(version).decode(payload[header.size :])
+
+        def reply(error: int, message: str | None, data: bytes, lifetime: int = 0) -> bytes:
+            return self._response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, {
+                "error_code": error, "error_message": message, "auth_bytes": data,
+                "session_lifetime_ms": lifetime})
+
+        def step_for(outcome: Challenge | Done | Failure) -> Step:
+            if isinstance(outcome, Challenge):
+                return Respond(reply(KafkaError.NONE, None, outcome.data))
+            if isinstance(outcome, Failure):
+                self.state = SaslState.FAILED
+                return Close(outcome.reason, reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
+                             authentication_failure=True, failure_class=outcome.failure_class)
+            final = outcome.final
+            return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, None, final, lifetime),
+                                  lambda message: reply(KafkaError.SASL_AUTHENTICATION_FAILED, message, b""))
+
+        return self._settle(self._evaluate(bytes(body["auth_bytes"])), step_for)
+
+    def _raw_token(self, token: bytes) -> Step:
+        """SaslHandshake v0: tokens travel as bare length-prefixed frames."""
+
+        def step_for(outcome: Challenge | Done | Failure) -> Step:
+            if isinstance(outcome, Challenge):
+                return Respond(_framed(outcome.data))
+            if isinstance(outcome, Failure):
+                self.state = SaslState.FAILED
+                return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class)
+            final = outcome.final
+            # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
+            return self._complete(outcome, lambda _lifetime: _framed(final), lambda _message: None)
+
+        return self._settle(self._evaluate(token), step_for)
+
+    def _evaluate(self, token: bytes) -> Outcome:
+        assert self._server is not None
+        if self._attempted_user is None and self._mechanism_name is not None:
+            self._attempted_user = claimed_user(self._mechanism_name, token)
+        refuse = self._config.refuse_source
+        if refuse is not None and refuse(self._context.client_host):  # before any credential work
+            return Failure(f"too many failed authentications from {self._context.client_host}",
+                           self._generic_failure_message(), failure_class="throttled")
+        return self._server.evaluate(token)
+
+    # --- costly verification, run by the gateway off its event loop ----------------------
+
+    def _settle(self, outcome: Outcome, step_for: _StepFor) -> Step:
+        if isinstance(outcome, Verify):
+            self._verifying = (outcome, step_for)
+            return Verifying(outcome.job)
+        return step_for(outcome)
+
+    def on_verified(self, result: bytes) -> Step:
+        """The result of the job of the last Verifying step."""
+        pending, self._verifying = self._verifying, None
+        if pending is None:
+            return self._fail_state("verification result without a pending verification")
+        verify, step_for = pending
+        return self._settle(verify.resume(result), step_for)
+
+    def on_verification_refused(self, reason: str, failure_class: str) -> Step:
+        """The job of the last Verifying step could not run (e.g. the pool is full): fail closed."""
+        pending, self._verifying = self._verifying, None
+        if pending is None:
+            return self._fail_state("verification refused without a pending verification")
+        return pending[1](Failure(reason, self._generic_failure_message(), failure_class=failure_class))
+
+    def _generic_failure_message(self) -> str:
+        """Kafka's text for a mechanism failure that carries no message of its own."""
+        return f"Authentication failed during authentication due to invalid credentials with SASL mechanism " \
+               f"{self._mechanism_name}"
+
+    @property
+    def attempted_user(self) -> str | None:
+        return self._attempted_user
+
+    def _complete(self, done: Done, frame_for: Callable[[int], bytes],
+                  refusal_for: Callable[[str], bytes | None]) -> Step:
+        assert self._mechanism_name is not None
+        principal = self._config.principal_builder.build(SaslAuthContext(
+            listener=self._context.listener, client_host=self._context.client_host,
+            mechanism=self._mechanism_name, authorization_id=done.authorization_id,
+            token_authenticated=done.token_authenticated, tls=self._context.tls))
+        reauthenticated = self.principal is not None
+        if reauthenticated and principal != self.principal:
+            assert self.principal is not None
+            self.state = SaslState.FAILED
+            return Close(f"re-authentication as {principal} on a connection of {self.principal}",
+                         refusal_for(principal_change_message(self.principal, principal)),
+                         authentication_failure=True, failure_class="reauthentication_refused")
+        now = self._context.now_ms()
+        lifetime = self._session_lifetime_ms(done, now)
+        self.principal = principal
+        self.session_expiry_ms = now + lifetime if lifetime else None
+        self.state = SaslState.COMPLETE
+        self._server = None
+        return Authenticated(frame_for(lifetime), principal, self._mechanism_name, self.session_expiry_ms,
+                             reauthenticated, done.legacy_nonce)
+
+    def _session_lifetime_ms(self, done: Done, now_ms: int) -> int:
+        """KIP-368: min(credential expiry, connections.max.reauth.ms); 0 = no limit."""
+        limits = []
+        if self._config.connections_max_reauth_ms > 0:
+            limits.append(self._config.connections_max_reauth_ms)
+        if done.credential_expiry_ms is not None and self._config.connections_max_reauth_ms > 0:
+            limits.append(max(done.credential_expiry_ms - now_ms, 1))
+        return min(limits) if limits else 0
+
+    # --- encoding ----------------------------------------------------------------------
+
+    def _response(self, api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+        return response_frame(api_key, version, correlation_id, body)

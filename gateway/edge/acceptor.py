@@ -1,0 +1,70 @@
+"""Accepting client connections on a listening socket, one admit-or-refuse decision per TCP connection.
+
+asyncio's create_server reveals a connection only after its TLS handshake; accepting here
+lets the connection limits refuse an address before any TLS or Kafka byte is processed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections.abc import Callable
+
+from gateway.ops.logs import get_logger
+
+log = get_logger(component="acceptor")
+
+OnAccept = Callable[[socket.socket, tuple[str, int]], None]
+
+# Out of descriptors or memory: accepting again at once would spin; asyncio waits the same.
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class Acceptor:
+    """Accepts connections (a batch per readiness event) and hands each to ``on_accept``,
+    non-blocking; the listening socket is closed by ``close()``.  Quacks like asyncio's
+    Server where the gateway uses it (``sockets``, ``close``, ``wait_closed``)."""
+
+    BATCH = 128  # connections accepted per wake-up, so a flood cannot starve other callbacks
+    RETRY_AFTER_S = 1.0
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, on_accept: OnAccept) -> None:
+        self._loop = loop
+        self._sock = sock
+        self._on_accept = on_accept
+        self._closed = False
+        loop.add_reader(sock.fileno(), self._ready)
+
+    @property
+    def sockets(self) -> list[socket.socket]:
+        return [self._sock]
+
+    def _ready(self) -> None:
+        for _ in range(self.BATCH):
+            try:
+                conn, address = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. ECONNABORTED: that connection is gone, others are not
+                log.warning("accept_failed", error=repr(exc))
+                if exc.errno in _RESOURCE_ERRNOS and not self._closed:
+                    self._loop.remove_reader(self._sock.fileno())
+                    self._loop.call_later(self.RETRY_AFTER_S, self._resume)
+                return
+            conn.setblocking(False)
+            self._on_accept(conn, (str(address[0]), int(address[1])))
+
+    def _resume(self) -> None:
+        if not self._closed:
+            self._loop.add_reader(self._sock.fileno(), self._ready)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._loop.remove_reader(self._sock.fileno())
+        self._sock.close()
+
+    async def wait_closed(self) -> None:
+        """Nothing to wait for: connections outlive their acceptor and are closed by their owner."""

@@ -1,0 +1,141 @@
+"""The gateway side of authorization: one AuthzView per connection over the shared authorizer.
+
+Every question a policy asks becomes an authorizer decision and, unless its Action says Kafka
+would not log it, an audit event; topic ids
+are resolved through the cluster view's cache (fed by Metadata responses) and a miss
+triggers a background refresh while the request gets UNKNOWN_TOPIC_ID, which clients retry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from auth.principal import KafkaPrincipal
+from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, Decision, StandardAuthorizer
+from authz.model import AclOperation, ResourceType
+from authz.request_policy import Action, ApiPolicy
+from authz.topic_guard import NOTHING_FOUND, TopicFindings
+from gateway.ops.audit import AuditLog
+from gateway.ops.audit_batch import DecisionBatch, bounded_sample
+from gateway.stores.file_acls import AclStore
+from protocol.registry import api
+
+
+@dataclass(slots=True)
+class GatewayAuthorization:
+    """What every connection shares when authorization is on."""
+
+    authorizer: StandardAuthorizer
+    store: AclStore
+    audit: AuditLog
+    policies: dict[int, ApiPolicy]
+    # Asks for a topic-id refresh from the upstream (rate-limited by the caller).
+    request_topic_refresh: Callable[[], None] = field(default=lambda: None)
+    # APIs answered by the gateway itself once authorized: api key → handler(shared, conn, body, version).
+    local: dict[int, Callable[[GatewayAuthorization, Any, dict[str, Any], int],
+                              dict[str, Any] | Awaitable[dict[str, Any]]]] = field(
+        default_factory=dict)
+    # Topics only the gateway itself uses (the replicated security store's): no client may
+    # touch or even see them, super users included; they hold derived credential keys.
+    reserved_topics: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class ConnectionAuthzView:
+    """An AuthzView for one request of one connection (cheap to create per request)."""
+
+    shared: GatewayAuthorization
+    principal: KafkaPrincipal
+    client_host: str
+    client_port: int
+    listener: str
+    api_key: int
+    api_version: int
+    topic_names: dict[uuid.UUID, str]
+    # What the topic guard found in this request: with a reserved or illegal topic named, cluster-level
+    # actions are denied so that the policy decides every topic on its own (authz/topic_guard.py).
+    findings: TopicFindings = NOTHING_FOUND
+    # Illegal names whose action was otherwise allowed (their errors become the API's own).
+    illegal_denied: set[str] = field(default_factory=set)
+    # This request's decisions, written by flush_audit as one event per decision kind.
+    _batch: DecisionBatch = field(default_factory=DecisionBatch, init=False)
+
+    def _audit(self, action: Action, decision: Decision) -> None:
+        audit = self.shared.audit
+        if not audit.enabled or not (action.log_if_allowed if decision.allowed else action.log_if_denied):
+            return
+        if decision.allowed and not audit.record_allowed:
+            return
+        pattern = getattr(getattr(decision.rule, "pattern", None), "pattern_type", None)
+        self._batch.add(action.operation.name, action.resource_type.name,
+                        pattern.name if pattern is not None else None, decision.allowed, _rule_text(decision),
+                        action.name)
+
+    def flush_audit(self) -> None:
+        """Write the decisions recorded so far (called once the policy, and again once its response hook, ran)."""
+        if not len(self._batch):
+            return
+        schema = api(self.api_key)
+        api_name = schema.name if schema else str(self.api_key)
+        principal = str(self.principal)
+        for aggregate in self._batch.drain():
+            single = aggregate.count == 1  # exactly today's event: no count, no sample
+            sample = bounded_sample(aggregate)
+            self.shared.audit.authorization(
+                principal=principal, client_host=self.client_host, client_port=self.client_port,
+                listener=self.listener, api_key=self.api_key, api_name=api_name, api_version=self.api_version,
+                operation=aggregate.operation, resource_type=aggregate.resource_type,
+                resource_name=aggregate.sample[0] if single else sample[0], pattern_type=aggregate.pattern_type,
+                allowed=aggregate.allowed, rule=aggregate.rule,
+                count=None if single else aggregate.count, sample=None if single else sample)
+
+    def _reserved(self, resource_type: ResourceType, name: str) -> bool:
+        return resource_type == ResourceType.TOPIC and name in self.shared.reserved_topics
+
+    def allowed(self, action: Action) -> bool:
+        if self._reserved(action.resource_type, action.name) or (
+                self.findings.suspicious and action.resource_type == ResourceType.CLUSTER):
+            decision = GATEWAY_RESERVED
+        else:
+            decision = self.shared.authorizer.authorize(self.principal, self.client_host, action.operation,
+                                                        action.resource_type, action.name)
+            if decision.allowed and action.resource_type == ResourceType.TOPIC \
+                    and action.name in self.findings.illegal:
+                self.illegal_denied.add(action.name)
+                decision = ILLEGAL_TOPIC_NAME
+        self._audit(action, decision)
+        return decision.allowed
+
+    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        decision = self.shared.authorizer.authorize_any(self.principal, self.client_host, operation, resource_type)
+        # Kafka's authorizeByResourceType never logs a denial: it only backs up another check.
+        self._audit(Action(operation, resource_type, "*", log_if_denied=False), decision)
+        return decision.allowed
+
+    def authorized_operations(self, resource_type: ResourceType, name: str,
+                              candidates: Iterable[AclOperation]) -> int:
+        # Kafka computes these without logging each probe; so does ksgate.
+        if self._reserved(resource_type, name):
+            return 0
+        bits = 0
+        for operation in candidates:
+            if self.shared.authorizer.authorize(self.principal, self.client_host, operation,
+                                                resource_type, name).allowed:
+                bits |= 1 << int(operation)
+        return bits
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        name = self.topic_names.get(topic_id)
+        if name is None:
+            self.shared.request_topic_refresh()
+        return name
+
+
+def _rule_text(decision: Decision) -> str:
+    rule = decision.rule
+    if hasattr(rule, "value"):
+        return str(rule.value)
+    return f"AclBinding({rule})"

@@ -1,0 +1,240 @@
+"""The records of the replicated security store, and the state they add up to (sans-IO).
+
+Every user credential, ACL binding and delegation token is one record of a compacted
+Kafka topic, keyed so that compaction keeps exactly the latest record of each:
+
+    {"kind": "credential", "mechanism": M, "user": U}  →  the derived keys (never a password)
+    {"kind": "acl", <the binding's fields>}             →  {"v": 1} while the binding exists
+    {"kind": "token", "id": TOKEN_ID}                   →  the token's details, its HMAC hashed
+    {"kind": "decoy_secret", "id": RANDOM}              →  the secret SCRAM's decoy salts derive from
+
+A null value (a tombstone) deletes.  The decoy secret is written once, by whichever instance
+finds none after loading; if several race, each writes its own id (so compaction keeps all)
+and the first in log order wins everywhere.  Keys are canonical JSON (sorted, no spaces), so the
+same entity always has byte-identical keys whichever instance wrote them.  Replaying the
+topic in log order from any point where the state was known gives the same state; from
+offset 0 it gives the whole state, which is what every instance does at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from auth.credentials import PlainCredential, ScramCredential
+from authz.model import AclBinding, AclValidationError
+from gateway.stores.file_acls import binding_from_json, binding_to_json
+from gateway.stores.file_tokens import TokenEntry, TokenFileError, token_entry_from_json, token_entry_to_json
+from gateway.stores.file_users import (
+    MIN_DECOY_SECRET_BYTES,
+    PLAIN,
+    CredentialFileError,
+    UserEntry,
+    b64,
+    credential_from_json,
+    credential_to_json,
+    field_bytes,
+)
+
+VALUE_VERSION = 1
+KIND_CREDENTIAL = "credential"
+KIND_ACL = "acl"
+KIND_TOKEN = "token"
+KIND_DECOY_SECRET = "decoy_secret"
+
+
+class StoreRecordError(ValueError):
+    """A record of a known kind that cannot be read; says which part, never the secret content."""
+
+
+@dataclass(slots=True, frozen=True)
+class StoreRecord:
+    key: bytes
+    value: bytes | None = field(repr=False)  # None: a tombstone, the entity is deleted
+
+
+def _canonical(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def acl_record(binding: AclBinding, present: bool = True) -> StoreRecord:
+    return StoreRecord(_canonical({"kind": KIND_ACL, **binding_to_json(binding)}),
+                       _canonical({"v": VALUE_VERSION}) if present else None)
+
+
+def credential_record(user: str, mechanism: str, credential: PlainCredential | ScramCredential | None) -> StoreRecord:
+    """One (user, mechanism) credential, as Kafka's UserScramCredentialRecord: mechanisms change independently."""
+    key = _canonical({"kind": KIND_CREDENTIAL, "user": user, "mechanism": mechanism})
+    if credential is None:
+        return StoreRecord(key, None)
+    return StoreRecord(key, _canonical({"v": VALUE_VERSION, **credential_to_json(credential)}))
+
+
+def token_record(token_id: str, entry: TokenEntry | None) -> StoreRecord:
+    key = _canonical({"kind": KIND_TOKEN, "id": token_id})
+    return StoreRecord(key, None if entry is None else _canonical({"v": VALUE_VERSION, **token_entry_to_json(entry)}))
+
+
+def decoy_secret_record(secret: bytes) -> StoreRecord:
+    """A candidate decoy secret under a fresh id: it never replaces one already in the log."""
+    key = _canonical({"kind": KIND_DECOY_SECRET, "id": secrets.token_hex(16)})
+    return StoreRecord(key, _canonical({"v": VALUE_VERSION, "secret": b64(secret)}))
+
+
+@dataclass(slots=True, frozen=True)
+class SecuritySnapshot:
+    """Everything the store holds at one log position; replaced whole, never changed in place."""
+
+    acls: Mapping[AclBinding, None] = field(default_factory=dict)  # a dict for its order
+    users: Mapping[str, UserEntry] = field(default_factory=dict)
+    tokens: Mapping[str, TokenEntry] = field(default_factory=dict)
+    decoy_secret: bytes | None = field(default=None, repr=False)  # the first in log order
+
+
+@dataclass(slots=True, frozen=True)
+class AppliedRecords:
+    """The state after a run of records, and the net ACL change (for the authorizer's one atomic apply)."""
+
+    state: SecuritySnapshot
+    acls_added: list[AclBinding]
+    acls_removed: list[AclBinding]
+    unknown: int  # records of kinds this version does not know (written by a newer ksgate): skipped
+
+
+def _json_object(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise StoreRecordError(f"{what} is not JSON") from None
+    if not isinstance(obj, dict):
+        raise StoreRecordError(f"{what} is not a JSON object")
+    return obj
+
+
+def _value_object(value: bytes, what: str) -> dict[str, Any]:
+    obj = _json_object(value, f"{what} value")
+    if obj.pop("v", None) != VALUE_VERSION:
+        raise StoreRecordError(f"{what} value has an unsupported version")
+    return obj
+
+
+class _Changes:
+    """Copy-on-write views of the three maps: a map is copied the first time a record touches it."""
+
+    __slots__ = ("acls", "base", "decoy_secret", "tokens", "touched_acls", "users")
+
+    def __init__(self, base: SecuritySnapshot) -> None:
+        self.base = base
+        self.acls: dict[AclBinding, None] | None = None
+        self.users: dict[str, UserEntry] | None = None
+        self.tokens: dict[str, TokenEntry] | None = None
+        self.touched_acls: dict[AclBinding, None] = {}
+        self.decoy_secret = base.decoy_secret
+
+    def acl(self, binding: AclBinding, present: bool) -> None:
+        if self.acls is None:
+            self.acls = dict(self.base.acls)
+        self.touched_acls[binding] = None
+        if present:
+            self.acls[binding] = None
+        else:
+            self.acls.pop(binding, None)
+
+    def credential(self, user: str, mechanism: str, credential: PlainCredential | ScramCredential | None) -> None:
+        if self.users is None:
+            self.users = dict(self.base.users)
+        entry = self.users.get(user) or UserEntry()
+        plain, scram = entry.plain, dict(entry.scram)
+        if mechanism == PLAIN:
+            plain = credential if isinstance(credential, PlainCredential) else None
+        elif isinstance(credential, ScramCredential):
+            scram[mechanism] = credential
+        else:
+            scram.pop(mechanism, None)
+        if plain is None and not scram:
+            self.users.pop(user, None)
+        else:
+            self.users[user] = UserEntry(plain, scram)
+
+    def token(self, token_id: str, entry: TokenEntry | None) -> None:
+        if self.tokens is None:
+            self.tokens = dict(self.base.tokens)
+        if entry is None:
+            self.tokens.pop(token_id, None)
+        else:
+            self.tokens[token_id] = entry
+
+    def result(self, unknown: int) -> AppliedRecords:
+        base = self.base
+        state = SecuritySnapshot(base.acls if self.acls is None else self.acls,
+                                 base.users if self.users is None else self.users,
+                                 base.tokens if self.tokens is None else self.tokens, self.decoy_secret)
+        added = [b for b in self.touched_acls if b in state.acls and b not in base.acls]
+        removed = [b for b in self.touched_acls if b in base.acls and b not in state.acls]
+        return AppliedRecords(state, added, removed, unknown)
+
+
+def apply_records(state: SecuritySnapshot, records: Iterable[tuple[bytes | None, bytes | None]]) -> AppliedRecords:
+    """Apply ``(key, value)`` records in order; StoreRecordError on the first one of a known kind that is bad.
+
+    The caller keeps ``state`` on error: a store never applies part of the log out of order.
+    """
+    changes = _Changes(state)
+    unknown = 0
+    for key, value in records:
+        if key is None:
+            raise StoreRecordError("record without a key")
+        key_obj = _json_object(key, "key")
+        kind = key_obj.get("kind")
+        try:
+            if kind == KIND_ACL:
+                _apply_acl(changes, key_obj, value)
+            elif kind == KIND_CREDENTIAL:
+                _apply_credential(changes, key_obj, value)
+            elif kind == KIND_TOKEN:
+                _apply_token(changes, key_obj, value)
+            elif kind == KIND_DECOY_SECRET:
+                _apply_decoy_secret(changes, value)
+            else:
+                unknown += 1
+        except (AclValidationError, CredentialFileError, TokenFileError) as exc:
+            raise StoreRecordError(f"{kind} record: {exc}") from None
+    return changes.result(unknown)
+
+
+def _apply_acl(changes: _Changes, key: dict[str, Any], value: bytes | None) -> None:
+    binding = binding_from_json({k: v for k, v in key.items() if k != "kind"})
+    if value is not None:
+        _value_object(value, "acl")
+    changes.acl(binding, value is not None)
+
+
+def _apply_credential(changes: _Changes, key: dict[str, Any], value: bytes | None) -> None:
+    user, mechanism = key.get("user"), key.get("mechanism")
+    if not isinstance(user, str) or not user or not isinstance(mechanism, str):
+        raise StoreRecordError("credential record: the key needs a user and a mechanism")
+    credential = None if value is None else credential_from_json(
+        mechanism, _value_object(value, "credential"), f"user {user!r}, {mechanism}")
+    changes.credential(user, mechanism, credential)
+
+
+def _apply_token(changes: _Changes, key: dict[str, Any], value: bytes | None) -> None:
+    token_id = key.get("id")
+    if not isinstance(token_id, str) or not token_id:
+        raise StoreRecordError("token record: the key needs an id")
+    entry = None if value is None else token_entry_from_json(token_id, _value_object(value, "token"))
+    changes.token(token_id, entry)
+
+
+def _apply_decoy_secret(changes: _Changes, value: bytes | None) -> None:
+    """First writer wins: later candidates (lost races) are checked and ignored; nothing deletes it."""
+    if value is None:
+        return
+    secret = field_bytes(_value_object(value, "decoy_secret"), "secret", "decoy_secret record", StoreRecordError)
+    if len(secret) < MIN_DECOY_SECRET_BYTES:
+        raise StoreRecordError(f"decoy_secret record: the secret must hold at least {MIN_DECOY_SECRET_BYTES} bytes")
+    if changes.decoy_secret is None:
+        changes.decoy_secret = secret

@@ -1,0 +1,216 @@
+"""Builds each listener's ListenerSecurity (TLS context, SASL mechanisms, principal builder).
+
+Mechanism modules are imported only when a listener enables them, so a gateway without
+Kerberos or OAuth configured never needs their libraries.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from auth.credentials import CredentialStore
+from auth.principal_builder import DefaultPrincipalBuilder
+from auth.sasl.mechanism import MechanismFactory
+from auth.sasl.server import SaslServerConfig
+from gateway.config import ConfigError, GatewayConfig, ListenerConfig
+from gateway.session.sasl_stage import ListenerSecurity
+
+if TYPE_CHECKING:
+    from auth.tls import TlsContextProvider
+    from gateway.session.authz_view import GatewayAuthorization
+    from gateway.stores.file_tokens import TokenStore
+    from gateway.stores.security_topic import SecurityTopic
+
+
+def build_security(config: GatewayConfig, store: CredentialStore | None,
+                   tokens: TokenStore | None = None,
+                   refuse_source: Callable[[str], bool] | None = None) -> dict[str, ListenerSecurity]:
+    """``refuse_source``: the login throttle's "refuse this client address unchecked" test."""
+    short_name = _kerberos_short_namer(config.settings["sasl.kerberos.principal.to.local.rules"])
+    return {listener.name: _listener_security(config, listener, short_name, store, tokens, refuse_source)
+            for listener in config.listeners}
+
+
+def security_topic(config: GatewayConfig, ssl_context: ssl.SSLContext | None) -> SecurityTopic | None:
+    """The replicated store's topic link when ksgate.security.store is KAFKA (not started yet), else None."""
+    if config.settings["ksgate.security.store"] != "KAFKA":
+        return None
+    from gateway.stores.security_topic import SecurityTopic, StoreTopicSettings
+
+    settings = config.settings
+    return SecurityTopic(config.upstream, ssl_context, StoreTopicSettings(
+        topic=settings["ksgate.security.store.topic"],
+        replication_factor=settings["ksgate.security.store.replication.factor"]))
+
+
+def token_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> TokenStore | None:
+    """Delegation tokens: None when delegation.token.secret.key is unset (the feature is off)."""
+    from gateway.stores.file_tokens import TokenFileError, open_token_store
+
+    settings = config.settings
+    if topic is not None:
+        if not settings["delegation.token.secret.key"]:
+            return None
+        from gateway.stores.replicated import TopicTokenStore
+
+        return TopicTokenStore(topic, settings["delegation.token.secret.key"])
+    try:
+        return open_token_store(settings["ksgate.delegation.token.file"], settings["delegation.token.secret.key"])
+    except (ValueError, TokenFileError) as exc:
+        raise ConfigError(f"ksgate.delegation.token.file: {exc}") from None
+
+
+def _identity(name: str) -> str:
+    return name
+
+
+def _ssl_mapper(listener: ListenerConfig) -> Callable[[str], str]:
+    """The listener's ssl.principal.mapping.rules (its own, or the global ones)."""
+    rules = str(listener.settings.get("ssl.principal.mapping.rules") or "DEFAULT")
+    if rules.strip().upper() == "DEFAULT":
+        return _identity
+    from auth.ssl_principal_mapping import SslPrincipalMapper
+    from auth.tls import TlsConfigError
+
+    try:
+        return SslPrincipalMapper.from_rules(rules).principal_name
+    except TlsConfigError as exc:
+        raise ConfigError(f"ssl.principal.mapping.rules: {exc}") from None
+
+
+def _kerberos_short_namer(rules: str) -> Callable[[str], str]:
+    """Parsed on first use, so a gateway without GSSAPI never needs the krb5 configuration."""
+    namer: list[Callable[[str], str]] = []
+
+    def short_name(principal: str) -> str:
+        if not namer:
+            from auth.sasl.gssapi_mechanism import default_realm
+            from auth.sasl.kerberos_rules import KerberosShortNamer
+
+            namer.append(KerberosShortNamer.from_rules(default_realm(), rules).short_name)
+        return namer[0](principal)
+
+    return short_name
+
+
+def _listener_security(config: GatewayConfig, listener: ListenerConfig, short_name: Callable[[str], str],
+                       store: CredentialStore | None, tokens: TokenStore | None,
+                       refuse_source: Callable[[str], bool] | None = None) -> ListenerSecurity:
+    builder = DefaultPrincipalBuilder(ssl_mapper=_ssl_mapper(listener), kerberos_short_name=short_name)
+    security = ListenerSecurity(principal_builder=builder)
+    if listener.uses_tls:
+        security.tls = _tls_provider(listener)
+    if listener.uses_sasl:
+        mechanisms = {name: _mechanism(name, config, store, tokens) for name in listener.sasl_mechanisms}
+        security.sasl = SaslServerConfig(
+            mechanisms=mechanisms, principal_builder=builder,
+            connections_max_reauth_ms=config.connections_max_reauth_ms,
+            allow_plain_without_tls=bool(config.settings["ksgate.sasl.plain.allow.insecure"]),
+            refuse_source=refuse_source)
+    return security
+
+
+def _tls_provider(listener: ListenerConfig) -> TlsContextProvider:
+    from auth.tls import TlsConfigError, TlsContextProvider
+
+    tls_settings = {k: v for k, v in listener.settings.items()
+                    if k.startswith("ssl.") and k != "ssl.principal.mapping.rules" and v is not None}
+    if "ssl.keystore.location" not in tls_settings:
+        raise ConfigError(f"ssl.keystore.location: listener {listener.name} is {listener.security_protocol} "
+                          f"and needs a server certificate")
+    try:
+        return TlsContextProvider.from_settings(tls_settings)
+    except TlsConfigError as exc:
+        raise ConfigError(f"listener {listener.name}: {exc}") from None
+
+
+def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None,
+               tokens: TokenStore | None = None) -> MechanismFactory:
+    settings = config.settings
+    if name in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if store is None:
+            raise ConfigError(f"ksgate.credentials.file: {name} needs a credential store")
+        if name == "PLAIN":
+            from auth.sasl.plain import PlainMechanism
+            from auth.sasl.verified_passwords import VerifiedPasswordCache
+
+            return PlainMechanism(store, VerifiedPasswordCache(settings["ksgate.authentication.plain.cache.size"]))
+        from auth.sasl.scram import ScramMechanism
+        from gateway.stores.file_tokens import token_lookup
+        from gateway.stores.file_users import UserEntryReads
+
+        return ScramMechanism(name, store, token_lookup=token_lookup(tokens) if tokens is not None else None,
+                              decoy_key=store.decoy_secret if isinstance(store, UserEntryReads) else None,
+                              legacy_nonce=bool(settings["ksgate.sasl.scram.legacy.librdkafka.nonce.enable"]))
+    if name == "OAUTHBEARER":
+        from auth.sasl.oauthbearer import build_oauthbearer_from_config
+
+        return build_oauthbearer_from_config(settings)
+    if name == "GSSAPI":
+        from auth.sasl.gssapi_mechanism import GssapiMechanism, default_realm
+        from auth.sasl.kerberos_rules import KerberosShortNamer
+
+        return GssapiMechanism(service_name=settings["sasl.kerberos.service.name"],
+                               keytab=settings["ksgate.sasl.kerberos.keytab"],
+                               server_host=settings["ksgate.sasl.kerberos.server.host"],
+                               short_namer=KerberosShortNamer.from_rules(
+                                   default_realm(), settings["sasl.kerberos.principal.to.local.rules"]))
+    raise ConfigError(f"sasl.enabled.mechanisms: unsupported mechanism {name}")
+
+
+def credential_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> CredentialStore | None:
+    if topic is not None:
+        from gateway.stores.replicated import TopicCredentialStore
+
+        return TopicCredentialStore(topic)
+    path = config.settings["ksgate.credentials.file"]
+    if path is None:
+        return None
+    from gateway.stores.file_users import FileCredentialStore
+
+    store = FileCredentialStore(path)
+    store.ensure_decoy_secret()
+    return store
+
+
+def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
+                        credentials: CredentialStore | None = None,
+                        tokens: TokenStore | None = None,
+                        topic: SecurityTopic | None = None) -> GatewayAuthorization | None:
+    """The shared authorizer, ACL store, audit log and policies; None when authorization is off.
+
+    With a file store the authorizer is loaded here; with the security topic it stays
+    unloaded (denying everyone but super users) until the topic has been replayed.
+    """
+    from authz.authorizer import StandardAuthorizer
+    from authz.policies import all_policies
+    from gateway.ops.audit import AuditLog
+    from gateway.session.authz_view import GatewayAuthorization
+    from gateway.stores.file_acls import AclStore, FileAclStore
+
+    settings = config.settings
+    audit = AuditLog(settings["ksgate.audit.log.file"], settings["ksgate.audit.log.allowed"],
+                     settings["ksgate.audit.log.max.bytes"], settings["ksgate.audit.log.backups"])
+    if not config.authorization_enabled:
+        return None
+    authorizer = StandardAuthorizer(config.super_users, settings["allow.everyone.if.no.acl.found"])
+    store: AclStore
+    if topic is not None:
+        from gateway.stores.replicated import TopicAclStore
+
+        store = TopicAclStore(topic)
+    else:
+        path = settings["ksgate.acl.file"]
+        if path is None:
+            raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept)")
+        store = FileAclStore(path)
+        authorizer.load(store.load())
+        store.subscribe(authorizer.apply)
+    from gateway.admin.delegation_tokens import TokenSettings
+    from gateway.session.policy_check import local_handlers
+
+    return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh,
+                                local_handlers(credentials, tokens, TokenSettings.from_settings(settings)),
+                                reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset())

@@ -1,0 +1,108 @@
+"""A minimal request/response Kafka client for the gateway's own control traffic.
+
+The gateway asks the upstream cluster what it supports (ApiVersions) and where its
+brokers are (Metadata) at start-up and when it meets an unknown node.  This is not the
+hot path, so it uses asyncio streams and one request at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from gateway.config import UpstreamConfig
+from gateway.upstream.login import CLIENT_ID, UpstreamAuthError, sasl_exchange
+from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
+from protocol.messages import decode_response, request_frame
+
+
+class UpstreamError(ConnectionError):
+    """The upstream broker could not be reached or answered something unusable.
+
+    ``retriable``: trying again later may help (nothing listening yet, a dropped link); False
+    when the upstream refused the gateway itself (its certificate, its credentials).
+    """
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+# The gateway's own requests get small answers (the security store's Fetch is the largest).
+MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+# Told the kind of each failure (metrics.UPSTREAM_ERROR_KINDS), e.g. Metrics.upstream_error.
+ErrorSink = Callable[[str], None]
+
+
+def _ignore(kind: str) -> None:
+    pass
+
+
+class UpstreamClient:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout_s: float,
+                 on_error: ErrorSink = _ignore) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._timeout = timeout_s
+        self._next_correlation = 1
+        self._on_error = on_error
+
+    @classmethod
+    async def connect(cls, host: str, port: int, ssl_context: ssl.SSLContext | None,
+                      timeout_s: float, on_error: ErrorSink = _ignore) -> UpstreamClient:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=ssl_context,
+                                        server_hostname=host if ssl_context else None),
+                timeout_s)
+        except ssl.SSLError as exc:  # a TLS handshake that failed: the same answer on every try
+            on_error("connect")
+            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}", retriable=False) from None
+        except (TimeoutError, OSError) as exc:
+            on_error("connect")
+            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}") from None
+        return cls(reader, writer, timeout_s, on_error)
+
+    async def request(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        correlation_id = self._next_correlation
+        self._next_correlation += 1
+        self._writer.write(request_frame(api_key, version, correlation_id, body, CLIENT_ID))
+        size = struct.unpack(">i", await self._read(4, api_key))[0]
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            self._on_error("protocol")
+            raise UpstreamError(f"upstream answered {api_key.name} with a frame of {size} bytes: not Kafka")
+        data = memoryview(await self._read(size, api_key))
+        try:
+            got, response = decode_response(data, api_key, version)
+        except DecodeError:
+            self._on_error("protocol")
+            raise
+        if got != correlation_id:
+            self._on_error("protocol")
+            raise UpstreamError(f"upstream answered correlation id {got}, expected {correlation_id}")
+        return response
+
+    async def _read(self, n: int, api_key: ApiKey) -> bytes:
+        try:
+            return await asyncio.wait_for(self._reader.readexactly(n), self._timeout)
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+            self._on_error("disconnected")  # closed, or stopped answering, while in use
+            raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
+
+    async def authenticate(self, config: UpstreamConfig) -> None:
+        """SASL as the gateway's service principal (after ApiVersions, like any client)."""
+        try:
+            await sasl_exchange(self.request, config)
+        except UpstreamAuthError:
+            self._on_error("authentication")
+            raise
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()

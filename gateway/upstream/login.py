@@ -1,0 +1,62 @@
+"""The gateway authenticates itself to the upstream as its service principal (SASL PLAIN/SCRAM)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from auth.errors import AuthenticationFailed
+from auth.sasl.client import sasl_client
+from gateway.config import UpstreamConfig
+from protocol.api_keys import ApiKey
+from protocol.framing import Frame
+from protocol.messages import decode_response, request_frame
+
+# The client id of the gateway's own requests (what upstream logs and quotas see).
+CLIENT_ID = "ksgate"
+Requester = Callable[[ApiKey, int, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class UpstreamAuthError(ConnectionError):
+    """The upstream refused the gateway's own credentials (a configuration problem)."""
+
+
+async def sasl_exchange(request: Requester, config: UpstreamConfig, authenticate_version: int = 2) -> None:
+    assert config.sasl_username is not None and config.sasl_password is not None
+    client = sasl_client(config.sasl_mechanism, config.sasl_username, config.sasl_password)
+    handshake = await request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": config.sasl_mechanism})
+    if handshake["error_code"]:
+        raise UpstreamAuthError(f"upstream does not accept {config.sasl_mechanism} "
+                                f"(offers {handshake['mechanisms']})")
+    token: bytes | None = client.first()
+    try:
+        while token is not None:
+            reply = await request(ApiKey.SASL_AUTHENTICATE, authenticate_version, {"auth_bytes": token})
+            if reply["error_code"]:
+                raise UpstreamAuthError(f"upstream refused the gateway's credentials: {reply['error_message']}")
+            token = client.respond(bytes(reply["auth_bytes"]))
+    except AuthenticationFailed as exc:
+        raise UpstreamAuthError(f"upstream failed to authenticate itself: {exc}") from None
+
+
+class LinkRequester:
+    """Request/response over an UpstreamLink that is still in its authentication phase."""
+
+    def __init__(self, write: Callable[[bytes], None], timeout_s: float) -> None:
+        self._write = write
+        self._timeout = timeout_s
+        self._inbox: asyncio.Queue[Frame] = asyncio.Queue()
+        self._next_id = -1000  # negative: never collides with relayed requests' ids
+
+    def deliver(self, frame: Frame) -> None:
+        self._inbox.put_nowait(frame)
+
+    async def __call__(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self._next_id -= 1
+        self._write(request_frame(api_key, version, self._next_id, body, CLIENT_ID))
+        frame = await asyncio.wait_for(self._inbox.get(), self._timeout)
+        correlation_id, response = decode_response(frame.payload, api_key, version)
+        if correlation_id != self._next_id:
+            raise UpstreamAuthError(f"upstream answered correlation id {correlation_id} during authentication")
+        return response

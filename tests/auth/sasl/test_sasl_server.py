@@ -1,0 +1,253 @@
+"""The SASL server state machine, driven with byte frames (no sockets)."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from auth.principal import KafkaPrincipal
+from auth.principal_builder import DefaultPrincipalBuilder
+from auth.sasl.mechanism import Challenge, Done, Failure, Outcome, SaslContext
+from auth.sasl.server import Authenticated, Close, Respond, SaslServerAuthenticator, SaslServerConfig, SaslState
+from protocol.api_keys import ApiKey
+from protocol.header import decode_response_header, response_header_version
+from protocol.kafka_errors import KafkaError
+from protocol.registry import api
+from tests.wire_client import request_frame
+
+
+@dataclass
+class ScriptedServer:
+    """A mechanism that expects tokens in order and answers from a script."""
+
+    script: list[tuple[bytes, Outcome]]
+    seen: list[bytes] = field(default_factory=list)
+
+    def evaluate(self, token: bytes) -> Outcome:
+        self.seen.append(token)
+        expected, outcome = self.script.pop(0)
+        return outcome if token == expected else Failure("unexpected token")
+
+
+@dataclass
+class ScriptedMechanism:
+    name: str
+    make: Any
+
+    def create(self, context: SaslContext) -> ScriptedServer:
+        server: ScriptedServer = self.make()
+        return server
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _user(name: str, expiry: int | None = None) -> ScriptedMechanism:
+    return ScriptedMechanism("SCRAM-SHA-512", lambda: ScriptedServer([
+        (b"client-first", Challenge(b"server-first")),
+        (b"client-final", Done(name, final=b"server-final", credential_expiry_ms=expiry)),
+    ]))
+
+
+def _machine(*mechanisms: ScriptedMechanism, tls: bool = True, reauth_ms: int = 0,
+             clock: Clock | None = None) -> SaslServerAuthenticator:
+    config = SaslServerConfig({m.name: m for m in mechanisms}, DefaultPrincipalBuilder(),
+                              connections_max_reauth_ms=reauth_ms)
+    context = SaslContext("SASL_SSL", "127.0.0.1", tls, now_ms=clock or Clock())
+    return SaslServerAuthenticator(config, context, lambda cid, v: struct.pack(">ii", 4, cid))
+
+
+def _payload(frame: bytes) -> memoryview:
+    return memoryview(frame)[4:]
+
+
+def _handshake(version: int, mechanism: str, cid: int = 1) -> memoryview:
+    return _payload(request_frame(ApiKey.SASL_HANDSHAKE, version, cid, {"mechanism": mechanism}))
+
+
+def _authenticate(token: bytes, cid: int = 2, version: int = 2) -> memoryview:
+    return _payload(request_frame(ApiKey.SASL_AUTHENTICATE, version, cid, {"auth_bytes": token}))
+
+
+def _decode(frame: bytes, key: int, version: int) -> tuple[int, dict[str, Any]]:
+    schema = api(key)
+    assert schema is not None
+    payload = memoryview(frame)[4:]
+    cid, offset = decode_response_header(payload, response_header_version(key, schema.is_flexible(version)))
+    return cid, schema.response_codec(version).decode(payload[offset:])
+
+
+def test_full_exchange_with_api_versions_first_authenticates_the_principal() -> None:
+    m = _machine(_user("alice"))
+    api_versions = _payload(request_frame(ApiKey.API_VERSIONS, 3, 9, {"client_software_name": "c",
+                                                                      "client_software_version": "1"}))
+    assert isinstance(m.on_frame(api_versions), Respond)
+    assert m.state is SaslState.HANDSHAKE_REQUEST
+    step = m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    assert isinstance(step, Respond)
+    assert _decode(step.frame, ApiKey.SASL_HANDSHAKE, 1)[1] == {"error_code": 0, "mechanisms": ["SCRAM-SHA-512"]}
+    step = m.on_frame(_authenticate(b"client-first"))
+    assert isinstance(step, Respond)
+    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["auth_bytes"] == b"server-first"
+    step = m.on_frame(_authenticate(b"client-final", cid=3))
+    assert isinstance(step, Authenticated)
+    assert step.principal == KafkaPrincipal("User", "alice")
+    cid, body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)
+    assert (cid, body["error_code"], body["auth_bytes"], body["session_lifetime_ms"]) == (3, 0, b"server-final", 0)
+    assert m.state is SaslState.COMPLETE
+
+
+def test_handshake_v0_switches_to_raw_tokens() -> None:
+    m = _machine(_user("bob"))
+    assert isinstance(m.on_frame(_handshake(0, "SCRAM-SHA-512")), Respond)
+    step = m.on_frame(memoryview(b"client-first"))
+    assert isinstance(step, Respond) and step.frame == struct.pack(">i", 12) + b"server-first"
+    step = m.on_frame(memoryview(b"client-final"))
+    assert isinstance(step, Authenticated) and step.frame == struct.pack(">i", 12) + b"server-final"
+
+
+def test_unknown_mechanism_gets_the_enabled_list_and_closes() -> None:
+    m = _machine(_user("x"))
+    step = m.on_frame(_handshake(1, "DIGEST-MD5"))
+    assert isinstance(step, Close) and step.frame is not None
+    assert _decode(step.frame, ApiKey.SASL_HANDSHAKE, 1)[1] == {
+        "error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["SCRAM-SHA-512"]}
+    assert m.state is SaslState.FAILED
+
+
+def test_plain_is_not_offered_without_tls_unless_allowed() -> None:
+    plain = ScriptedMechanism("PLAIN", lambda: ScriptedServer([]))
+    m = _machine(plain, _user("x"), tls=False)
+    assert m.enabled_mechanisms == ["SCRAM-SHA-512"]
+    assert isinstance(m.on_frame(_handshake(1, "PLAIN")), Close)
+    assert _machine(plain, tls=True).enabled_mechanisms == ["PLAIN"]
+
+
+def test_authenticate_before_handshake_is_an_illegal_sasl_state() -> None:
+    m = _machine(_user("x"))
+    step = m.on_frame(_authenticate(b"client-first"))
+    assert isinstance(step, Close) and step.frame is not None
+    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.ILLEGAL_SASL_STATE
+
+
+def test_any_other_request_before_authentication_closes_without_answer() -> None:
+    m = _machine(_user("x"))
+    produce = _payload(request_frame(ApiKey.PRODUCE, 9, 1, {"transactional_id": None, "acks": 1,
+                                                           "timeout_ms": 1, "topic_data": []}))
+    step = m.on_frame(produce)
+    assert isinstance(step, Close) and step.frame is None
+    assert m.state is SaslState.FAILED
+
+
+def test_second_api_versions_is_refused() -> None:
+    m = _machine(_user("x"))
+    frame = _payload(request_frame(ApiKey.API_VERSIONS, 0, 1, {}))
+    assert isinstance(m.on_frame(frame), Respond)
+    assert isinstance(m.on_frame(frame), Close)
+
+
+def test_mechanism_failure_sends_authentication_failed_with_a_generic_message() -> None:
+    m = _machine(ScriptedMechanism("SCRAM-SHA-512", lambda: ScriptedServer([
+        (b"client-first", Failure("user mallory unknown"))])))
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    step = m.on_frame(_authenticate(b"client-first"))
+    assert isinstance(step, Close) and step.authentication_failure and step.frame is not None
+    body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]
+    assert body["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
+    assert "mallory" not in (body["error_message"] or "")
+
+
+def test_garbage_frame_closes() -> None:
+    m = _machine(_user("x"))
+    assert isinstance(m.on_frame(memoryview(b"\x16\x03")), Close)
+
+
+def test_session_lifetime_is_min_of_reauth_and_credential_expiry() -> None:
+    clock = Clock()
+    m = _machine(_user("alice", expiry=clock.now + 5_000), reauth_ms=60_000, clock=clock)
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    m.on_frame(_authenticate(b"client-first"))
+    step = m.on_frame(_authenticate(b"client-final"))
+    assert isinstance(step, Authenticated)
+    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["session_lifetime_ms"] == 5_000
+    assert not m.session_expired(clock.now + 4_999)
+    assert m.session_expired(clock.now + 5_000)
+
+
+def _authenticated(clock: Clock, *mechs: ScriptedMechanism) -> SaslServerAuthenticator:
+    m = _machine(*mechs, reauth_ms=10_000, clock=clock)
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    m.on_frame(_authenticate(b"client-first"))
+    assert isinstance(m.on_frame(_authenticate(b"client-final")), Authenticated)
+    return m
+
+
+def test_reauthentication_as_the_same_principal_extends_the_session() -> None:
+    clock = Clock()
+    m = _authenticated(clock, _user("alice"))
+    clock.now += 9_000
+    assert isinstance(m.on_frame(_handshake(1, "SCRAM-SHA-512")), Respond)
+    m.on_frame(_authenticate(b"client-first"))
+    step = m.on_frame(_authenticate(b"client-final"))
+    assert isinstance(step, Authenticated) and step.reauthenticated
+    assert step.session_expiry_ms == clock.now + 10_000
+
+
+def test_reauthentication_as_another_principal_is_refused() -> None:
+    clock = Clock()
+    names = iter(["alice", "mallory"])
+    mech = ScriptedMechanism("SCRAM-SHA-512", lambda: ScriptedServer([
+        (b"client-first", Challenge(b"s")), (b"client-final", Done(next(names)))]))
+    m = _authenticated(clock, mech)
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    m.on_frame(_authenticate(b"client-first"))
+    step = m.on_frame(_authenticate(b"client-final", cid=7))
+    assert isinstance(step, Close) and step.authentication_failure
+    assert step.failure_class == "reauthentication_refused"
+    assert m.principal == KafkaPrincipal("User", "alice")
+    assert m.state is SaslState.FAILED
+    # Kafka's answer (ReauthInfo.ensurePrincipalUnchanged): error 58 with its message, then the close.
+    assert step.frame is not None
+    cid, body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)
+    assert cid == 7
+    assert body["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
+    assert body["error_message"] == "Cannot change principals during re-authentication from User.alice: User.mallory"
+    assert body["auth_bytes"] == b"" and body["session_lifetime_ms"] == 0
+
+
+def test_reauthentication_with_another_mechanism_is_refused() -> None:
+    clock = Clock()
+    other = ScriptedMechanism("OAUTHBEARER", lambda: ScriptedServer([]))
+    m = _authenticated(clock, _user("alice"), other)
+    step = m.on_frame(_handshake(1, "OAUTHBEARER"))
+    assert isinstance(step, Close)
+    assert m.state is SaslState.REAUTH_BAD_MECHANISM
+
+
+def test_a_mechanisms_failure_class_reaches_the_close_step() -> None:
+    mech = ScriptedMechanism("SCRAM-SHA-256", lambda: ScriptedServer([
+        (b"client-first", Challenge(b"s")),
+        (b"client-final", Failure("nonce differs", "generic", failure_class="nonce_mismatch"))]))
+    m = _machine(mech)
+    m.on_frame(_handshake(1, "SCRAM-SHA-256"))
+    m.on_frame(_authenticate(b"client-first"))
+    step = m.on_frame(_authenticate(b"client-final"))
+    assert isinstance(step, Close) and step.failure_class == "nonce_mismatch"
+    assert step.frame is not None
+    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
+
+
+def test_a_legacy_nonce_login_is_reported_in_the_authenticated_step() -> None:
+    mech = ScriptedMechanism("SCRAM-SHA-256", lambda: ScriptedServer([
+        (b"client-first", Challenge(b"s")), (b"client-final", Done("alice", legacy_nonce=True))]))
+    m = _machine(mech)
+    m.on_frame(_handshake(1, "SCRAM-SHA-256"))
+    m.on_frame(_authenticate(b"client-first"))
+    step = m.on_frame(_authenticate(b"client-final"))
+    assert isinstance(step, Authenticated) and step.legacy_nonce

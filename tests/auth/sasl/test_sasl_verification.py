@@ -1,0 +1,159 @@
+"""The SASL state machine's off-loop verification step and its throttle check, driven without threads."""
+
+from __future__ import annotations
+
+import struct
+
+from auth.credentials import PlainCredential
+from auth.principal import KafkaPrincipal
+from auth.principal_builder import DefaultPrincipalBuilder
+from auth.sasl.mechanism import Challenge, Done, SaslContext, Verify
+from auth.sasl.plain import PlainMechanism, plain_credential
+from auth.sasl.server import (
+    Authenticated,
+    Close,
+    Respond,
+    SaslServerAuthenticator,
+    SaslServerConfig,
+    SaslState,
+    Verifying,
+)
+from auth.sasl.verified_passwords import VerifiedPasswordCache
+from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
+from tests.auth.sasl.test_sasl_server import ScriptedMechanism, ScriptedServer, _authenticate, _decode, _handshake
+
+
+class Store:
+    def __init__(self, users: dict[str, PlainCredential]) -> None:
+        self.users = users
+
+    def scram_credential(self, user: str, mechanism: str) -> None:
+        return None
+
+    def plain_credential(self, user: str) -> PlainCredential | None:
+        return self.users.get(user)
+
+
+def _plain(cache: VerifiedPasswordCache | None = None) -> PlainMechanism:
+    return PlainMechanism(Store({"alice": plain_credential("s3cret", iterations=1000)}), cache)
+
+
+def _machine(*mechanisms: object, refused: set[str] | None = None) -> SaslServerAuthenticator:
+    blocked = refused if refused is not None else set()
+    config = SaslServerConfig({m.name: m for m in mechanisms},  # type: ignore[attr-defined]
+                              DefaultPrincipalBuilder(), refuse_source=blocked.__contains__)
+    return SaslServerAuthenticator(config, SaslContext("SASL_SSL", "192.0.2.7", True),
+                                   lambda cid, v: struct.pack(">ii", 4, cid))
+
+
+def test_plain_asks_for_verification_and_answers_once_the_result_is_fed_back() -> None:
+    m = _machine(_plain())
+    m.on_frame(_handshake(1, "PLAIN"))
+    step = m.on_frame(_authenticate(b"\0alice\0s3cret", cid=7))
+    assert isinstance(step, Verifying)
+    assert m.state is SaslState.AUTHENTICATE and m.principal is None
+    done = m.on_verified(step.job())  # the gateway runs the job on a worker thread
+    assert isinstance(done, Authenticated) and done.principal == KafkaPrincipal("User", "alice")
+    cid, body = _decode(done.frame, ApiKey.SASL_AUTHENTICATE, 2)
+    assert (cid, body["error_code"]) == (7, 0)  # the answer belongs to the request that carried the token
+
+
+def test_a_wrong_password_fails_after_verification_with_the_failure_frame() -> None:
+    m = _machine(_plain())
+    m.on_frame(_handshake(1, "PLAIN"))
+    step = m.on_frame(_authenticate(b"\0alice\0wrong", cid=4))
+    assert isinstance(step, Verifying)
+    closed = m.on_verified(step.job())
+    assert isinstance(closed, Close) and closed.failure_class == "bad_credentials" and closed.frame is not None
+    cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
+    assert (cid, body["error_code"]) == (4, KafkaError.SASL_AUTHENTICATION_FAILED)
+    assert m.state is SaslState.FAILED
+
+
+def test_handshake_v0_raw_tokens_also_verify_off_the_loop() -> None:
+    m = _machine(_plain())
+    m.on_frame(_handshake(0, "PLAIN"))
+    step = m.on_frame(memoryview(b"\0alice\0s3cret"))
+    assert isinstance(step, Verifying)
+    done = m.on_verified(step.job())
+    assert isinstance(done, Authenticated) and done.frame == struct.pack(">i", 0)
+
+
+def test_a_frame_arriving_while_verification_is_pending_fails_the_exchange() -> None:
+    m = _machine(_plain())
+    m.on_frame(_handshake(1, "PLAIN"))
+    assert isinstance(m.on_frame(_authenticate(b"\0alice\0s3cret")), Verifying)
+    assert isinstance(m.on_frame(_authenticate(b"\0alice\0s3cret", cid=3)), Close)
+    assert m.state is SaslState.FAILED
+
+
+def test_a_result_without_a_pending_verification_fails() -> None:
+    m = _machine(_plain())
+    m.on_frame(_handshake(1, "PLAIN"))
+    assert isinstance(m.on_verified(b"x" * 64), Close)
+
+
+def test_a_refused_verification_fails_closed_with_its_class() -> None:
+    m = _machine(_plain())
+    m.on_frame(_handshake(1, "PLAIN"))
+    assert isinstance(m.on_frame(_authenticate(b"\0alice\0s3cret", cid=5)), Verifying)
+    closed = m.on_verification_refused("queue full", "overloaded")
+    assert isinstance(closed, Close) and closed.failure_class == "overloaded" and closed.authentication_failure
+    assert closed.frame is not None
+    assert _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
+    assert m.principal is None
+
+
+def test_a_cached_login_needs_no_verification_step() -> None:
+    plain = _plain()  # one mechanism factory per listener: its cache outlives connections
+    first = _machine(plain)
+    first.on_frame(_handshake(1, "PLAIN"))
+    step = first.on_frame(_authenticate(b"\0alice\0s3cret"))
+    assert isinstance(step, Verifying) and isinstance(first.on_verified(step.job()), Authenticated)
+    second = _machine(plain)  # the client reconnects
+    second.on_frame(_handshake(1, "PLAIN"))
+    assert isinstance(second.on_frame(_authenticate(b"\0alice\0s3cret")), Authenticated)
+
+
+def test_a_throttled_source_is_refused_before_the_mechanism_sees_the_token() -> None:
+    server = ScriptedServer([(b"client-first", Challenge(b"server-first"))])
+    m = _machine(ScriptedMechanism("SCRAM-SHA-512", lambda: server), refused={"192.0.2.7"})
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    closed = m.on_frame(_authenticate(b"client-first", cid=6))
+    assert isinstance(closed, Close) and closed.failure_class == "throttled" and closed.authentication_failure
+    assert server.seen == []  # no credential work at all
+    assert closed.frame is not None
+    cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
+    assert (cid, body["error_code"]) == (6, KafkaError.SASL_AUTHENTICATION_FAILED)
+    assert "192.0.2.7" not in (body["error_message"] or "")
+
+
+def test_a_throttled_source_is_refused_even_with_the_right_password() -> None:
+    m = _machine(_plain(), refused={"192.0.2.7"})
+    m.on_frame(_handshake(1, "PLAIN"))
+    closed = m.on_frame(_authenticate(b"\0alice\0s3cret"))
+    assert isinstance(closed, Close) and closed.failure_class == "throttled"
+    assert m.attempted_user == "alice"  # still audited with the claimed name
+
+
+def test_other_sources_are_not_throttled() -> None:
+    m = _machine(_user_done(), refused={"198.51.100.1"})
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    assert isinstance(m.on_frame(_authenticate(b"client-first")), Authenticated)
+
+
+def _user_done() -> ScriptedMechanism:
+    return ScriptedMechanism("SCRAM-SHA-512", lambda: ScriptedServer([(b"client-first", Done("bob"))]))
+
+
+def test_a_verify_step_may_be_followed_by_a_challenge() -> None:
+    """Nothing limits Verify to PLAIN: a multi-step mechanism may verify, then challenge."""
+    server = ScriptedServer([(b"t1", Verify(lambda: b"r", lambda r: Challenge(b"c-" + r)))])
+    m = _machine(ScriptedMechanism("SCRAM-SHA-512", lambda: server))
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    step = m.on_frame(_authenticate(b"t1", cid=8))
+    assert isinstance(step, Verifying)
+    answer = m.on_verified(step.job())
+    assert isinstance(answer, Respond)
+    assert _decode(answer.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["auth_bytes"] == b"c-r"

@@ -1,0 +1,35 @@
+"""The upstream half of /readyz, without sockets: answers in, a reason (or None) out."""
+
+from __future__ import annotations
+
+from gateway.upstream.health import MAX_PROBE_INTERVAL_S, UpstreamHealth
+
+
+def test_not_ready_before_any_answer_and_ready_right_after_one() -> None:
+    health = UpstreamHealth(timeout_s=10.0)
+    assert health.problem(100.0) == "no upstream bootstrap server has answered yet"
+    health.answered(100.0)
+    assert health.problem(100.0) is None
+    assert health.problem(110.0) is None  # exactly the timeout: still ready
+
+
+def test_silence_longer_than_the_timeout_is_a_problem_naming_the_key_until_the_next_answer() -> None:
+    health = UpstreamHealth(timeout_s=10.0)
+    health.answered(100.0)
+    problem = health.problem(110.5)
+    assert problem is not None and "10500 ms" in problem and "ksgate.readiness.upstream.timeout.ms" in problem
+    health.answered(111.0)
+    assert health.problem(111.0) is None
+
+
+def test_probes_run_a_third_of_the_timeout_apart_at_most_every_five_seconds() -> None:
+    assert UpstreamHealth(timeout_s=3.0).probe_interval_s == 1.0
+    assert UpstreamHealth(timeout_s=600.0).probe_interval_s == MAX_PROBE_INTERVAL_S
+
+
+def test_a_recent_answer_from_a_client_link_makes_the_probe_unnecessary() -> None:
+    health = UpstreamHealth(timeout_s=3.0)
+    assert health.needs_probe(0.0)
+    health.answered(10.0)
+    assert not health.needs_probe(10.5)
+    assert health.needs_probe(11.0)

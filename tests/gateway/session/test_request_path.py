@@ -1,0 +1,170 @@
+"""The request path on the wire: ordering, correlation ids, refusals and limits."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.commands.embedded_broker import EmbeddedBroker
+from gateway.config import ConfigError
+from gateway.session.api_versions import GATEWAY_HANDLED
+from protocol.api_keys import INTERNAL_APIS, ApiKey
+from protocol.registry import all_apis
+from tests.harness import GatewayThread, free_port_block
+from tests.wire_client import WireClient, request_frame
+
+TANSU_NODE_ID = 111
+
+METADATA_V = 12
+ALL_TOPICS = {"topics": None, "allow_auto_topic_creation": False,
+              "include_topic_authorized_operations": False}
+
+
+@pytest.fixture
+def client(gateway: GatewayThread) -> Iterator[WireClient]:
+    c = WireClient(gateway.bootstrap)
+    yield c
+    c.close()
+
+
+def test_pipelined_requests_come_back_in_order_with_the_clients_correlation_ids(client: WireClient) -> None:
+    # Arbitrary, non-monotonic ids, a duplicate, and a mix of gateway-answered
+    # (ApiVersions) and relayed (Metadata) requests, all sent before reading anything.
+    ids = [7, 3, 1000, 3, -5, 2**31 - 1, 42, 0] * 6
+    sent = []
+    for i, cid in enumerate(ids):
+        if i % 3 == 0:
+            client.send(request_frame(ApiKey.API_VERSIONS, 3, cid, {"client_software_name": "t",
+                                                                  "client_software_version": "1"}))
+            sent.append((ApiKey.API_VERSIONS, 3))
+        else:
+            client.send(request_frame(ApiKey.METADATA, METADATA_V, cid, ALL_TOPICS))
+            sent.append((ApiKey.METADATA, METADATA_V))
+    got = [client.read_response(key, version)[0] for key, version in sent]
+    assert got == ids
+
+
+def test_produce_with_acks_zero_gets_no_response(client: WireClient) -> None:
+    produce = {"transactional_id": None, "acks": 0, "timeout_ms": 1000,
+               "topic_data": [{"name": "acks0-topic", "partition_data": []}]}
+    client.send(request_frame(ApiKey.PRODUCE, 9, 11, produce))
+    client.send(request_frame(ApiKey.METADATA, METADATA_V, 12, ALL_TOPICS))
+    correlation_id, _ = client.read_response(ApiKey.METADATA, METADATA_V)
+    assert correlation_id == 12
+
+
+def test_api_versions_offers_only_what_both_upstream_and_gateway_can_handle(
+        client: WireClient, broker: EmbeddedBroker, gateway: GatewayThread) -> None:
+    client.send(request_frame(ApiKey.API_VERSIONS, 3, 1, {"client_software_name": "t",
+                                                          "client_software_version": "1"}))
+    _, ours = client.read_response(ApiKey.API_VERSIONS, 3)
+    direct = WireClient(broker.bootstrap)
+    direct.send(request_frame(ApiKey.API_VERSIONS, 3, 1, {"client_software_name": "t",
+                                                          "client_software_version": "1"}))
+    _, theirs = direct.read_response(ApiKey.API_VERSIONS, 3)
+    direct.close()
+    upstream = {k["api_key"]: (k["min_version"], k["max_version"]) for k in theirs["api_keys"]}
+    assert ours["error_code"] == 0
+    for entry in ours["api_keys"]:
+        key, low, high = entry["api_key"], entry["min_version"], entry["max_version"]
+        assert key not in INTERNAL_APIS
+        schema = all_apis()[key]
+        assert schema.min_version <= low <= high <= schema.max_version
+        served_here = gateway.gateway.ctx.authorization.local if gateway.gateway.ctx.authorization else {}
+        if key not in GATEWAY_HANDLED and key not in served_here:
+            assert upstream[key][0] <= low and high <= upstream[key][1]
+    offered = {entry["api_key"] for entry in ours["api_keys"]}
+    assert {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA} <= offered
+
+
+def test_api_versions_newer_than_known_gets_kip511_v0_error(client: WireClient) -> None:
+    client.send(request_frame(ApiKey.API_VERSIONS, 0, 5, {})[:6] + struct.pack(">h", 99)
+                + request_frame(ApiKey.API_VERSIONS, 0, 5, {})[8:])
+    correlation_id, body = client.read_response(ApiKey.API_VERSIONS, 0)
+    assert correlation_id == 5
+    assert body["error_code"] == 35  # UNSUPPORTED_VERSION
+    assert [k["api_key"] for k in body["api_keys"]] == [ApiKey.API_VERSIONS]
+
+
+def test_inter_broker_api_is_refused_by_closing_the_connection(client: WireClient) -> None:
+    # LeaderAndIsr (key 4): a controller-only API; header v1 with an empty body.
+    payload = struct.pack(">hhih", ApiKey.LEADER_AND_ISR, 0, 1, 0)
+    client.send(struct.pack(">i", len(payload)) + payload)
+    assert client.is_closed_by_peer()
+
+
+def test_version_outside_the_negotiated_range_is_refused(client: WireClient, gateway: GatewayThread) -> None:
+    _low, high = gateway.gateway.ctx.negotiated[ApiKey.METADATA]
+    schema_max = all_apis()[ApiKey.METADATA].max_version
+    if high >= schema_max:
+        pytest.skip("the upstream supports every Metadata version the gateway parses")
+    client.send(request_frame(ApiKey.METADATA, high + 1, 1, ALL_TOPICS))
+    assert client.is_closed_by_peer()
+
+
+def test_truncated_request_body_is_refused_not_relayed(client: WireClient) -> None:
+    frame = request_frame(ApiKey.METADATA, 4, 1, {"topics": [{"name": "some-topic"}],
+                                                  "allow_auto_topic_creation": False})
+    cut = frame[4:-6]  # lose the end of the topic name and the flags
+    client.send(struct.pack(">i", len(cut)) + cut)
+    assert client.is_closed_by_peer()
+
+
+def test_tls_client_hello_on_plaintext_port_is_refused(client: WireClient) -> None:
+    client.send(bytes.fromhex("160301020001000200") + b"\x00" * 64)
+    assert client.is_closed_by_peer()
+
+
+def test_oversized_frame_is_refused_before_its_body_arrives(broker: EmbeddedBroker) -> None:
+    small = GatewayThread(broker.bootstrap, {"socket.request.max.bytes": 4096}).start()
+    try:
+        c = WireClient(small.bootstrap)
+        c.send(struct.pack(">i", 50 * 1024 * 1024))  # announce 50 MiB, send nothing more
+        assert c.is_closed_by_peer()
+        c.close()
+    finally:
+        small.stop()
+
+
+def test_identity_apis_are_never_relayed_even_without_an_authorizer(broker: EmbeddedBroker) -> None:
+    """Relayed, DescribeAcls/CreateDelegationToken would act as the gateway's own upstream principal."""
+    open_gateway = GatewayThread(broker.bootstrap, {"authorizer.class.name": ""}).start()
+    try:
+        offered = open_gateway.gateway.ctx.negotiated
+        assert ApiKey.DESCRIBE_ACLS not in offered and ApiKey.CREATE_DELEGATION_TOKEN not in offered
+        c = WireClient(open_gateway.bootstrap)
+        c.send(request_frame(ApiKey.DESCRIBE_ACLS, 1, 1, {
+            "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}))
+        assert c.is_closed_by_peer()
+        assert open_gateway.gateway.ctx.counters.relayed_requests == 0
+        c.close()
+    finally:
+        open_gateway.stop()
+
+
+def test_idle_connections_are_closed_after_connections_max_idle_ms(broker: EmbeddedBroker) -> None:
+    idle_gateway = GatewayThread(broker.bootstrap, {"connections.max.idle.ms": 600}).start()
+    try:
+        c = WireClient(idle_gateway.bootstrap)
+        c.send(request_frame(ApiKey.METADATA, METADATA_V, 1, ALL_TOPICS))
+        c.read_response(ApiKey.METADATA, METADATA_V)
+        assert c.is_closed_by_peer(timeout_s=5)  # nothing sent after the response: closed
+        c.close()
+    finally:
+        idle_gateway.stop()
+
+
+def test_a_node_port_that_cannot_be_bound_fails_start_up(broker: EmbeddedBroker) -> None:
+    """Clients told to use a node address nobody listens on would only time out: refuse to start."""
+    base = free_port_block()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", base + TANSU_NODE_ID))
+        squatter.listen(1)
+        gateway = GatewayThread(broker.bootstrap, {"listener.name.plaintext.node.port.base": base})
+        with pytest.raises(ConfigError, match="cannot bind"):
+            gateway.start()
+        gateway.stop()
