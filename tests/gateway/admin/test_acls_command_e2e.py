@@ -16,7 +16,7 @@ from gateway.stores.file_users import FileCredentialStore
 from tests.harness import GatewayThread
 
 pytest.importorskip("confluent_kafka")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

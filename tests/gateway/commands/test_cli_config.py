@@ -16,7 +16,7 @@ from gateway.commands.embedded_broker import EmbeddedBroker, free_port
 from gateway.config import KNOWN_KEYS, ConfigError, env_names, environment_overrides, load_config
 from tests.harness import free_port_block
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def ksgate(*argv: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

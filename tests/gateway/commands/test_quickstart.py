@@ -22,7 +22,7 @@ from gateway.commands.embedded_broker import free_port
 from tests.harness import free_port_block
 from tests.hosts_file import can_edit_hosts, hosts_entries
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _properties(path: Path) -> dict[str, str]:

@@ -17,7 +17,7 @@ import pytest
 from gateway.config import ConfigError
 from gateway.ops.workers import metrics_port, reuse_port_socket, run_workers, watch_parent
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # The supervised program: each worker records "start-<index>-<pid>", then waits for SIGTERM
 # or SIGINT, records "stop-<index>-<pid>" and exits 0.  Modes make worker 0 misbehave.
