@@ -23,7 +23,6 @@ from gateway.ops.allocator import keep_large_buffers_on_the_heap
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import negotiate
-from gateway.session.request_stage import NEVER_RELAYED
 from gateway.stores.file_tokens import TokenStore
 from gateway.stores.security_topic import SecurityTopic
 from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
@@ -324,7 +323,7 @@ class Gateway:
                 versions = await client.request(ApiKey.API_VERSIONS, 3, {
                     "client_software_name": "ksgate", "client_software_version": "0.1.0"})
                 self.ctx.cluster.learn_api_versions(versions)
-                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis(), NEVER_RELAYED)
+                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis())
                 if self.config.upstream.uses_sasl:
                     await client.authenticate(self.config.upstream)
                 metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])

@@ -76,6 +76,13 @@ REWRITERS: dict[int, Rewriter] = {
     ApiKey.SHARE_ACKNOWLEDGE: _node_endpoints,
 }
 
+ENDPOINT_APIS = frozenset(REWRITERS)  # the api keys whose responses can name brokers
+
+
+def rewrite_endpoints(api_key: int, version: int, body: dict[str, Any], book: NodeAddressBook) -> bool:
+    """Rewrite every broker endpoint of a decoded response; whether the body changed."""
+    return REWRITERS[api_key](body, version, book)
+
 
 # Produce/Fetch and the share-group data APIs carry endpoints only in the tagged
 # node_endpoints field (KIP-951); a version without it is relayed without decoding, and so is

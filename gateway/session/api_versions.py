@@ -6,47 +6,35 @@ the gateway can parse and police; anything else is refused rather than relayed b
 
 from __future__ import annotations
 
-from protocol.api_keys import INTERNAL_APIS, ApiKey
+from gateway.session.routes import routes
+from protocol.api_keys import ApiKey
 from protocol.codec import MessageCodec
 from protocol.errors import DecodeError
 from protocol.header import encode_response_header
 from protocol.kafka_errors import KafkaError
-from protocol.registry import all_apis, api
-
-# Answered by the gateway before any policy runs, whatever the upstream supports.
-GATEWAY_HANDLED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-# Fetch v16+ responses may end with node_endpoints (broker addresses, KIP-951): a gateway
-# must then hold and decode every Fetch response to rewrite them. v15 differs only in lacking
-# them, so offering at most v15 lets Fetch responses stream through untouched, and no broker
-# address can ride along in them. Clients fall back to a Metadata refresh on NOT_LEADER.
-VERSION_CAPS: dict[int, int] = {ApiKey.FETCH: 15}
+from protocol.registry import api
 
 VersionRanges = dict[int, tuple[int, int]]
 
 
-def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None = None,
-              never_relayed: frozenset[int] = frozenset()) -> VersionRanges:
-    """Per api key, the overlap of the upstream's range and the gateway's schemas.
+def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None = None) -> VersionRanges:
+    """Per api key, the versions clients may use (gateway/session/routes.py says why each is what it is).
 
-    With authorization on (``policed`` = (APIs with a policy, APIs the gateway serves
-    itself)), an API without a policy is not offered, and a gateway-served API is offered
-    over its whole schema range whatever the upstream supports.
+    With authorization on (``policed`` = (APIs with a policy, admin APIs the gateway serves itself)),
+    an API without a policy is not offered, and a gateway-served API is offered over its whole schema
+    range whatever the upstream supports. Without it, no admin API is served here, and none is relayed.
     """
     with_policy, served_here = policed if policed is not None else (None, set())
-    served_here = set(served_here) | GATEWAY_HANDLED
     ranges: VersionRanges = {}
-    for key, schema in all_apis().items():
-        if key in INTERNAL_APIS:
+    for key, route in routes().items():
+        if route.session_answered or key in served_here:
+            ranges[key] = (route.versions.start, route.versions.stop - 1)
             continue
-        if key in served_here:
-            ranges[key] = (schema.min_version, schema.max_version)
+        if key not in upstream or route.never_relayed or (with_policy is not None and key not in with_policy):
             continue
-        if key not in upstream or (with_policy is not None and key not in with_policy) or key in never_relayed:
-            continue
-        low = max(schema.min_version, upstream[key][0])
-        high = min(schema.max_version, upstream[key][1], VERSION_CAPS.get(key, schema.max_version))
-        if low <= high:
-            ranges[key] = (low, high)
+        offered = route.offered(upstream[key])
+        if offered:
+            ranges[key] = (offered.start, offered.stop - 1)
     return ranges
 
 

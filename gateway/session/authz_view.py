@@ -9,18 +9,21 @@ triggers a background refresh while the request gets UNKNOWN_TOPIC_ID, which cli
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from auth.credentials import CredentialStore
 from auth.principal import KafkaPrincipal
 from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, Decision, StandardAuthorizer
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, ApiPolicy
 from authz.topic_guard import NOTHING_FOUND, TopicFindings
+from gateway.admin.delegation_tokens import TokenSettings
+from gateway.admin.handlers import LocalHandler
 from gateway.ops.audit import AuditLog
 from gateway.ops.audit_batch import DecisionBatch, bounded_sample
 from gateway.stores.file_acls import AclStore
+from gateway.stores.file_tokens import TokenStore
 from protocol.registry import api
 
 
@@ -34,13 +37,15 @@ class GatewayAuthorization:
     policies: dict[int, ApiPolicy]
     # Asks for a topic-id refresh from the upstream (rate-limited by the caller).
     request_topic_refresh: Callable[[], None] = field(default=lambda: None)
-    # APIs answered by the gateway itself once authorized: api key → handler(shared, conn, body, version).
-    local: dict[int, Callable[[GatewayAuthorization, Any, dict[str, Any], int],
-                              dict[str, Any] | Awaitable[dict[str, Any]]]] = field(
-        default_factory=dict)
+    # APIs answered by the gateway itself once authorized (gateway/admin/handlers.py).
+    local: dict[int, LocalHandler] = field(default_factory=dict)
     # Topics only the gateway itself uses (the replicated security store's): no client may
     # touch or even see them, super users included; they hold derived credential keys.
     reserved_topics: frozenset[str] = frozenset()
+    # What the locally answered admin APIs work on besides the ACL store.
+    credentials: CredentialStore | None = None
+    tokens: TokenStore | None = None
+    token_settings: TokenSettings = field(default_factory=TokenSettings)
 
 
 @dataclass(slots=True)

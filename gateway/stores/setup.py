@@ -209,8 +209,10 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
         authorizer.load(store.load())
         store.subscribe(authorizer.apply)
     from gateway.admin.delegation_tokens import TokenSettings
-    from gateway.session.policy_check import local_handlers
+    from gateway.admin.handlers import local_handlers
 
     return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh,
-                                local_handlers(credentials, tokens, TokenSettings.from_settings(settings)),
-                                reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset())
+                                local_handlers(credentials),
+                                reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset(),
+                                credentials=credentials, tokens=tokens,
+                                token_settings=TokenSettings.from_settings(settings))

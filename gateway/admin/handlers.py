@@ -1,0 +1,111 @@
+"""The admin APIs ksgate answers itself, once authorized: the upstream never sees them.
+
+Relayed, they would act as the gateway's own upstream principal (minting its tokens,
+changing its ACLs or users). A handler returns the response body, or ``OffLoop`` with the
+work that writes to a store (file fsyncs, PBKDF2, a round trip to the security topic): the
+session runs that off the event loop and keeps the answer in its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from auth.sasl.mechanism import wall_clock_ms
+from gateway.admin.acls import create_acls, delete_acls, describe_acls
+from gateway.admin.delegation_tokens import (
+    TokenRequestContext,
+    authenticated_via,
+    create_delegation_token,
+    describe_delegation_token,
+    expire_delegation_token,
+    renew_delegation_token,
+)
+from gateway.admin.scram_credentials import alter_user_scram_credentials, describe_user_scram_credentials
+from protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from auth.credentials import CredentialStore
+    from gateway.session.authz_view import GatewayAuthorization
+    from gateway.session.request_context import RequestContext
+
+Body = dict[str, Any]
+
+
+@dataclass(slots=True, frozen=True)
+class OffLoop:
+    """A store write to run off the event loop; its result is the response body."""
+
+    work: Callable[[], Body]
+
+
+LocalHandler = Callable[["GatewayAuthorization", "RequestContext", Body, int], "Body | OffLoop"]
+
+
+def _token_context(shared: GatewayAuthorization, who: RequestContext) -> TokenRequestContext:
+    return TokenRequestContext(principal=who.principal, token_authenticated=who.principal.token_authenticated,
+                               authenticated_via=authenticated_via(who.listener.security_protocol),
+                               now_ms=wall_clock_ms(), store=shared.tokens, settings=shared.token_settings)
+
+
+def _create_acls(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> OffLoop:
+    return OffLoop(partial(create_acls, shared.store, body, version))
+
+
+def _delete_acls(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> OffLoop:
+    return OffLoop(partial(delete_acls, shared.store, body, version))
+
+
+def _describe_acls(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> Body:
+    return describe_acls(shared.authorizer, body, version)
+
+
+def _create_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
+    return OffLoop(partial(create_delegation_token, _token_context(shared, who), body, version))
+
+
+def _renew_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
+    return OffLoop(partial(renew_delegation_token, _token_context(shared, who), body, version))
+
+
+def _expire_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
+    return OffLoop(partial(expire_delegation_token, _token_context(shared, who), body, version))
+
+
+def _describe_tokens(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> Body:
+    return describe_delegation_token(_token_context(shared, who), body, version)
+
+
+def _describe_scram(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> Body:
+    assert shared.credentials is not None  # offered only with a credential store (local_handlers)
+    return describe_user_scram_credentials(shared.credentials, body, version)
+
+
+def _alter_scram(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> OffLoop:
+    assert shared.credentials is not None
+    return OffLoop(partial(alter_user_scram_credentials, shared.credentials, body, version))
+
+
+# Every API ksgate answers itself (the route table, gateway/session/routes.py, lists them per API).
+LOCAL_HANDLERS: dict[int, LocalHandler] = {
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.CREATE_DELEGATION_TOKEN: _create_token,
+    ApiKey.RENEW_DELEGATION_TOKEN: _renew_token,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: _expire_token,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: _describe_tokens,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_scram,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
+}
+_NEED_CREDENTIALS = frozenset({ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
+
+
+def local_handlers(credentials: CredentialStore | None) -> dict[int, LocalHandler]:
+    """The handlers this gateway offers: the ACL and delegation-token APIs always (tokens answer
+    DELEGATION_TOKEN_AUTH_DISABLED without delegation.token.secret.key); the KIP-554 APIs only
+    with a credential store."""
+    return {key: handler for key, handler in LOCAL_HANDLERS.items()
+            if credentials is not None or key not in _NEED_CREDENTIALS}

@@ -1,0 +1,89 @@
+"""What a proxy session asks its adapter to do: the session's only way to touch the world.
+
+The session (gateway/session/session.py) never holds a socket, a thread or a timer. Each event
+it is given returns a list of these actions, in the order they must be carried out; the
+asyncio adapter (gateway/transport/client_connection.py) performs them and reports back
+with further events (``upstream_ready``, ``job_done``, ``timer_fired`` …).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from gateway.session.response_queue import WireBytes
+
+
+@dataclass(slots=True)
+class SendToClient:
+    pieces: list[WireBytes]
+
+
+@dataclass(slots=True)
+class SendToUpstream:
+    pieces: list[WireBytes]
+
+
+@dataclass(slots=True, frozen=True)
+class OpenUpstream:
+    """Connect to the first reachable target and log in as the gateway's service principal;
+    then report ``upstream_ready`` (or ``upstream_unreachable``)."""
+
+    targets: tuple[tuple[str, int], ...]
+
+
+@dataclass(slots=True, frozen=True)
+class PauseClientReading:
+    paused: bool
+
+
+@dataclass(slots=True, frozen=True)
+class PauseUpstreamReading:
+    paused: bool
+
+
+class JobKind(Enum):
+    VERIFY = "verify"  # a password hash: the bounded verification pool (may refuse: report QueueFull)
+    STORE = "store"  # a store write (fsync, PBKDF2, a round trip to the security topic): any thread
+    LARGE = "large"  # a large request or response: the one worker thread, collector paused
+
+
+class QueueFull(Exception):
+    """The job's pool refused it (its queue is full); reported as the job's result."""
+
+
+@dataclass(slots=True)
+class RunJob:
+    """Run ``work`` off the event loop, then report ``job_done(job_id, result or exception)``."""
+
+    job_id: int
+    kind: JobKind
+    work: Callable[[], Any] = field(repr=False)
+
+
+@dataclass(slots=True, frozen=True)
+class StartTimer:
+    """Report ``timer_fired(name)`` after ``delay_s``, unless cancelled first."""
+
+    name: str
+    delay_s: float
+
+
+@dataclass(slots=True, frozen=True)
+class CancelTimer:
+    name: str
+
+
+@dataclass(slots=True)
+class Close:
+    """Close both sockets; after ``delay_s`` (Kafka's failed-authentication delay), writing ``farewell`` first."""
+
+    reason: str | None = None  # logged as connection_refused when set
+    delay_s: float = 0.0
+    farewell: list[WireBytes] = field(default_factory=list)
+
+
+Action = (SendToClient | SendToUpstream | OpenUpstream | PauseClientReading | PauseUpstreamReading | RunJob
+          | StartTimer | CancelTimer | Close)

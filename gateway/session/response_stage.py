@@ -1,0 +1,84 @@
+"""The response stage: an upstream frame → the client's bytes, in the slot its request reserved.
+
+    upstream frame → match slot → (rewrite broker addresses, learn topic ids, authorization hook)
+                   → restore the client's correlation id
+
+Pure functions of the slot and the frame (no session, no socket), so the session may run
+a large one in the worker thread.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from gateway.config import ConfigError
+from gateway.session.address_rewrite import NodeAddressBook, body_names_endpoints, needs_rewrite, rewrite_endpoints
+from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
+from gateway.session.routes import route
+from gateway.upstream.cluster_view import ClusterView
+from protocol.errors import DecodeError
+from protocol.framing import Frame
+from protocol.framing import frame as framed
+from protocol.header import decode_response_header, response_header_version
+from protocol.registry import api
+
+_SIZE = struct.Struct(">i")
+_RESPONSE_CORRELATION_AT = 4  # size(4): where a response frame's correlation id starts
+
+
+class PipelineRefusal(Exception):
+    """The request (or response) cannot be handled safely; the connection is closed."""
+
+
+def match_response(responses: ResponseQueue, frame: Frame) -> Slot | None:
+    """The slot an upstream response fills (taken out of the awaited ones); None to drop it."""
+    if len(frame.payload) < 4:
+        raise DecodeError("upstream response shorter than a correlation id")
+    return responses.match_upstream(_SIZE.unpack_from(frame.payload, 0)[0])
+
+
+def needs_decoding(slot: Slot) -> bool:
+    """Whether the response may need decoding (addresses to rewrite, topic ids to learn, an authorization hook)."""
+    return slot.hook is not None or needs_rewrite(slot.api_key, slot.api_version) or _learns_topic_ids(slot.api_key)
+
+
+def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAddressBook) -> list[WireBytes]:
+    """The slot's response: the upstream's bytes, or (when needed) decoded, rewritten and re-encoded.
+
+    Touches nothing of the session, so the session may run it in the worker thread.
+    """
+    payload = frame.payload
+    if not needs_decoding(slot):  # the fast path: relay the bytes untouched
+        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+    schema = api(slot.api_key)
+    assert schema is not None
+    header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
+    _, header_size = decode_response_header(payload, header_version)
+    raw_body = payload[header_size:]
+    rewrite = needs_rewrite(slot.api_key, slot.api_version) and \
+        body_names_endpoints(slot.api_key, slot.api_version, raw_body)
+    if slot.hook is None and not rewrite and not _learns_topic_ids(slot.api_key):
+        # e.g. a Produce or Fetch response without node_endpoints: nothing to change
+        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+    codec = schema.response_codec(slot.api_version)
+    body = codec.decode(raw_body)
+    if _learns_topic_ids(slot.api_key):
+        cluster.learn_topics(body.get("topics") or [])
+    changed = False
+    if rewrite:
+        try:
+            changed = rewrite_endpoints(slot.api_key, slot.api_version, body, book)
+        except ConfigError as exc:
+            raise PipelineRefusal(str(exc)) from None
+    if slot.hook is not None:
+        body = slot.hook(body)
+        changed = True
+    if not changed:
+        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+    new_header = _SIZE.pack(slot.correlation_id) + bytes(payload[4:header_size])
+    return [framed(new_header + codec.encode(body))]
+
+
+def _learns_topic_ids(api_key: int) -> bool:
+    found = route(api_key)
+    return found is not None and found.learns_topic_ids

@@ -1,0 +1,681 @@
+"""The proxy session of one client connection, sans-IO: events in, actions out.
+
+Like h11 for an HTTP server, the session holds every decision about one connection and no
+I/O: the asyncio adapter (gateway/transport/client_connection.py) feeds it events (client
+bytes, upstream frames, a finished job, a timer, a full write buffer) and carries out the
+actions each event returns (gateway/session/actions.py). The session owns:
+
+- framing limits: sasl.server.max.receive.size before authentication, socket.request.max.bytes after;
+- the SASL lifecycle: the state machine, the authentication timeout, password checks off the
+  loop (later frames wait, so answers stay in order), Kafka's failed-authentication delay,
+  KIP-368 re-authentication and session expiry;
+- the request path (request_stage.decide) and its refusals: anything it cannot parse or
+  authorize closes the connection, never reaches the upstream;
+- ordering: every request reserves its slot in the ResponseQueue; upstream answers carry
+  gateway-assigned correlation ids and may arrive in any order; acks=0 expects nothing;
+- local answers (admin APIs): one store write at a time per connection, in order;
+- large requests and responses, decided or rewritten in the worker thread, in their slot;
+- the streaming decision for large responses that need no rewriting;
+- backpressure: reading stops while too many requests are in flight, the upstream socket is
+  full, a password is checked or a large request is decided, and on drain.
+
+Observations (log lines, metrics, audit events) go to the injected sinks of the shared
+context; everything that touches a socket, a thread or a timer is an action.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from auth.principal import KafkaPrincipal
+from auth.sasl.first_frame import diagnose_non_kafka
+from auth.sasl.mechanism import wall_clock_ms
+from auth.sasl.server import Authenticated, Close, Respond, SaslServerAuthenticator, Step, Verifying
+from gateway.admin.handlers import OffLoop
+from gateway.context import GatewayContext
+from gateway.edge.sni_routing import Node
+from gateway.ops.logs import get_logger
+from gateway.session import actions as act
+from gateway.session.address_rewrite import NodeAddressBook
+from gateway.session.request_context import RequestContext
+from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
+from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
+from gateway.session.response_stage import PipelineRefusal, match_response, needs_decoding, response_pieces
+from gateway.session.routes import route
+from gateway.session.sasl_stage import looks_like_kafka, new_authenticator, principal_at_connect
+from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
+from protocol.frame_receiver import FrameReceiver
+from protocol.framing import Frame, FrameTooLarge
+from protocol.header import peek_api
+from protocol.kafka_errors import KafkaError
+from protocol.messages import response_frame
+from protocol.registry import api
+
+Body = dict[str, Any]
+_ids = itertools.count(1)
+# Before authentication a receive buffer is reserved at most this far ahead of the bytes a
+# peer actually sent (SASL frames are small; larger ones grow as they arrive).
+PREALLOC_BEFORE_AUTHENTICATION = 4 * 1024
+# Requests and responses at least this large (size prefix excluded) that must be decoded go to
+# the worker thread; below it the thread hop costs more than it saves.
+LARGE_BYTES = 32 * 1024
+# Responses at least this large that need no rewriting are written on as they arrive.
+STREAM_MIN_BYTES = 64 * 1024
+_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_AUTH_TIMER = "authentication"
+_FAREWELL_TIMER = "farewell"  # Kafka's failed-authentication delay before the refusal is written
+
+JobThen = Callable[[Any], None]
+
+
+class ProxySession:
+    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
+                 client_address: tuple[str, int] | None = None) -> None:
+        self.ctx = ctx
+        self.listener = next(lst for lst in ctx.config.listeners if lst.name == listener_name)
+        self.security = ctx.security[listener_name]
+        self.node_id = node_id
+        self.id = next(_ids)
+        self.log = get_logger(conn=self.id, listener=listener_name, node=node_id)
+        self.receiver = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
+        self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
+        self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response)
+        self.principal: KafkaPrincipal | None = None
+        self.authenticator: SaslServerAuthenticator | None = None
+        self.client_host, self.client_port = "?", 0
+        self.closing = False
+        self._client_address = client_address  # as a trusted load balancer's PROXY header states it
+        self._counted = False  # connected() ran (a failed TLS handshake never gets there)
+        self._out: list[act.Action] = []
+        self._outgoing: list[WireBytes] = []  # request pieces for the upstream, sent once per event
+        self._upstream_up = False
+        # Frames accepted before the upstream link is up (bounded by queued.max.requests).
+        self._backlog: list[WireBytes] = []
+        self._paused_reasons: set[str] = set()
+        self._reading_paused = False
+        self._draining = False
+        # While a password is checked or a large request is decided off the loop, later frames
+        # wait here, in order (reading is paused: at most one read's worth).
+        self._waiting_for: str | None = None
+        self._held: list[Frame] = []
+        self._jobs: dict[int, JobThen] = {}
+        self._job_ids = itertools.count(1)
+        # Local answers that wait for the store write before them (a connection sees its own
+        # admin changes, as on a Kafka broker, which handles one request at a time).
+        self._local_busy = False
+        self._local_queue: deque[tuple[Slot, AnswerLocally]] = deque()
+        self._streaming = False
+        self._stream_api = -1  # the API of the response being streamed (for its byte count)
+        self._farewell: WireBytes | None = None
+
+    # --- events: the client side ------------------------------------------------------------
+
+    def connected(self, peer: tuple[Any, ...] | None, ssl_object: Any = None) -> list[act.Action]:
+        self.ctx.metrics.connection_opened(self.listener.name)
+        self._counted = True
+        address = self._client_address or peer
+        self.client_host = str(address[0]) if address else "?"
+        self.client_port = int(address[1]) if address else 0
+        self.log = self.log.bind(client=f"{address[0]}:{address[1]}" if address else "?")
+        if self.listener.sni is not None and self.security.tls is not None:
+            # One port for every broker: the handshake's server name said which node this connection is for.
+            found = self.security.tls.route_of(ssl_object)
+            self.node_id = found.node_id if isinstance(found, Node) else None
+            self.log = self.log.bind(node=self.node_id)
+        try:
+            principal = principal_at_connect(self.listener, self.client_host, ssl_object, self.security)
+        except Exception as exc:  # e.g. no ssl.principal.mapping.rules rule matched the DN
+            self._close(f"cannot build a principal: {exc}")
+            return self._take()
+        if principal is not None:
+            self.principal = principal
+            self.log = self.log.bind(principal=str(principal))
+            self._count_principal(principal)
+            self._open_upstream()
+            return self._take()
+        self.authenticator = new_authenticator(self.ctx, self.listener, self.client_host, self.security)
+        self.receiver.limit = self.ctx.config.sasl_server_max_receive_size
+        self.receiver.prealloc = PREALLOC_BEFORE_AUTHENTICATION
+        self._out.append(act.StartTimer(_AUTH_TIMER, self.ctx.config.authentication_timeout_ms / 1000))
+        return self._take()
+
+    def receive_buffer(self) -> memoryview:
+        return self.receiver.get_buffer()
+
+    def received(self, nbytes: int) -> list[act.Action]:
+        try:
+            frames = self.receiver.buffer_updated(nbytes)
+        except FrameTooLarge as exc:
+            if self.principal is None:
+                self._close(f"frame too large before authentication ({exc}; sasl.server.max.receive.size): "
+                            f"{diagnose_non_kafka(self.receiver.peek())}")
+            else:
+                self._close(f"request too large: {exc} (socket.request.max.bytes)")
+            return self._take()
+        except DecodeError as exc:
+            self._close(f"bad framing: {exc}")
+            return self._take()
+        if frames:
+            self._handle_frames(frames)
+        return self._take()
+
+    def client_write_paused(self, paused: bool) -> list[act.Action]:
+        """The client is slow to read: stop reading responses from the upstream meanwhile."""
+        return [act.PauseUpstreamReading(paused)]
+
+    def client_lost(self) -> list[act.Action]:
+        self.closing = True
+        if self._counted:
+            self.ctx.metrics.connection_closed(self.listener.name)
+            self._counted = False
+        self.log.info("client_disconnected", in_flight=len(self.responses))
+        self._out.append(act.Close())
+        return self._take()
+
+    def drain(self) -> list[act.Action]:
+        """Graceful shutdown: read no new requests, close once in-flight ones are answered."""
+        self._draining = True
+        self._set_read_paused("draining", True)
+        if not len(self.responses):
+            self._close(None)
+        return self._take()
+
+    def abort(self, reason: str) -> list[act.Action]:
+        self._close(reason)
+        return self._take()
+
+    # --- events: the upstream side ----------------------------------------------------------
+
+    def upstream_ready(self, address: str) -> list[act.Action]:
+        self._upstream_up = True
+        self.ctx.counters.upstream_connections += 1
+        self.log = self.log.bind(upstream=address)
+        if self._backlog:
+            self._out.append(act.SendToUpstream(self._backlog))
+            self._backlog = []
+        self._set_read_paused("connecting", False)
+        return self._take()
+
+    def upstream_failed(self, reason: str) -> list[act.Action]:
+        self._close(reason)
+        return self._take()
+
+    def upstream_write_paused(self, paused: bool) -> list[act.Action]:
+        """The upstream socket is full: stop reading more requests from the client meanwhile."""
+        self._set_read_paused("upstream-full", paused)
+        return self._take()
+
+    def upstream_frames(self, frames: list[Frame]) -> list[act.Action]:
+        cluster, book = self.ctx.cluster, self.ctx.address_book(self.listener)
+        for frame in frames:
+            try:
+                slot = match_response(self.responses, frame)
+                if slot is None:
+                    continue
+                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot):
+                    self._fill_large(slot, frame)
+                else:
+                    slot.response = response_pieces(slot, frame, cluster, book)
+                    slot.ready = True
+            except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
+                self._response_failed(exc)
+                return self._take()
+        self._after_responses()
+        return self._take()
+
+    def upstream_error(self, reason: str) -> list[act.Action]:
+        self.ctx.metrics.upstream_error("protocol")  # the upstream's bytes are not Kafka frames
+        self._close(reason)
+        return self._take()
+
+    def upstream_lost(self, error: str | None) -> list[act.Action]:
+        if not self.closing:
+            self.ctx.metrics.upstream_error("disconnected")
+            self.log.info("upstream_disconnected", error=error)
+            self._close("upstream closed the connection")
+        return self._take()
+
+    # --- events: streamed responses (large frames that need no rewriting) --------------------
+
+    def may_stream(self, upstream_id: int, size: int) -> bool:
+        """A query, not an event: may the response now arriving be written on as it arrives?"""
+        if size < STREAM_MIN_BYTES or self._streaming or self.closing:
+            return False
+        slot = self.responses.streamable(upstream_id)
+        return slot is not None and not needs_decoding(slot)
+
+    def stream_started(self, upstream_id: int, head: bytearray) -> list[act.Action]:
+        slot = self.responses.start_streaming(upstream_id)
+        self._streaming = True
+        self._stream_api = slot.api_key
+        self.traffic.response(slot.api_key, len(head))
+        self.ctx.counters.streamed_responses += 1
+        return [act.SendToClient(with_correlation_id(memoryview(head), 4, slot.correlation_id))]
+
+    def stream_chunk(self, chunk: memoryview) -> list[act.Action]:
+        self.traffic.response(self._stream_api, len(chunk))
+        return [act.SendToClient([chunk])]
+
+    def stream_ended(self) -> list[act.Action]:
+        self._streaming = False
+        self._after_responses()
+        return self._take()
+
+    # --- events: jobs and timers ------------------------------------------------------------
+
+    def job_done(self, job_id: int, result: Any) -> list[act.Action]:
+        """A RunJob finished: ``result`` is its return value, or the exception it raised."""
+        then = self._jobs.pop(job_id, None)
+        if then is not None and not self.closing:
+            then(result)
+        return self._take()
+
+    def timer_fired(self, name: str) -> list[act.Action]:
+        if name == _AUTH_TIMER and self.principal is None:
+            self._close("authentication timed out")
+        elif name == _FAREWELL_TIMER:
+            if self._farewell is not None:
+                self.responses.add_local(0, ApiKey.SASL_AUTHENTICATE, 0, self._farewell)  # prebuilt: ids unused
+                self._flush()
+            self._close(None)
+        return self._take()
+
+    # --- state the adapter and the server read -------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.responses) + self._streaming
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def _handle_frames(self, frames: list[Frame]) -> None:
+        for index, frame in enumerate(frames):
+            if self._waiting_for is not None:  # in order: later frames wait for the password check or worker
+                self._held.extend(frames[index:])
+                break
+            self.traffic.request_frame(frame.wire)
+            if self.principal is None:
+                if self.closing:
+                    return
+                self._authenticate(frame)
+                continue
+            if self._is_large(frame):
+                self._held.extend(frames[index + 1 :])
+                self._decide_large(frame)
+                break
+            try:
+                self._request(frame)
+            except Exception as exc:  # a refusal, or a gateway bug: either closes this connection only
+                self._request_failed(exc)
+                return
+        self._send_upstream()
+        self._flush()
+        if len(self.responses) >= self.ctx.config.queued_max_requests:
+            self._set_read_paused("in-flight", True)
+
+    def _request(self, frame: Frame) -> None:
+        if len(frame.payload) >= 4 and int.from_bytes(frame.payload[:2], "big") in _SASL_APIS:
+            self._sasl_after_authentication(frame)
+            return
+        self._apply(decide(self._who(), frame))
+
+    def _who(self) -> RequestContext:
+        assert self.principal is not None
+        expired = self.authenticator is not None and self.authenticator.session_expired(wall_clock_ms())
+        return RequestContext(self.principal, self.client_host, self.client_port, self.listener, self.ctx, expired)
+
+    def _apply(self, decision: Decision, slot: Slot | None = None) -> None:
+        """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""
+        metrics = self.ctx.metrics
+        if decision.outcome is not None:
+            metrics.authorization_decision(decision.key, decision.outcome)
+        if isinstance(decision, ReplyNow):
+            self._fill(slot, decision.key, decision.version, decision.correlation_id, decision.frame)
+        elif isinstance(decision, AnswerLocally):
+            self._answer_locally(decision, slot)
+        else:
+            self._relay(decision, slot)
+
+    def _relay(self, decision: RelayRequest, slot: Slot | None) -> None:
+        if not decision.expects_response:
+            assert slot is None  # fire-and-forget APIs stay on the loop (routes)
+            upstream_id = self.responses.expect_nothing()
+        elif slot is None:
+            upstream_id = self.responses.expect_upstream(decision.correlation_id, decision.key, decision.version,
+                                                         decision.hook)
+        else:
+            upstream_id = self.responses.reserve_upstream_id()
+            slot.hook = decision.hook
+            self.responses.await_upstream(upstream_id, slot)
+        self.ctx.counters.relayed_requests += 1
+        self.ctx.metrics.relayed(decision.key)
+        self._outgoing.extend(upstream_pieces(decision, upstream_id))
+
+    def _fill(self, slot: Slot | None, key: int, version: int, correlation_id: int, frame: WireBytes) -> None:
+        if slot is None:
+            self.responses.add_local(correlation_id, key, version, frame)
+        else:
+            slot.response, slot.ready = [frame], True
+
+    def _send_upstream(self) -> None:
+        if not self._outgoing:
+            return
+        if self._upstream_up:
+            self._out.append(act.SendToUpstream(self._outgoing))
+        else:
+            self._backlog.extend(self._outgoing)
+        self._outgoing = []
+
+    def _request_failed(self, exc: BaseException) -> None:
+        """Fail closed on a request, decided on the loop or in the worker."""
+        if isinstance(exc, PipelineRefusal):
+            self._close(str(exc))
+            return
+        self.log.error("request_pipeline_error", exc_info=exc)  # a gateway bug: its traceback goes to the log
+        self._close("internal error in the request pipeline")
+
+    def _response_failed(self, exc: BaseException) -> None:
+        """Fail closed on an upstream response (it is not Kafka, or the gateway has a bug)."""
+        if isinstance(exc, DecodeError | PipelineRefusal):
+            self.ctx.metrics.upstream_error("protocol")
+            self._close(f"upstream response refused: {exc}")
+            return
+        self.log.error("response_pipeline_error", exc_info=exc)
+        self._close("internal error in the response pipeline")
+
+    # --- large requests and responses: decided in the worker thread, in their slot ------------
+
+    def _is_large(self, frame: Frame) -> bool:
+        if len(frame.payload) < LARGE_BYTES:
+            return False
+        found = route(int.from_bytes(frame.payload[:2], "big"))
+        return found is not None and not found.stays_on_loop
+
+    def _decide_large(self, frame: Frame) -> None:
+        key, version, correlation_id = peek_api(frame.payload)
+        slot = self.responses.add_deferred(correlation_id, key, version)
+        slot.large = True  # its response is decoded in the worker too, however small
+        self._wait_for("large-request")
+        self._job(act.JobKind.LARGE, partial(decide, self._who(), frame), partial(self._large_decided, slot))
+
+    def _large_decided(self, slot: Slot, result: Decision | BaseException) -> None:
+        if isinstance(result, BaseException):
+            self._request_failed(result)
+            return
+        try:
+            self._apply(result, slot)
+        except Exception as exc:
+            self._request_failed(exc)
+            return
+        self._send_upstream()
+        self._stop_waiting("large-request")
+
+    def _fill_large(self, slot: Slot, frame: Frame) -> None:
+        book = _RecordingAddressBook(self.ctx.address_book(self.listener))
+        work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.cluster, book)
+        self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, book))
+
+    def _large_filled(self, slot: Slot, book: _RecordingAddressBook, result: list[WireBytes] | BaseException) -> None:
+        if isinstance(result, BaseException):
+            self._response_failed(result)
+            return
+        book.replay()
+        slot.response, slot.ready = result, True
+        self._flush()
+
+    # --- local answers: admin APIs, one store write at a time --------------------------------
+
+    def _answer_locally(self, decision: AnswerLocally, slot: Slot | None) -> None:
+        if self._local_busy or self._local_queue:  # computed once the earlier local answers are done
+            slot = slot or self.responses.add_deferred(decision.correlation_id, decision.key, decision.version)
+            self._local_queue.append((slot, decision))
+            return
+        result = decision.compute()
+        if isinstance(result, OffLoop):
+            slot = slot or self.responses.add_deferred(decision.correlation_id, decision.key, decision.version)
+            self._store_write(slot, decision, result)
+        else:
+            self._fill(slot, decision.key, decision.version, decision.correlation_id, _encoded(decision, result))
+
+    def _store_write(self, slot: Slot, decision: AnswerLocally, work: OffLoop) -> None:
+        self._local_busy = True
+        self._job(act.JobKind.STORE, work.work, partial(self._stored, slot, decision))
+
+    def _stored(self, slot: Slot, decision: AnswerLocally, result: Body | BaseException) -> None:
+        self._local_busy = False
+        try:
+            if isinstance(result, BaseException):
+                raise result
+            slot.response, slot.ready = [_encoded(decision, result)], True
+            while self._local_queue and not self._local_busy:
+                slot, decision = self._local_queue.popleft()
+                answer = decision.compute()
+                if isinstance(answer, OffLoop):
+                    self._store_write(slot, decision, answer)
+                else:
+                    slot.response, slot.ready = [_encoded(decision, answer)], True
+        except Exception as exc:  # a gateway bug: fail closed for this connection only
+            self.log.error("local_answer_error", api_key=decision.key, exc_info=exc)
+            self._close("internal error while answering a request")
+            return
+        self._flush()
+
+    # --- authentication ----------------------------------------------------------------------
+
+    def _authenticate(self, frame: Frame) -> None:
+        authenticator = self.authenticator
+        assert authenticator is not None
+        if authenticator.state.value == "INITIAL_REQUEST" and not looks_like_kafka(frame):
+            self._close(f"first frame is not a Kafka request: {diagnose_non_kafka(frame.wire)}")
+            return
+        self._apply_step(authenticator.on_frame(frame.payload))
+
+    def _sasl_after_authentication(self, frame: Frame) -> None:
+        """SASL frames are never relayed: they would authenticate to the upstream itself.
+
+        On a SASL listener they are KIP-368 re-authentication; elsewhere Kafka answers ILLEGAL_SASL_STATE.
+        """
+        if self.authenticator is not None:
+            self._apply_step(self.authenticator.on_frame(frame.payload))
+            return
+        key, version, correlation_id = peek_api(frame.payload)
+        schema = api(key)
+        if schema is None or not schema.supports(version):
+            raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")
+        illegal = KafkaError.ILLEGAL_SASL_STATE
+        body: Body = {"error_code": illegal, "mechanisms": []} if key == ApiKey.SASL_HANDSHAKE \
+            else {"error_code": illegal, "auth_bytes": b"", "session_lifetime_ms": 0,
+                  "error_message": "SASL is not enabled on this listener"}
+        self.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id, body))
+
+    def _apply_step(self, step: Step) -> None:
+        if isinstance(step, Respond):
+            self.responses.add_local(0, 0, 0, step.frame)  # prebuilt by the state machine: ids unused
+        elif isinstance(step, Authenticated):
+            self.responses.add_local(0, 0, 0, step.frame)
+            self._authenticated(step)
+        elif isinstance(step, Verifying):
+            self._wait_for("verifying")
+            self._job(act.JobKind.VERIFY, step.job, self._verified)
+        else:
+            assert isinstance(step, Close)
+            self._refuse_authentication(step)
+
+    def _verified(self, result: bytes | BaseException) -> None:
+        """A password check finished: feed its result to the state machine, then the frames that waited."""
+        authenticator = self.authenticator
+        assert authenticator is not None
+        self._waiting_for = None
+        if isinstance(result, act.QueueFull):
+            self._apply_step(authenticator.on_verification_refused(
+                "the credential verification queue is full (ksgate.authentication.verification.queue.size)",
+                "overloaded"))
+        elif isinstance(result, BaseException):
+            self.log.error("credential_verification_error", error=repr(result))
+            self._apply_step(authenticator.on_verification_refused(
+                f"credential verification failed: {result!r}", "illegal_state"))
+        else:
+            self.ctx.metrics.password_hashed()
+            self._apply_step(authenticator.on_verified(result))
+        self._stop_waiting("verifying")
+
+    def _authenticated(self, step: Authenticated) -> None:
+        first = self.principal is None
+        self.principal = step.principal
+        self.log = self.log.bind(principal=str(step.principal))
+        self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
+                      session_expiry_ms=step.session_expiry_ms)
+        self._count_principal(step.principal, step.mechanism)
+        if step.legacy_nonce:
+            self._note_legacy_nonce(step)
+        if first:
+            self._out.append(act.CancelTimer(_AUTH_TIMER))
+            self.receiver.limit = self.ctx.config.socket_request_max_bytes
+            self.receiver.prealloc = FrameReceiver.PREALLOC_BYTES
+            self._open_upstream()
+
+    def _note_legacy_nonce(self, step: Authenticated) -> None:
+        """Counted every time; logged once per connection (at its first login; re-authentication
+        comes from the same client library), so an old client is visible without flooding the log."""
+        self.ctx.metrics.scram_legacy_nonce(step.mechanism)
+        if not step.reauthenticated:
+            self.log.info("scram_legacy_nonce_accepted", mechanism=step.mechanism,
+                          detail="the client repeats its SCRAM nonce (librdkafka before 2.6.1); accepted because "
+                                 "ksgate.sasl.scram.legacy.librdkafka.nonce.enable is true; upgrading the client "
+                                 "removes the need")
+
+    def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
+        self.ctx.metrics.authentication(mechanism or self.listener.security_protocol, "success")
+        key = str(principal)
+        self.ctx.counters.authenticated[key] = self.ctx.counters.authenticated.get(key, 0) + 1
+        if self.ctx.authorization is not None:
+            self.ctx.authorization.audit.authentication(
+                principal=key, attempted_user=None, client_host=self.client_host, client_port=self.client_port,
+                listener=self.listener.name, mechanism=mechanism or self.listener.security_protocol, succeeded=True)
+
+    def _refuse_authentication(self, step: Close) -> None:
+        """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
+        throttle = self.ctx.login_throttle
+        if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
+            self.log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
+        else:
+            self.log.warning("authentication_failed", reason=step.reason,
+                             mechanism_failure=step.authentication_failure)
+        self.ctx.counters.authentication_failures += 1
+        if step.failure_class == "bad_credentials" and throttle.record_failure(self.client_host):
+            self.log.warning("authentication_throttled", client_host=self.client_host, failures=throttle.limit,
+                             window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
+        authenticator = self.authenticator
+        mechanism = authenticator.mechanism if authenticator else None
+        self.ctx.metrics.authentication(mechanism, step.failure_class)
+        if self.ctx.authorization is not None:
+            self.ctx.authorization.audit.authentication(
+                principal=None, attempted_user=authenticator.attempted_user if authenticator else None,
+                client_host=self.client_host, client_port=self.client_port, listener=self.listener.name,
+                mechanism=mechanism, succeeded=False, failure=step.failure_class)
+        self._set_read_paused("auth-failed", True)
+        self.closing = True  # nothing more is read or relayed; answers already in flight still go out
+        self._farewell = step.frame
+        delay = self.ctx.config.failed_authentication_delay_ms / 1000 if step.authentication_failure else 0.0
+        self._out.append(act.StartTimer(_FAREWELL_TIMER, delay))
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _open_upstream(self) -> None:
+        self._set_read_paused("connecting", True)
+        if self.node_id is None:
+            targets = tuple(self.ctx.config.upstream.bootstrap_servers)
+        else:
+            address = self.ctx.cluster.nodes.get(self.node_id)
+            targets = (address,) if address else ()
+        self._out.append(act.OpenUpstream(targets))
+
+    def _job(self, kind: act.JobKind, work: Callable[[], Any], then: JobThen) -> None:
+        job_id = next(self._job_ids)
+        self._jobs[job_id] = then
+        self._out.append(act.RunJob(job_id, kind, work))
+
+    def _wait_for(self, reason: str) -> None:
+        self._waiting_for = reason
+        self._set_read_paused(reason, True)
+
+    def _stop_waiting(self, reason: str) -> None:
+        """The job frames waited for is done: handle them, in order, and read again."""
+        self._waiting_for = None
+        self._set_read_paused(reason, False)
+        held, self._held = self._held, []
+        if not self.closing:
+            self._handle_frames(held)
+
+    def _after_responses(self) -> None:
+        self._flush()
+        if len(self.responses) < self.ctx.config.queued_max_requests:
+            self._set_read_paused("in-flight", False)
+
+    def _flush(self) -> None:
+        if self._streaming:  # a streamed response is mid-way on the socket: nothing may interleave
+            return
+        ready = self.responses.pop_ready()
+        if ready:
+            self._out.append(act.SendToClient(ready))
+        if self._draining and not len(self.responses):
+            self._close(None)
+
+    def _set_read_paused(self, reason: str, paused: bool) -> None:
+        if paused:
+            self._paused_reasons.add(reason)
+        else:
+            self._paused_reasons.discard(reason)
+        want = bool(self._paused_reasons) or self._draining
+        if want != self._reading_paused:
+            self._reading_paused = want
+            self._out.append(act.PauseClientReading(want))
+
+    def _close(self, reason: str | None) -> None:
+        if self.closing and reason is not None:
+            return
+        if reason is not None:
+            self.log.warning("connection_refused", reason=reason)
+        self.closing = True
+        self._out.append(act.Close(reason))
+
+    def _take(self) -> list[act.Action]:
+        out, self._out = self._out, []
+        return out
+
+
+def _encoded(decision: AnswerLocally, body: Body) -> bytes:
+    if decision.hook is not None:  # e.g. DescribeAcls/DescribeDelegationToken filtering by the policy
+        body = decision.hook(body)
+    return response_frame(decision.key, decision.version, decision.correlation_id, body)
+
+
+def _pieces_and_drop_hook(slot: Slot, frame: Frame, cluster: Any, book: NodeAddressBook) -> list[WireBytes]:
+    pieces = response_pieces(slot, frame, cluster, book)
+    slot.hook = None  # its state (an entry per item of the request) is freed here, in the worker, not on the loop
+    return pieces
+
+
+class _RecordingAddressBook:
+    """Node addresses learned in the worker are passed on from the loop (they may open listeners)."""
+
+    __slots__ = ("book", "learned")
+
+    def __init__(self, book: NodeAddressBook) -> None:
+        self.book = book
+        self.learned: list[tuple[int, str, int]] = []
+
+    def learn(self, node_id: int, host: str, port: int) -> None:
+        self.learned.append((node_id, host, port))
+
+    def client_address(self, node_id: int) -> tuple[str, int]:
+        return self.book.client_address(node_id)
+
+    def replay(self) -> None:
+        for node_id, host, port in self.learned:
+            self.book.learn(node_id, host, port)

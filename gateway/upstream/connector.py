@@ -1,0 +1,61 @@
+"""Opening a session's upstream link: the first reachable broker, then the gateway's own SASL login.
+
+The session asks for this with an OpenUpstream action; the adapter runs it and reports
+the link (or why there is none) back to the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gateway.context import GatewayContext
+from gateway.transport.upstream_link import UpstreamLink
+from gateway.upstream.login import LinkRequester, UpstreamAuthError, sasl_exchange
+from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
+
+
+class UpstreamUnavailable(Exception):
+    """No target answered, or the gateway's login to it failed; the client's connection is closed."""
+
+
+async def open_upstream(ctx: GatewayContext, targets: Sequence[tuple[str, int]],
+                        new_link: Callable[[], UpstreamLink], log: Any) -> tuple[UpstreamLink, str]:
+    """The connected (and, for a SASL upstream, logged-in) link and its address."""
+    loop = asyncio.get_running_loop()
+    config = ctx.config.upstream
+    for host, port in targets:
+        try:
+            _, link = await asyncio.wait_for(loop.create_connection(
+                new_link, host, port, ssl=ctx.upstream_ssl, server_hostname=host if ctx.upstream_ssl else None,
+            ), config.connect_timeout_ms / 1000)
+        except (TimeoutError, OSError) as exc:
+            ctx.metrics.upstream_error("connect")
+            log.warning("upstream_connect_failed", upstream=f"{host}:{port}", error=repr(exc))
+            continue
+        assert link.transport is not None
+        link.transport.set_write_buffer_limits(high=ctx.config.connection_buffer_max_bytes)
+        if config.uses_sasl:
+            await _log_in(ctx, link)
+        ctx.upstream_health.answered(loop.time())
+        return link, f"{host}:{port}"
+    ctx.metrics.upstream_error("unreachable")
+    raise UpstreamUnavailable("no upstream broker reachable")
+
+
+async def _log_in(ctx: GatewayContext, link: UpstreamLink) -> None:
+    """SASL as the gateway's service principal before any client request is relayed."""
+    assert link.transport is not None
+    transport = link.transport
+    requester = LinkRequester(transport.write, ctx.config.upstream.connect_timeout_ms / 1000)
+    link.auth_inbox = requester.deliver
+    version = min(2, ctx.cluster.api_ranges.get(ApiKey.SASL_AUTHENTICATE, (0, 2))[1])
+    try:
+        await sasl_exchange(requester, ctx.config.upstream, version)
+    except (TimeoutError, UpstreamAuthError, DecodeError) as exc:
+        ctx.metrics.upstream_error("protocol" if isinstance(exc, DecodeError) else "authentication")
+        transport.close()
+        raise UpstreamUnavailable(f"upstream authentication failed: {exc!r}") from None
+    link.auth_inbox = None
