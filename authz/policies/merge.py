@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from authz.request_policy import Body
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ksgate.authz")
 
 # One item the client asked for, in the order the response lists it: the gateway's error entry, or
 # (None, key) = relayed, answered by the upstream's item(s) of that key.

@@ -258,7 +258,7 @@ def test_merge_claims_an_item_with_several_keys_once() -> None:
 
 
 def test_merge_logs_how_many_it_dropped_without_the_items(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="authz.policies.merge"):
+    with caplog.at_level(logging.DEBUG, logger="ksgate.authz"):
         merge_items([(None, "a")], [_item("secret-topic"), _item("a"), _item("other-secret")])
     assert "dropped 2 upstream item(s)" in caplog.text
     assert "secret" not in caplog.text
