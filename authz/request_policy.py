@@ -9,6 +9,21 @@ request, asks the AuthzView about Kafka actions, and returns a Verdict:
                 Kafka's per-item errors for the rest back into the response, in client order;
 * ``Answer``  — nothing to relay: the gateway answers with ``response`` itself;
 * ``Refuse``  — close the connection (e.g. a denied acks=0 Produce, as Kafka does).
+
+The merge rule of a ``Rewrite`` (one function, ``authz.policies.merge.merge_items``, used by every policy that
+merges): the response lists exactly the items the client asked for, in the client's order (or in Kafka's where
+Kafka's handler puts its refusals first or last; the policy lays the order out) — a relayed item with the
+upstream's answer, a refused one with the gateway's error.  An upstream item that matches no asked-for relayed
+item is dropped, fail closed: an upstream may answer more than was asked (Tansu reads an empty Metadata topic
+list as "all topics"), and such an item could name a topic or group the principal may not see; drops are
+counted in a debug log line, never with the items.  An asked-for relayed item the upstream did not answer is
+left out, as a plain ``Relay`` would pass the upstream's silence on: the gateway invents no answer for the
+upstream, and for Fetch/ShareFetch sessions and DescribeTopicPartitions pages an absent item is meaningful.
+Two cases stay within the rule: (Incremental)AlterConfigs answer a missing resource with UNKNOWN_SERVER_ERROR,
+as Kafka's own ConfigAdminManager.reassemble*Response does; and an incremental Fetch/ShareFetch response may
+carry partitions of the session that this request does not name (the client asked for them earlier in the
+session, and the gateway does not track sessions), so those are authorized again and sent on, or replaced by
+their error entry, after the client's items.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Any
 
 from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
+from authz.policies.merge import merge_items
 from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
@@ -97,9 +98,11 @@ def authorize_describe_configs(request: Body, version: int, view: AuthzView) -> 
     if not allowed:
         return _answer(ApiKey.DESCRIBE_CONFIGS, version, results=denied)
 
+    # Kafka answers the authorized resources first, then the unauthorized ones (ConfigHelper: authorized ++ denied).
+    slots = [*((None, _resource_key(r)) for r in allowed), *((entry, _resource_key(entry)) for entry in denied)]
+
     def merge(response: Body) -> Body:
-        # Kafka answers the authorized resources first, then the unauthorized ones (ConfigHelper: authorized ++ denied).
-        response["results"] = [*response["results"], *denied]
+        response["results"] = merge_items(slots, response["results"], lambda r: (_resource_key(r),))
         return response
 
     return Rewrite({**request, "resources": allowed}, merge)
@@ -159,12 +162,17 @@ def _authorize_alter_configs(request: Body, version: int, view: AuthzView, api_k
     if len(failures) == len(resources):
         return _answer(api_key, version, responses=[entry(r, failures[i]) for i, r in enumerate(resources)])
 
+    slots = [(entry(r, failures[i]) if i in failures else None, _resource_key(r)) for i, r in enumerate(resources)]
+
+    def missing(key: Any) -> Body:
+        resource_type, resource_name = key
+        return entry({"resource_type": resource_type, "resource_name": resource_name},
+                     (KafkaError.UNKNOWN_SERVER_ERROR, None))
+
     def merge(response: Body) -> Body:
         # ConfigAdminManager.reassemble*Response: the client's order; a missing answer is UNKNOWN_SERVER_ERROR.
-        relayed = {_resource_key(r): r for r in response["responses"]}
-        response["responses"] = [entry(r, failures[i]) if i in failures
-                                 else relayed.get(_resource_key(r)) or entry(r, (KafkaError.UNKNOWN_SERVER_ERROR, None))
-                                 for i, r in enumerate(resources)]
+        response["responses"] = merge_items(slots, response["responses"], lambda r: (_resource_key(r),),
+                                            unanswered=missing)
         return response
 
     return Rewrite({**request, "resources": [r for i, r in enumerate(resources) if i not in failures]}, merge)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from authz.model import AclOperation, ResourceType
+from authz.policies.merge import Slot, merge_items
+from authz.policies.merge import by_name as _by_name
 from authz.request_policy import (
     CLUSTER_NAME,
     Action,
@@ -40,8 +42,6 @@ TOPIC_OPERATIONS = (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALT
 CLUSTER_OPERATIONS = (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
                       Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)
 
-# A slot of the client's order: an error entry the gateway answers, or (None, key) = the relayed entries for key.
-Slot = tuple[Body | None, Hashable]
 TopicsStep = Callable[[list[Body]], list[Body]]
 
 
@@ -68,35 +68,6 @@ def _cluster_allows(view: AuthzView, operation: AclOperation, *, log_if_denied: 
     return view.allowed(Action(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied))
 
 
-def _by_name(entry: Body) -> tuple[Hashable, ...]:
-    return (entry["name"],)
-
-
-def _merge(slots: Sequence[Slot], relayed: list[Body],
-           keys: Callable[[Body], Iterable[Hashable]] = _by_name, *, keep_unclaimed: bool = False) -> list[Body]:
-    """The response items in the client's order: gateway errors in place, upstream items at their key's first
-    slot.  An upstream item no slot claimed is dropped (fail closed: an upstream may answer more than was
-    asked — Tansu reads an empty Metadata topic list as "all topics"), unless ``keep_unclaimed``, which the
-    session APIs use after re-checking such items (fetch-session partitions)."""
-    index: dict[Hashable, list[int]] = {}
-    for pos, entry in enumerate(relayed):
-        for key in keys(entry):
-            index.setdefault(key, []).append(pos)
-    used: set[int] = set()
-    out: list[Body] = []
-    for error, key in slots:
-        if error is not None:
-            out.append(error)
-            continue
-        for pos in index.get(key, ()):
-            if pos not in used:
-                used.add(pos)
-                out.append(relayed[pos])
-    if keep_unclaimed:
-        out.extend(entry for pos, entry in enumerate(relayed) if pos not in used)
-    return out
-
-
 def _split(api_key: ApiKey, version: int, request: Body, field: str, response_field: str,
            errors: list[Body | None], key: Callable[[Body], Hashable] = lambda item: item["name"],
            response_keys: Callable[[Body], Iterable[Hashable]] = _by_name) -> Verdict:
@@ -111,7 +82,7 @@ def _split(api_key: ApiKey, version: int, request: Body, field: str, response_fi
         return Answer(response)
 
     def merge(response: Body) -> Body:
-        response[response_field] = _merge(slots, response[response_field], response_keys)
+        response[response_field] = merge_items(slots, response[response_field], response_keys)
         return response
 
     kept = [item for item, error in zip(items, errors, strict=True) if error is None]
@@ -193,20 +164,19 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
     # incremental response may carry session partitions, which are checked again here.
     incremental = version >= 7 and request["session_epoch"] > 0
     session = incremental or (version >= 7 and request["session_id"] != 0)
-    relayed_keys = {_fetch_key(t, version) for i, t in enumerate(topics) if i not in denied}
     slots = [(denied.get(i), _fetch_key(t, version)) for i, t in enumerate(topics)]
 
-    def guard(entry: Body) -> Body:
-        error = None if _fetch_key(entry, version) in relayed_keys else error_of(entry)
+    def session_partitions(entry: Body) -> Body:
+        # Asked for by an earlier request of the session: sent on, or in its error entry if no longer readable.
+        error = error_of(entry)
         return entry if error is None else _fetch_error_entry(
             entry, version, error, (p["partition_index"] for p in entry["partitions"]))
 
     def finish(response: Body) -> Body:
         if response.get("error_code", 0) != 0:  # a session error carries no partitions (SessionErrorContext)
             return response
-        upstream = [guard(e) for e in response["responses"]] if incremental else response["responses"]
-        response["responses"] = _merge(slots, upstream, lambda e: (_fetch_key(e, version),),
-                                       keep_unclaimed=incremental)
+        response["responses"] = merge_items(slots, response["responses"], lambda e: (_fetch_key(e, version),),
+                                            unclaimed=session_partitions if incremental else None)
         return response
 
     if not denied:
@@ -438,7 +408,7 @@ class _MetadataPlan:
         _metadata_operations(self.request, self.version, self.view, response, topics)
         if self.convert is not None:
             topics = self.convert(topics)
-        response["topics"] = _merge(self.slots, topics, self.keys)
+        response["topics"] = merge_items(self.slots, topics, self.keys)
         return response
 
 
@@ -493,8 +463,10 @@ def authorize_describe_topic_partitions(request: Body, version: int, view: Authz
         # Kafka authorizes lazily while paging: a denied topic sorting after the page's last topic (the next
         # cursor) is reported on the page that reaches it.
         limit = response["next_cursor"]
-        response["topics"] += [_dtp_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, n) for n in denied
-                               if limit is None or _java_order(n) < _java_order(limit["topic_name"])]
+        slots: list[Slot] = [(None, n) for n in allowed]
+        slots += [(_dtp_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, n), n) for n in denied
+                  if limit is None or _java_order(n) < _java_order(limit["topic_name"])]
+        response["topics"] = merge_items(slots, response["topics"])
         return response
 
     if not denied:
@@ -556,7 +528,7 @@ def _share_error_entry(api_key: ApiKey, version: int, topic_id: uuid.UUID, index
     return entry
 
 
-def _share_verdict(request: Body, errors: dict[int, Body], guard: TopicsStep | None = None) -> Verdict:
+def _share_verdict(request: Body, errors: dict[int, Body], guard: Callable[[Body], Body] | None = None) -> Verdict:
     """Relay unless something is denied; never answer alone, since the share session epoch must advance."""
     topics = request["topics"]
     slots = [(errors.get(i), t["topic_id"]) for i, t in enumerate(topics)]
@@ -564,8 +536,7 @@ def _share_verdict(request: Body, errors: dict[int, Body], guard: TopicsStep | N
     def finish(response: Body) -> Body:
         if response["error_code"] != 0:  # a request-level error carries no partitions
             return response
-        upstream = response["responses"] if guard is None else guard(response["responses"])
-        response["responses"] = _merge(slots, upstream, lambda e: (e["topic_id"],), keep_unclaimed=guard is not None)
+        response["responses"] = merge_items(slots, response["responses"], lambda e: (e["topic_id"],), unclaimed=guard)
         return response
 
     if not errors:
@@ -588,15 +559,11 @@ def authorize_share_fetch(request: Body, version: int, view: AuthzView) -> Verdi
 
     errors = {i: entry(t["topic_id"], (p["partition_index"] for p in t["partitions"]), e, e if acks else 0)
               for i, t in enumerate(topics) if (e := _share_topic_error(t, view, read)) is not None}
-    relayed_ids = {t["topic_id"] for i, t in enumerate(topics) if i not in errors}
 
-    def guard(responses: list[Body]) -> list[Body]:
+    def guard(r: Body) -> Body:
         # Kafka authorizes the share session's partitions too; an incremental response may carry them.
-        out = []
-        for r in responses:
-            e = None if r["topic_id"] in relayed_ids else _share_topic_error(r, view, read)
-            out.append(r if e is None else entry(r["topic_id"], (p["partition_index"] for p in r["partitions"]), e, 0))
-        return out
+        e = _share_topic_error(r, view, read)
+        return r if e is None else entry(r["topic_id"], (p["partition_index"] for p in r["partitions"]), e, 0)
 
     return _share_verdict(request, errors, guard if request["share_session_epoch"] > 0 else None)
 
@@ -628,7 +595,7 @@ def _named_verdict(api_key: ApiKey, version: int, request: Body, field: str, res
 
     def merge(response: Body) -> Body:
         relayed = response[response_field] if hook is None else hook(response[response_field])
-        response[response_field] = _merge(slots, relayed)
+        response[response_field] = merge_items(slots, relayed)
         return response
 
     return Rewrite({**request, field: [t for t in items if t["name"] not in errors]}, merge)
@@ -720,7 +687,7 @@ def authorize_delete_topics(request: Body, version: int, view: AuthzView) -> Ver
         return Answer(response)
 
     def merge(response: Body) -> Body:
-        response["responses"] = _merge(slots, response["responses"],
+        response["responses"] = merge_items(slots, response["responses"],
                                        lambda r: (("name", r["name"]), ("id", r.get("topic_id", ZERO_UUID))))
         return response
 

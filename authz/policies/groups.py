@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from authz.model import AclOperation, ResourceType
+from authz.policies.merge import Slot, merge_items
 from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
@@ -80,26 +81,19 @@ def _distinct(names: Iterable[str]) -> list[str]:
 Entries = list[tuple[Any, Body | None]]  # per client item: its key, and our error entry (None: relayed)
 
 
-def _in_client_order(entries: Entries, relayed: list[Body], key: Callable[[Body], Any]) -> list[Body]:
-    """Our error entries and the upstream's answers, in the order the client asked (repeated keys in turn)."""
-    pending: dict[Any, deque[Body]] = {}
-    for item in relayed:
-        pending.setdefault(key(item), deque()).append(item)
-    out: list[Body] = []
-    for k, error in entries:
-        if error is not None:
-            out.append(error)
-        elif pending.get(k):
-            out.append(pending[k].popleft())
-    out.extend(item for rest in pending.values() for item in rest)  # never drop what the upstream said
-    return out
+def _slots(entries: Entries) -> list[Slot]:
+    return [(error, key) for key, error in entries]
+
+
+def _by_group_id(item: Body) -> tuple[str]:
+    return (item["group_id"],)
 
 
 class _TopicErrors:
     """Kafka's OffsetCommit/TxnOffsetCommit/OffsetDelete/AlterShareGroupOffsets response builders.
 
     Per-partition errors are collected per topic (keyed like the builder's map) ahead of the coordinator's
-    answer, whose topics are then appended, or merged into an entry of the same topic.
+    answer for the asked topics, which follows.
     """
 
     def __init__(self, api: int, version: int, topics: str, key: str, **partition_fields: Any) -> None:
@@ -119,15 +113,11 @@ class _TopicErrors:
     def entries(self) -> list[Body]:
         return list(self.by_key.values())
 
-    def merged(self, relayed: list[Body]) -> list[Body]:
-        out = self.entries()
-        for topic in relayed:
-            mine = self.by_key.get(topic[self._key])
-            if mine is None:
-                out.append(topic)
-            else:
-                mine["partitions"].extend(topic["partitions"])
-        return out
+    def merged(self, answered: list[Body], asked: list[Body], *, with_errors: bool = True) -> list[Body]:
+        """Our entries (``with_errors``), then the coordinator's for the ``asked`` topics (merge_items' rule)."""
+        slots: list[Slot] = [(entry, key) for key, entry in self.by_key.items()] if with_errors else []
+        slots += [(None, key) for key in dict.fromkeys(topic[self._key] for topic in asked)]
+        return merge_items(slots, answered, lambda topic: (topic[self._key],))
 
 
 def _indexes(topic: Body) -> list[int]:
@@ -191,7 +181,7 @@ def authorize_find_coordinator(request: Body, version: int, view: AuthzView) -> 
         return _answer(ApiKey.FIND_COORDINATOR, version, coordinators=[e for _, e in entries])
 
     def merge(response: Body) -> Body:
-        response["coordinators"] = _in_client_order(entries, response["coordinators"], lambda c: c["key"])
+        response["coordinators"] = merge_items(_slots(entries), response["coordinators"], lambda c: (c["key"],))
         return response
 
     return Rewrite({**request, "coordinator_keys": permitted}, merge)
@@ -253,7 +243,7 @@ def authorize_offset_commit(request: Body, version: int, view: AuthzView) -> Ver
         return _answer(key, version, topics=errors.entries())
 
     def merge(response: Body) -> Body:
-        response["topics"] = errors.merged(response["topics"])
+        response["topics"] = errors.merged(response["topics"], permitted)
         return response
 
     return Rewrite({**request, "topics": permitted}, merge)
@@ -290,8 +280,10 @@ def _offset_fetch_single(request: Body, version: int, view: AuthzView) -> Verdic
 
     def merge(response: Body) -> Body:
         # fetchOffsetsForGroup appends the unauthorized topics after the coordinator's, unless the group failed.
+        slots: list[Slot] = [(None, t["name"]) for t in permitted]
         if response.get("error_code", 0) == 0:
-            response["topics"] = response["topics"] + denied
+            slots += [(topic, topic["name"]) for topic in denied]
+        response["topics"] = merge_items(slots, response["topics"])
         return response
 
     return Rewrite({**request, "topics": permitted}, merge)
@@ -347,7 +339,7 @@ class _BatchedGroups:
             for position, group in enumerate(_by_position(requested, response["groups"])):
                 if group is not None and group["error_code"] == 0:
                     self._complete(requested[position], group, position)
-            response["groups"] = _in_client_order(self.entries, response["groups"], lambda g: g["group_id"])
+            response["groups"] = merge_items(_slots(self.entries), response["groups"], _by_group_id)
             return response
 
         if len(self.relayed) == len(self.entries) and not self.appended:
@@ -357,8 +349,10 @@ class _BatchedGroups:
     def _complete(self, asked: Body, group: Body, position: int) -> None:
         if asked["topics"] is None:
             group["topics"] = [t for t in group["topics"] if _topic(self.view, Op.DESCRIBE, self.response_name(t))]
-        else:
-            group["topics"] = group["topics"] + self.appended.get(position, [])
+        else:  # within a group too: the coordinator's answers for the asked topics, then ours
+            slots: list[Slot] = [(None, self.topic_name(t)) for t in asked["topics"]]
+            slots += [(topic, None) for topic in self.appended.get(position, [])]
+            group["topics"] = merge_items(slots, group["topics"], lambda t: (self.response_name(t),))
 
 
 def _by_position(asked: list[Body], answered: list[Body]) -> list[Body | None]:
@@ -403,8 +397,7 @@ def authorize_offset_delete(request: Body, version: int, view: AuthzView) -> Ver
 
     def merge(response: Body) -> Body:
         # OffsetDeleteResponse.Builder.merge: a group-level error from the coordinator replaces everything.
-        if response["error_code"] == 0:
-            response["topics"] = errors.merged(response["topics"])
+        response["topics"] = errors.merged(response["topics"], permitted, with_errors=response["error_code"] == 0)
         return response
 
     # Kafka asks the coordinator even when no topic is left (it still reports the group's errors).
@@ -435,8 +428,12 @@ def _describe(request: Body, ids_field: str, permitted: list[str], denied: list[
     if not permitted:
         return _answer(api, version, groups=denied)
 
+    refused = {id(entry) for entry in denied}
+    slots = [*((entry, entry["group_id"]) for entry in denied), *((None, group_id) for group_id in permitted)]
+
     def merge(response: Body) -> Body:
-        response["groups"] = denied + [finish(g) for g in response["groups"]]
+        groups = merge_items(slots, response["groups"], _by_group_id)
+        response["groups"] = [g if id(g) in refused else finish(g) for g in groups]
         return response
 
     return Relay(merge) if not denied else Rewrite({**request, ids_field: permitted}, merge)
@@ -486,8 +483,10 @@ def authorize_delete_groups(request: Body, version: int, view: AuthzView) -> Ver
     if not permitted:
         return _answer(key, version, results=denied)
 
+    slots = [*((None, name) for name in permitted), *((entry, entry["group_id"]) for entry in denied)]
+
     def merge(response: Body) -> Body:
-        response["results"] = response["results"] + denied  # the unauthorized groups come last
+        response["results"] = merge_items(slots, response["results"], _by_group_id)  # the unauthorized come last
         return response
 
     return Rewrite({**request, "groups_names": permitted}, merge)
@@ -642,8 +641,9 @@ def authorize_alter_share_group_offsets(request: Body, version: int, view: Authz
         return Relay()
 
     def merge(response: Body) -> Body:
-        if response["error_code"] == 0:  # a group-level error is answered alone
-            response["responses"] = errors.merged(response["responses"])
+        # A group-level error is answered alone.
+        response["responses"] = errors.merged(response["responses"], permitted,
+                                              with_errors=response["error_code"] == 0)
         return response
 
     return Rewrite({**request, "topics": permitted}, merge)
@@ -665,8 +665,9 @@ def authorize_delete_share_group_offsets(request: Body, version: int, view: Auth
         return _answer(key, version, responses=denied)
 
     def merge(response: Body) -> Body:
-        if response["error_code"] == 0:
-            response["responses"] = denied + response["responses"]
+        slots: list[Slot] = [(entry, entry["topic_name"]) for entry in denied] if response["error_code"] == 0 else []
+        slots += [(None, topic["topic_name"]) for topic in permitted]
+        response["responses"] = merge_items(slots, response["responses"], lambda r: (r["topic_name"],))
         return response
 
     return Rewrite({**request, "topics": permitted}, merge)
@@ -754,7 +755,7 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
         return _answer(key, version, topics=errors.entries())
 
     def merge(response: Body) -> Body:
-        response["topics"] = errors.merged(response["topics"])
+        response["topics"] = errors.merged(response["topics"], permitted)
         return response
 
     return Rewrite({**request, "topics": permitted}, merge)
@@ -771,11 +772,11 @@ def authorize_describe_transactions(request: Body, version: int, view: AuthzView
         return _answer(key, version, transaction_states=[e for _, e in entries])
 
     def merge(response: Body) -> Body:
+        response["transaction_states"] = merge_items(_slots(entries), response["transaction_states"],
+                                                     lambda s: (s["transactional_id"],))
         for state in response["transaction_states"]:
             # Only the partitions of topics the caller may describe.
             state["topics"] = [t for t in state["topics"] if _topic(view, Op.DESCRIBE, t["topic"])]
-        response["transaction_states"] = _in_client_order(entries, response["transaction_states"],
-                                                          lambda s: s["transactional_id"])
         return response
 
     if len(permitted) == len(entries):

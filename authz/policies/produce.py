@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from authz.model import AclOperation, ResourceType
+from authz.policies.merge import merge_items
 from authz.request_policy import Action, Answer, AuthzView, Body, Refuse, Relay, Rewrite, Verdict
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
@@ -66,12 +67,12 @@ def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
     if request["acks"] == 0:
         return Refuse("partly denied Produce with acks=0 (Kafka closes the connection)")
 
+    refused = {id(t) for t in denied}
+    slots = [(_error_entry(t, version, KafkaError.TOPIC_AUTHORIZATION_FAILED) if id(t) in refused else None,
+              _topic_key(t, version)) for t in topics]
+
     def merge(response: Body) -> Body:
-        errors = {_topic_key(t, version): _error_entry(t, version, KafkaError.TOPIC_AUTHORIZATION_FAILED)
-                  for t in denied}
-        relayed = {_topic_key(r, version): r for r in response["responses"]}
-        response["responses"] = [relayed.get(_topic_key(t, version)) or errors[_topic_key(t, version)]
-                                 for t in topics]
+        response["responses"] = merge_items(slots, response["responses"], lambda r: (_topic_key(r, version),))
         return response
 
     return Rewrite({**request, "topic_data": allowed}, merge)
