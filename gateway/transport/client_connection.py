@@ -18,7 +18,6 @@ from gateway.session.session import ProxySession
 from gateway.transport.upstream_link import UpstreamLink
 from gateway.transport.worker_thread import run_large
 from gateway.upstream.connector import UpstreamUnavailable, open_upstream
-from protocol.framing import Frame
 
 
 class ClientConnection(asyncio.BufferedProtocol):
@@ -65,43 +64,12 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in self._timers.values():
             timer.cancel()
-        self._timers.clear()
         self._do(self.session.client_lost())
         self.drained.set()
         if self._on_close is not None:
             self._on_close(self)
 
-    # --- upstream link events (gateway/transport/upstream_link.py) -------------------------------
-
-    def on_upstream_frames(self, frames: list[Frame]) -> None:
-        self._do(self.session.upstream_frames(frames))
-
-    def may_stream(self, upstream_id: int, size: int) -> bool:
-        return self.session.may_stream(upstream_id, size)
-
-    def stream_start(self, upstream_id: int, head: bytearray) -> None:
-        self._do(self.session.stream_started(upstream_id, head))
-
-    def stream_chunk(self, chunk: memoryview) -> None:
-        self._do(self.session.stream_chunk(chunk))
-
-    def stream_end(self) -> None:
-        self._do(self.session.stream_ended())
-
-    def set_read_paused(self, reason: str, paused: bool) -> None:  # the upstream socket is full, or not
-        self._do(self.session.upstream_write_paused(paused))
-
-    def on_upstream_error(self, reason: str) -> None:
-        self._do(self.session.upstream_error(reason))
-
-    def on_upstream_lost(self, exc: Exception | None) -> None:
-        self._do(self.session.upstream_lost(repr(exc) if exc else None))
-
     # --- what the server asks ----------------------------------------------------------------------
-
-    @property
-    def closing(self) -> bool:
-        return self.session.closing
 
     def idle_for(self, now: float) -> float:
         """Seconds since the client last sent anything, or 0 while responses are outstanding."""
@@ -121,30 +89,25 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _do(self, actions: list[act.Action]) -> None:
         for action in actions:
             self._run[type(action)](action)
-        if self.session.in_flight:
-            self.drained.clear()
-        else:
-            self.drained.set()
+        self.drained.clear() if self.session.in_flight else self.drained.set()
 
     def _writable(self) -> asyncio.Transport | None:
-        tr = self.transport
-        return tr if tr is not None and not tr.is_closing() else None
+        return self.transport if self.transport is not None and not self.transport.is_closing() else None
 
     def _send_to_client(self, action: act.SendToClient) -> None:
         if (tr := self._writable()) is not None:
             tr.writelines(action.pieces)
 
     def _send_to_upstream(self, action: act.SendToUpstream) -> None:
-        if self.upstream is not None and self.upstream.transport is not None:
-            self.upstream.transport.writelines(action.pieces)
+        if self.upstream is not None and (tr := self.upstream.transport) is not None:
+            tr.writelines(action.pieces)
 
     def _pause_client(self, action: act.PauseClientReading) -> None:
         if (tr := self._writable()) is not None:
             tr.pause_reading() if action.paused else tr.resume_reading()
 
     def _pause_upstream(self, action: act.PauseUpstreamReading) -> None:
-        if self.upstream is not None and self.upstream.transport is not None:
-            tr = self.upstream.transport
+        if self.upstream is not None and (tr := self.upstream.transport) is not None:
             tr.pause_reading() if action.paused else tr.resume_reading()
 
     def _open_upstream(self, action: act.OpenUpstream) -> None:
@@ -152,9 +115,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     async def _connect(self, targets: tuple[tuple[str, int], ...]) -> None:
         max_bytes = self.ctx.config.socket_request_max_bytes
+        new_link = lambda: UpstreamLink(self.session, self._do, max_bytes)  # noqa: E731
         try:
-            link, address = await open_upstream(self.ctx, targets, lambda: UpstreamLink(self, max_bytes),
-                                                self.session.log)
+            link, address = await open_upstream(self.ctx, targets, new_link, self.session.log)
         except UpstreamUnavailable as exc:
             self._do(self.session.upstream_failed(str(exc)))
             return
@@ -184,15 +147,13 @@ class ClientConnection(asyncio.BufferedProtocol):
             action.delay_s, lambda: self._do(self.session.timer_fired(action.name)))
 
     def _cancel_timer(self, action: act.CancelTimer) -> None:
-        timer = self._timers.pop(action.name, None)
-        if timer is not None:
+        if (timer := self._timers.pop(action.name, None)) is not None:
             timer.cancel()
 
     def _close(self, action: act.Close) -> None:
-        if self.transport is not None:
-            self.transport.close()
-        if self.upstream is not None and self.upstream.transport is not None:
-            self.upstream.transport.close()
+        for tr in (self.transport, self.upstream.transport if self.upstream is not None else None):
+            if tr is not None:
+                tr.close()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)

@@ -4,28 +4,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from protocol.errors import DecodeError
 from protocol.framing import Frame, FrameSplitter
 
+if TYPE_CHECKING:
+    from gateway.session.actions import Action
+
 
 class UpstreamOwner(Protocol):
-    def on_upstream_frames(self, frames: list[Frame]) -> None: ...
+    """The proxy session (gateway/session/session.py) as the upstream link sees it."""
+
+    def upstream_frames(self, frames: list[Frame]) -> list[Action]: ...
 
     def may_stream(self, upstream_id: int, size: int) -> bool: ...
 
-    def stream_start(self, upstream_id: int, head: bytearray) -> None: ...
+    def stream_started(self, upstream_id: int, head: bytearray) -> list[Action]: ...
 
-    def stream_chunk(self, chunk: memoryview) -> None: ...
+    def stream_chunk(self, chunk: memoryview) -> list[Action]: ...
 
-    def stream_end(self) -> None: ...
+    def stream_ended(self) -> list[Action]: ...
 
-    def on_upstream_error(self, reason: str) -> None: ...
+    def upstream_error(self, reason: str) -> list[Action]: ...
 
-    def on_upstream_lost(self, exc: Exception | None) -> None: ...
+    def upstream_lost(self, error: str | None) -> list[Action]: ...
 
-    def set_read_paused(self, reason: str, paused: bool) -> None: ...
+    def upstream_write_paused(self, paused: bool) -> list[Action]: ...
 
 
 class UpstreamLink(asyncio.Protocol):
@@ -36,10 +41,11 @@ class UpstreamLink(asyncio.Protocol):
     client starts receiving a multi-megabyte Fetch while the rest is still in flight.
     """
 
-    __slots__ = ("_owner", "_splitter", "_stream_left", "auth_inbox", "transport")
+    __slots__ = ("_do", "_owner", "_splitter", "_stream_left", "auth_inbox", "transport")
 
-    def __init__(self, owner: UpstreamOwner, max_frame_bytes: int) -> None:
+    def __init__(self, owner: UpstreamOwner, do: Callable[[list[Action]], None], max_frame_bytes: int) -> None:
         self._owner = owner
+        self._do = do  # carries out the session's actions (the client connection's adapter)
         self._splitter = FrameSplitter(max_frame_bytes)
         self._stream_left = 0  # bytes of the streamed frame still to come
         self.transport: asyncio.Transport | None = None
@@ -55,23 +61,23 @@ class UpstreamLink(asyncio.Protocol):
         if self._stream_left:
             n = min(self._stream_left, len(view))
             self._stream_left -= n
-            self._owner.stream_chunk(view[:n])
+            self._do(self._owner.stream_chunk(view[:n]))
             if not self._stream_left:
-                self._owner.stream_end()
+                self._do(self._owner.stream_ended())
             view = view[n:]
             if not view:
                 return
         try:
             frames = self._splitter.feed(view)
         except DecodeError as exc:
-            self._owner.on_upstream_error(f"upstream framing: {exc}")
+            self._do(self._owner.upstream_error(f"upstream framing: {exc}"))
             return
         if frames and self.auth_inbox is not None:
             for frame in frames:
                 self.auth_inbox(frame)
             return
         if frames:
-            self._owner.on_upstream_frames(frames)
+            self._do(self._owner.upstream_frames(frames))
         self._maybe_stream()
 
     def _maybe_stream(self) -> None:
@@ -84,14 +90,14 @@ class UpstreamLink(asyncio.Protocol):
             return
         pending = self._splitter.take_pending()
         self._stream_left = 4 + size - len(pending)
-        self._owner.stream_start(upstream_id, pending)
+        self._do(self._owner.stream_started(upstream_id, pending))
 
     def pause_writing(self) -> None:
         # The upstream socket is full: stop reading more requests from the client.
-        self._owner.set_read_paused("upstream-full", True)
+        self._do(self._owner.upstream_write_paused(True))
 
     def resume_writing(self) -> None:
-        self._owner.set_read_paused("upstream-full", False)
+        self._do(self._owner.upstream_write_paused(False))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._owner.on_upstream_lost(exc)
+        self._do(self._owner.upstream_lost(repr(exc) if exc else None))

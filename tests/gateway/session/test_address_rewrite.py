@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gateway.session.address_rewrite import REWRITERS, body_names_endpoints, needs_rewrite
-from gateway.session.response_stage import response_pieces
 from gateway.session.response_queue import Slot
+from gateway.session.response_stage import response_pieces
 from gateway.upstream.cluster_view import ClusterView
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
