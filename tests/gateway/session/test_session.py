@@ -1,0 +1,359 @@
+"""The proxy session's behaviour, without sockets or a broker: events in, actions out."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gateway.session.session as session_module
+from authz.model import AclOperation
+from gateway.server import Gateway
+from gateway.session import actions as act
+from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
+from gateway.stores.file_acls import FileAclStore
+from gateway.stores.file_users import FileCredentialStore
+from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
+from protocol.messages import request_frame
+from tests.authz.helpers import acl
+from tests.authz.test_policies_data import entry, request, response
+from tests.gateway.session.session_driver import Driver, gateway_for
+
+METADATA_V = 12
+PRODUCE_V = 9
+FETCH_V = 15
+
+
+def metadata(*names: str) -> dict[str, Any]:
+    return request(ApiKey.METADATA, METADATA_V, topics=[{"name": n, "topic_id": uuid.UUID(int=0)} for n in names],
+                   allow_auto_topic_creation=False)
+
+
+def metadata_answer(*names: str) -> dict[str, Any]:
+    return response(ApiKey.METADATA, METADATA_V, "topics",
+                    [entry(ApiKey.METADATA, METADATA_V, "topics", name=n, topic_id=uuid.uuid4()) for n in names],
+                    brokers=[{"node_id": 111, "host": "10.9.9.9", "port": 9092, "rack": None}])
+
+
+def produce(acks: int) -> dict[str, Any]:
+    return request(ApiKey.PRODUCE, PRODUCE_V, acks=acks, timeout_ms=1000,
+                   topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": b"x" * 61}]}])
+
+
+@pytest.fixture
+def plaintext(tmp_path: Path) -> Gateway:
+    return gateway_for(tmp_path)  # no authorizer: every authenticated request is relayed
+
+
+@pytest.fixture
+def alice_sees_a(tmp_path: Path) -> Gateway:
+    """SASL/PLAIN with ACLs: alice may describe topic a, nothing else; bob may do nothing."""
+    users = FileCredentialStore(tmp_path / "users.json")
+    users.upsert_user("alice", "alice-secret")
+    users.upsert_user("bob", "bob-secret")
+    FileAclStore(tmp_path / "acls.json").add([acl("a", AclOperation.DESCRIBE)])
+    return gateway_for(tmp_path, "SASL_PLAINTEXT", **{
+        "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(tmp_path / "acls.json"),
+        "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(tmp_path / "users.json"),
+        "ksgate.sasl.plain.allow.insecure": True, "connections.max.reauth.ms": 60_000,
+        "connection.failed.authentication.delay.ms": 100})
+
+
+def log_in(driver: Driver, user: str, password: str, correlation_id: int = 1) -> None:
+    driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, correlation_id, {"mechanism": "PLAIN"}))
+    driver.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, correlation_id + 1,
+                              {"auth_bytes": f"\0{user}\0{password}".encode()}))
+    if any(j.kind is act.JobKind.VERIFY for j in driver.jobs.values()):
+        driver.run_job(act.JobKind.VERIFY)  # the password hash, as the verification pool would run it
+
+
+def authenticated(gateway: Gateway, user: str = "alice") -> Driver:
+    driver = Driver.connect(gateway, "SASL_PLAINTEXT")
+    log_in(driver, user, f"{user}-secret")
+    assert driver.session.principal is not None and driver.session.principal.name == user
+    driver.record(driver.session.upstream_ready("10.9.9.9:9092"))
+    driver.client_bytes.clear()
+    return driver
+
+
+# --- ordering -----------------------------------------------------------------------------------
+
+def test_answers_leave_in_request_order_with_the_clients_ids_whatever_order_the_upstream_answers(
+        plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 7, metadata("a"))
+                + request_frame(ApiKey.API_VERSIONS, 3, 3, {"client_software_name": "t",
+                                                            "client_software_version": "1"})
+                + request_frame(ApiKey.METADATA, METADATA_V, 7, metadata("b")))
+    first, second = driver.upstream_requests()
+    assert first.upstream_id != second.upstream_id  # the client reused 7; the upstream never sees a clash
+    driver.answer(second, metadata_answer("b"))
+    assert driver.client_bytes == b""  # b's answer waits for a's: order is the client's
+    driver.answer(first, metadata_answer("a"))
+    assert driver.correlation_ids() == [7, 3, 7]
+
+
+def test_an_upstream_answer_nobody_asked_for_closes_the_connection(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    [sent] = driver.upstream_requests()
+    sent.upstream_id += 1000
+    driver.answer(sent, metadata_answer("a"))
+    assert driver.closed is not None and "nobody asked for" in str(driver.closed.reason)
+
+
+def test_requests_before_the_upstream_is_up_wait_and_go_out_in_order(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext, upstream_up=False)
+    assert driver.reading_paused  # connecting: nothing more is read meanwhile
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    assert driver.upstream_bytes == b""
+    driver.record(driver.session.upstream_ready("10.9.9.9:9092"))
+    assert [r.body["topics"][0]["name"] for r in driver.upstream_requests()] == ["a"]
+    assert not driver.reading_paused
+
+
+# --- acks=0 --------------------------------------------------------------------------------------
+
+def test_acks_zero_expects_nothing_and_an_upstream_answer_to_it_is_dropped(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    driver.send(request_frame(ApiKey.PRODUCE, PRODUCE_V, 5, produce(acks=0))
+                + request_frame(ApiKey.PRODUCE, PRODUCE_V, 6, produce(acks=1)))
+    fire_and_forget, answered = driver.upstream_requests()
+    assert driver.session.in_flight == 1  # only the acks=1 request holds a slot
+    produced = response(ApiKey.PRODUCE, PRODUCE_V, "responses", [])
+    driver.answer(fire_and_forget, produced)  # Tansu answers acks=0 anyway
+    assert driver.closed is None and driver.client_bytes == b""
+    driver.answer(answered, produced)
+    assert driver.correlation_ids() == [6]
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+def _refused(gateway: Gateway, wire: bytes) -> Driver:
+    driver = Driver.connect(gateway)
+    driver.send(wire)
+    assert driver.closed is not None and driver.closed.reason
+    assert driver.upstream_bytes == b""  # nothing the gateway refuses reaches the upstream
+    return driver
+
+
+def test_a_request_that_is_not_kafka_is_refused(plaintext: Gateway) -> None:
+    driver = _refused(plaintext, b"\x00\x00\x00\x02\x7f\x7f")
+    assert "not a Kafka request" in str(driver.closed and driver.closed.reason)
+
+
+def test_a_version_outside_the_negotiated_set_is_refused(plaintext: Gateway) -> None:
+    wire = bytearray(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    wire[6:8] = (99).to_bytes(2, "big")
+    driver = _refused(plaintext, bytes(wire))
+    assert "v99" in str(driver.closed and driver.closed.reason)
+
+
+def test_an_inter_broker_api_is_refused(plaintext: Gateway) -> None:
+    wire = bytearray(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    wire[4:6] = (4).to_bytes(2, "big")  # LeaderAndIsr: no schema, no route
+    _refused(plaintext, bytes(wire))
+
+
+def test_an_admin_api_is_never_relayed_without_the_gateway_serving_it(plaintext: Gateway) -> None:
+    body = request(ApiKey.DESCRIBE_ACLS, 3, resource_type_filter=1, pattern_type_filter=1, operation=1,
+                   permission_type=1)
+    driver = _refused(plaintext, request_frame(ApiKey.DESCRIBE_ACLS, 3, 1, body))
+    assert "only served by the gateway" in str(driver.closed and driver.closed.reason)
+
+
+def test_a_follower_fetch_is_refused(plaintext: Gateway) -> None:
+    body = request(ApiKey.FETCH, FETCH_V, replica_state={"replica_id": 1, "replica_epoch": 0}, topics=[])
+    driver = _refused(plaintext, request_frame(ApiKey.FETCH, FETCH_V, 1, body))
+    assert "follower" in str(driver.closed and driver.closed.reason)
+
+
+def test_a_large_frame_before_authentication_is_refused_before_it_is_buffered(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    driver.send((10_000_000).to_bytes(4, "big") + b"\x00\x11\x00\x01")
+    assert driver.closed is not None and "sasl.server.max.receive.size" in str(driver.closed.reason)
+
+
+def test_a_denied_request_is_answered_with_kafkas_error_and_not_relayed(alice_sees_a: Gateway) -> None:
+    driver = authenticated(alice_sees_a, "bob")
+    body = request(ApiKey.CREATE_TOPICS, 7, topics=[{"name": "x", "num_partitions": 1, "replication_factor": 1,
+                                                     "assignments": [], "configs": []}])
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, 7, 9, body))
+    [(correlation_id, answer)] = driver.responses(ApiKey.CREATE_TOPICS, 7)
+    assert correlation_id == 9 and answer["topics"][0]["error_code"] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert driver.upstream_bytes == b""
+
+
+# --- authentication and re-authentication -----------------------------------------------------------
+
+def test_authentication_times_out(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    assert "authentication" in driver.timers
+    driver.fire("authentication")
+    assert driver.closed is not None and driver.closed.reason == "authentication timed out"
+
+
+def test_nothing_is_relayed_or_opened_before_authentication(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    assert not any(isinstance(a, act.OpenUpstream) for a in driver.actions)
+    driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"}))
+    login = request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": b"\0alice\0alice-secret"})
+    driver.send(login + request_frame(ApiKey.METADATA, METADATA_V, 3, metadata("a")))
+    assert driver.reading_paused and not any(isinstance(a, act.OpenUpstream) for a in driver.actions)
+    driver.run_job(act.JobKind.VERIFY)
+    assert any(isinstance(a, act.OpenUpstream) for a in driver.actions)
+    assert "authentication" not in driver.timers  # cancelled
+    driver.record(driver.session.upstream_ready("10.9.9.9:9092"))
+    [relayed] = driver.upstream_requests()  # the frame that waited for the hash, relayed after it
+    assert relayed.api_key == ApiKey.METADATA
+
+
+def test_a_wrong_password_is_answered_after_the_delay_and_closes(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    log_in(driver, "alice", "wrong")
+    assert driver.timers.get("farewell") == pytest.approx(0.1)  # connection.failed.authentication.delay.ms
+    assert driver.responses(ApiKey.SASL_HANDSHAKE, 1, count=1) and driver.client_bytes == b""
+    driver.fire("farewell")
+    [(_, answer)] = driver.responses(ApiKey.SASL_AUTHENTICATE, 2)
+    assert answer["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
+    assert driver.closed is not None
+
+
+def test_a_full_verification_queue_fails_the_login(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"}))
+    driver.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": b"\0alice\0alice-secret"}))
+    driver.run_job(act.JobKind.VERIFY, act.QueueFull())
+    assert driver.session.principal is None and "farewell" in driver.timers
+
+
+def test_reauthentication_as_the_same_principal_keeps_the_connection(alice_sees_a: Gateway) -> None:
+    driver = authenticated(alice_sees_a)
+    log_in(driver, "alice", "alice-secret", correlation_id=10)
+    assert driver.responses(ApiKey.SASL_HANDSHAKE, 1, count=1)[0][1]["error_code"] == 0
+    [(_, answer)] = driver.responses(ApiKey.SASL_AUTHENTICATE, 2)
+    assert answer["error_code"] == 0 and answer["session_lifetime_ms"] > 0
+    assert driver.closed is None and driver.upstream_bytes == b""  # SASL frames are never relayed
+
+
+def test_reauthentication_as_another_principal_is_refused(alice_sees_a: Gateway) -> None:
+    driver = authenticated(alice_sees_a)
+    log_in(driver, "bob", "bob-secret", correlation_id=10)
+    driver.fire("farewell")
+    assert driver.session.principal is not None and driver.session.principal.name == "alice"
+    assert driver.closed is not None
+
+
+def test_an_expired_session_is_closed_at_its_next_request(alice_sees_a: Gateway,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = authenticated(alice_sees_a)
+    later = session_module.wall_clock_ms() + 61_000  # past connections.max.reauth.ms
+    monkeypatch.setattr(session_module, "wall_clock_ms", lambda: later)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    assert driver.closed is not None and "connections.max.reauth.ms" in str(driver.closed.reason)
+    assert driver.upstream_bytes == b""
+
+
+# --- partial rewrites -----------------------------------------------------------------------------
+
+def test_a_partly_authorized_request_relays_only_its_allowed_part_and_merges_the_rest(
+        alice_sees_a: Gateway) -> None:
+    driver = authenticated(alice_sees_a)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 4, metadata("b", "a")))
+    [relayed] = driver.upstream_requests()
+    assert [t["name"] for t in relayed.body["topics"]] == ["a"]
+    driver.answer(relayed, metadata_answer("a", "secret"))  # "secret": nobody asked for it
+    [(_, answer)] = driver.responses(ApiKey.METADATA, METADATA_V)
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [
+        ("b", KafkaError.TOPIC_AUTHORIZATION_FAILED), ("a", 0)]
+    assert answer["brokers"][0]["host"] == "gw.example"  # and no upstream address reaches the client
+
+
+# --- streaming, large requests, local answers ---------------------------------------------------------
+
+def test_only_a_large_response_next_in_line_that_needs_no_rewriting_is_streamed(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    fetch = request(ApiKey.FETCH, FETCH_V, topics=[])
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a"))
+                + request_frame(ApiKey.FETCH, FETCH_V, 2, fetch) + request_frame(ApiKey.FETCH, FETCH_V, 3, fetch))
+    meta, first, second = driver.upstream_requests()
+    size = STREAM_MIN_BYTES
+    assert not driver.session.may_stream(meta.upstream_id, size)  # Metadata names brokers: rewritten
+    assert not driver.session.may_stream(first.upstream_id, size)  # not next in line yet
+    driver.answer(meta, metadata_answer("a"))
+    assert not driver.session.may_stream(first.upstream_id, size - 1)  # too small to be worth it
+    assert driver.session.may_stream(first.upstream_id, size)
+    driver.record(driver.session.stream_started(first.upstream_id, bytearray(b"\x00\x01\x00\x00")))
+    assert not driver.session.may_stream(second.upstream_id, size)  # one stream at a time
+
+
+def test_a_large_request_is_decided_in_the_worker_and_later_frames_wait(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    names = [f"topic-{i:06}" for i in range(LARGE_BYTES // 10)]
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata(*names))
+                + request_frame(ApiKey.METADATA, METADATA_V, 2, metadata("small")))
+    assert driver.reading_paused and driver.upstream_bytes == b""
+    driver.run_job(act.JobKind.LARGE)
+    big, small = driver.upstream_requests()
+    assert len(big.body["topics"]) == len(names) and small.body["topics"][0]["name"] == "small"
+    assert not driver.reading_paused
+
+
+def test_an_admin_answer_waits_for_the_store_write_before_it(tmp_path: Path) -> None:
+    FileAclStore(tmp_path / "acls.json")
+    gateway = gateway_for(tmp_path, **{"authorizer.class.name": "StandardAuthorizer",
+                                       "ksgate.acl.file": str(tmp_path / "acls.json"),
+                                       "super.users": "User:ANONYMOUS"})
+    driver = Driver.connect(gateway)
+    create = request(ApiKey.CREATE_ACLS, 3, creations=[{
+        "resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:x", "host": "*",
+        "operation": 3, "permission_type": 3}])
+    describe = request(ApiKey.DESCRIBE_ACLS, 3, resource_type_filter=1, resource_name_filter=None,
+                       pattern_type_filter=1, principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    driver.send(request_frame(ApiKey.CREATE_ACLS, 3, 1, create)
+                + request_frame(ApiKey.DESCRIBE_ACLS, 3, 2, describe))
+    assert driver.client_bytes == b"" and driver.upstream_bytes == b""  # never relayed
+    driver.run_job(act.JobKind.STORE)
+    assert driver.correlation_ids() == [1, 2]
+    [(_, created)] = driver.responses(ApiKey.CREATE_ACLS, 3, count=1)
+    assert created["results"][0]["error_code"] == 0
+    [(_, described)] = driver.responses(ApiKey.DESCRIBE_ACLS, 3)
+    # The describe ran after the create's write, as a Kafka broker serves one request at a time.
+    assert [r["resource_name"] for r in described["resources"]] == ["t"]
+
+
+# --- backpressure --------------------------------------------------------------------------------
+
+def test_reading_pauses_at_queued_max_requests_and_resumes_as_answers_leave(tmp_path: Path) -> None:
+    gateway = gateway_for(tmp_path, **{"queued.max.requests": 2})
+    driver = Driver.connect(gateway)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a"))
+                + request_frame(ApiKey.METADATA, METADATA_V, 2, metadata("b")))
+    assert driver.reading_paused
+    first, _ = driver.upstream_requests()
+    driver.answer(first, metadata_answer("a"))
+    assert not driver.reading_paused
+
+
+def test_write_buffers_pause_the_other_side(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    driver.record(driver.session.client_write_paused(True))
+    assert driver.upstream_reading_paused  # a slow client: stop reading the upstream
+    driver.record(driver.session.upstream_write_paused(True))
+    assert driver.reading_paused  # a full upstream socket: stop reading the client
+    driver.record(driver.session.upstream_write_paused(False))
+    driver.record(driver.session.client_write_paused(False))
+    assert not driver.reading_paused and not driver.upstream_reading_paused
+
+
+def test_drain_closes_once_the_last_answer_is_out(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    driver.record(driver.session.drain())
+    assert driver.reading_paused and driver.closed is None
+    [sent] = driver.upstream_requests()
+    driver.answer(sent, metadata_answer("a"))
+    assert driver.correlation_ids() == [1] and driver.closed is not None
