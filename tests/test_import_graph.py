@@ -126,3 +126,16 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_no_import_cycles() -> None:
     cycles = [c for c in strongly_connected(import_graph()) if len(c) > 1]
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+MAX_MODULES_PER_FOLDER = 15  # beyond this a folder no longer shows its concerns: group it in subfolders
+
+
+def test_no_folder_holds_more_than_fifteen_modules() -> None:
+    crowded = {}
+    for pkg in (*PACKAGES, "tests", "bench"):
+        for folder in [ROOT / pkg, *(p for p in (ROOT / pkg).rglob("*") if p.is_dir())]:
+            modules = [p for p in folder.glob("*.py") if p.name not in {"__init__.py", "__main__.py", "conftest.py"}]
+            if len(modules) > MAX_MODULES_PER_FOLDER:
+                crowded[str(folder.relative_to(ROOT))] = len(modules)
+    assert crowded == {}

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from auth.principal import KafkaPrincipal, PlaintextAuthContext, PrincipalBuilder, SslAuthContext
 from auth.sasl.mechanism import SaslContext
-from auth.sasl.server import SaslServerAuthenticator, SaslServerConfig
+from auth.sasl.server import Authenticated, Close, SaslServerAuthenticator, SaslServerConfig
 from gateway.session.api_versions import api_versions_response
 from protocol.framing import Frame
 
@@ -67,3 +67,47 @@ def looks_like_kafka(frame: Frame) -> bool:
     """A first frame that could be a Kafka request header (api key < 0x7F00, any version)."""
     payload = frame.payload
     return len(payload) >= 8 and payload[0] == 0 and payload[1] < 0x7F
+
+
+# --- what a login leaves behind: metrics, counters, audit events, log lines ---------------------
+
+def record_login(ctx: GatewayContext, listener: ListenerConfig, client: tuple[str, int], principal: KafkaPrincipal,
+                 mechanism: str | None = None) -> None:
+    ctx.metrics.authentication(mechanism or listener.security_protocol, "success")
+    key = str(principal)
+    ctx.counters.authenticated[key] = ctx.counters.authenticated.get(key, 0) + 1
+    if ctx.authorization is not None:
+        ctx.authorization.audit.authentication(
+            principal=key, attempted_user=None, client_host=client[0], client_port=client[1],
+            listener=listener.name, mechanism=mechanism or listener.security_protocol, succeeded=True)
+
+
+def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: tuple[str, int],
+                         authenticator: SaslServerAuthenticator | None, step: Close) -> None:
+    throttle = ctx.login_throttle
+    if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
+        log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
+    else:
+        log.warning("authentication_failed", reason=step.reason, mechanism_failure=step.authentication_failure)
+    ctx.counters.authentication_failures += 1
+    if step.failure_class == "bad_credentials" and throttle.record_failure(client[0]):
+        log.warning("authentication_throttled", client_host=client[0], failures=throttle.limit,
+                    window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
+    mechanism = authenticator.mechanism if authenticator else None
+    ctx.metrics.authentication(mechanism, step.failure_class)
+    if ctx.authorization is not None:
+        ctx.authorization.audit.authentication(
+            principal=None, attempted_user=authenticator.attempted_user if authenticator else None,
+            client_host=client[0], client_port=client[1], listener=listener.name, mechanism=mechanism,
+            succeeded=False, failure=step.failure_class)
+
+
+def note_legacy_nonce(ctx: GatewayContext, log: Any, step: Authenticated) -> None:
+    """Counted every time; logged once per connection (at its first login; re-authentication
+    comes from the same client library), so an old client is visible without flooding the log."""
+    ctx.metrics.scram_legacy_nonce(step.mechanism)
+    if not step.reauthenticated:
+        log.info("scram_legacy_nonce_accepted", mechanism=step.mechanism,
+                 detail="the client repeats its SCRAM nonce (librdkafka before 2.6.1); accepted because "
+                        "ksgate.sasl.scram.legacy.librdkafka.nonce.enable is true; upgrading the client "
+                        "removes the need")

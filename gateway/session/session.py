@@ -46,7 +46,14 @@ from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest,
 from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal, match_response, needs_decoding, response_pieces
 from gateway.session.routes import route
-from gateway.session.sasl_stage import looks_like_kafka, new_authenticator, principal_at_connect
+from gateway.session.sasl_stage import (
+    looks_like_kafka,
+    new_authenticator,
+    note_legacy_nonce,
+    principal_at_connect,
+    record_login,
+    record_login_failure,
+)
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.frame_receiver import FrameReceiver
@@ -532,52 +539,20 @@ class ProxySession:
                       session_expiry_ms=step.session_expiry_ms)
         self._count_principal(step.principal, step.mechanism)
         if step.legacy_nonce:
-            self._note_legacy_nonce(step)
+            note_legacy_nonce(self.ctx, self.log, step)
         if first:
             self._out.append(act.CancelTimer(_AUTH_TIMER))
             self.receiver.limit = self.ctx.config.socket_request_max_bytes
             self.receiver.prealloc = FrameReceiver.PREALLOC_BYTES
             self._open_upstream()
 
-    def _note_legacy_nonce(self, step: Authenticated) -> None:
-        """Counted every time; logged once per connection (at its first login; re-authentication
-        comes from the same client library), so an old client is visible without flooding the log."""
-        self.ctx.metrics.scram_legacy_nonce(step.mechanism)
-        if not step.reauthenticated:
-            self.log.info("scram_legacy_nonce_accepted", mechanism=step.mechanism,
-                          detail="the client repeats its SCRAM nonce (librdkafka before 2.6.1); accepted because "
-                                 "ksgate.sasl.scram.legacy.librdkafka.nonce.enable is true; upgrading the client "
-                                 "removes the need")
-
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
-        self.ctx.metrics.authentication(mechanism or self.listener.security_protocol, "success")
-        key = str(principal)
-        self.ctx.counters.authenticated[key] = self.ctx.counters.authenticated.get(key, 0) + 1
-        if self.ctx.authorization is not None:
-            self.ctx.authorization.audit.authentication(
-                principal=key, attempted_user=None, client_host=self.client_host, client_port=self.client_port,
-                listener=self.listener.name, mechanism=mechanism or self.listener.security_protocol, succeeded=True)
+        record_login(self.ctx, self.listener, (self.client_host, self.client_port), principal, mechanism)
 
     def _refuse_authentication(self, step: Close) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
-        throttle = self.ctx.login_throttle
-        if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
-            self.log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
-        else:
-            self.log.warning("authentication_failed", reason=step.reason,
-                             mechanism_failure=step.authentication_failure)
-        self.ctx.counters.authentication_failures += 1
-        if step.failure_class == "bad_credentials" and throttle.record_failure(self.client_host):
-            self.log.warning("authentication_throttled", client_host=self.client_host, failures=throttle.limit,
-                             window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
-        authenticator = self.authenticator
-        mechanism = authenticator.mechanism if authenticator else None
-        self.ctx.metrics.authentication(mechanism, step.failure_class)
-        if self.ctx.authorization is not None:
-            self.ctx.authorization.audit.authentication(
-                principal=None, attempted_user=authenticator.attempted_user if authenticator else None,
-                client_host=self.client_host, client_port=self.client_port, listener=self.listener.name,
-                mechanism=mechanism, succeeded=False, failure=step.failure_class)
+        record_login_failure(self.ctx, self.log, self.listener, (self.client_host, self.client_port),
+                             self.authenticator, step)
         self._set_read_paused("auth-failed", True)
         self.closing = True  # nothing more is read or relayed; answers already in flight still go out
         self._farewell = step.frame
