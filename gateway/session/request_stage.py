@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from auth.sasl.mechanism import wall_clock_ms
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
 from gateway.config import ConfigError
-from gateway.session.address_rewrite import REWRITERS, NodeAddressBook, body_names_endpoints, needs_rewrite
+from gateway.session.address_rewrite import NodeAddressBook, body_names_endpoints, needs_rewrite, rewrite_endpoints
 from gateway.session.api_versions import api_versions_response, check_negotiated
 from gateway.session.local_answers import answer_locally
 from gateway.session.policy_check import authorize, check_topics
@@ -181,7 +181,7 @@ def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAd
     changed = False
     if rewrite:
         try:
-            changed = REWRITERS[slot.api_key](body, slot.api_version, book)
+            changed = rewrite_endpoints(slot.api_key, slot.api_version, body, book)
         except ConfigError as exc:
             raise PipelineRefusal(str(exc)) from None
     if slot.hook is not None:
