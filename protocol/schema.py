@@ -20,7 +20,19 @@ versions in which it may be null, ``tag=N`` makes it a tagged field (``tagged=``
 versions, default ``v``), ``default=`` the value used when it is absent, ``entity=`` what
 Kafka entity the field names (as ``entityType`` in Kafka's message JSON): ``topicName``,
 ``topicId``, ``configResourceName`` (a topic name when the sibling ``resource_type`` is 2),
-or ``none`` for a field that looks like one but is not (a regex).  Protections find topics
+``groupId``, ``transactionalId``, ``producerId``, ``brokerId`` (a node id), or ``none`` for
+a field that looks like one but is not (a regex, an ACL's host, a Streams app endpoint).
+
+A broker endpoint (a struct, or the message itself, that tells a client where a broker
+listens) marks its host ``entity=brokerHost`` and its port ``entity=brokerPort``; its node id
+is the one scalar ``entity=brokerId`` field beside them (checked at import)::
+
+    brokers      []
+      node_id    int32   entity=brokerId
+      host       string  entity=brokerHost
+      port       int32   entity=brokerPort
+
+Protections and the address rewrite find topics, groups, transactional ids and endpoints
 through these annotations, never through hand-written field paths.
 """
 
@@ -39,8 +51,15 @@ ENTITY_TYPES: dict[str, frozenset[str]] = {
     "topicName": frozenset({"string", "[]string"}),
     "topicId": frozenset({"uuid", "[]uuid"}),
     "configResourceName": frozenset({"string"}),
-    "none": frozenset({"string", "[]string", "uuid", "[]uuid"}),
+    "groupId": frozenset({"string", "[]string"}),
+    "transactionalId": frozenset({"string", "[]string"}),
+    "producerId": frozenset({"int64", "[]int64"}),
+    "brokerId": frozenset({"int32", "[]int32"}),
+    "brokerHost": frozenset({"string"}),
+    "brokerPort": frozenset({"int32"}),
+    "none": frozenset({"string", "[]string", "uuid", "[]uuid", "int32", "uint16"}),
 }
+ENDPOINT_ENTITIES = ("brokerId", "brokerHost", "brokerPort")
 
 
 class SchemaError(ValueError):
@@ -251,3 +270,15 @@ def _check_fields(fields: list[FieldSpec], where: str) -> None:
         if (spec.is_struct or spec.is_struct_array) and not spec.fields:
             raise SchemaError(f"{where}: {spec.name} has no child fields")
         _check_fields(spec.fields, f"{where}.{spec.name}")
+    _check_endpoint(fields, where)
+
+
+def _check_endpoint(fields: list[FieldSpec], where: str) -> None:
+    """A struct with a brokerHost or brokerPort has one of each and one scalar brokerId, in the same versions."""
+    marked = {e: [f for f in fields if f.entity == e and f.element_type is None] for e in ENDPOINT_ENTITIES}
+    if not marked["brokerHost"] and not marked["brokerPort"]:
+        return
+    if any(len(found) != 1 for found in marked.values()):
+        raise SchemaError(f"{where}: an endpoint needs one brokerId, one brokerHost and one brokerPort field")
+    if len({marked[e][0].versions for e in ENDPOINT_ENTITIES}) != 1:
+        raise SchemaError(f"{where}: an endpoint's brokerId, brokerHost and brokerPort differ in versions")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from auth.principal import KafkaPrincipal
+from authz.field_presence import response_has
 from authz.model import AclOperation, ResourceType
 from authz.policies.merge import merge_items
 from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
@@ -383,7 +384,7 @@ def _may_describe_token(token: Body, version: int, requester: KafkaPrincipal | N
     """DelegationTokenManager.filterToken: owner, requester and renewers see a token; others need an ACL."""
     owner = (token["principal_type"], token["principal_name"])
     involved = {owner, *((r["principal_type"], r["principal_name"]) for r in token["renewers"])}
-    if version >= 3:
+    if response_has(ApiKey.DESCRIBE_DELEGATION_TOKEN, version, "tokens", "token_requester_principal_type"):
         involved.add((token["token_requester_principal_type"], token["token_requester_principal_name"]))
     if requester is not None and (requester.principal_type, requester.name) in involved:
         return True

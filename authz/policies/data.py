@@ -9,6 +9,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from authz.field_presence import request_has, response_has
 from authz.model import AclOperation, ResourceType
 from authz.policies.merge import Slot, merge_items
 from authz.policies.merge import by_name as _by_name
@@ -120,14 +121,19 @@ def _dedupe(names: Iterable[Hashable]) -> list[Any]:
 
 # --- Fetch (1) ----------------------------------------------------------------------------------------
 
+def _fetch_by_id(version: int) -> bool:
+    """Whether topics are named by id (requests and responses switch together)."""
+    return request_has(ApiKey.FETCH, version, "topics", "topic_id")
+
+
 def _fetch_key(topic: Body, version: int) -> Hashable:
-    key: Hashable = topic["topic_id"] if version >= 13 else topic["topic"]
+    key: Hashable = topic["topic_id"] if _fetch_by_id(version) else topic["topic"]
     return key
 
 
 def _fetch_read_error(topic: Body, version: int, view: AuthzView, read: _Checker) -> int | None:
     """Request topics and response topics have the same key fields, so this serves both."""
-    name = view.topic_name(topic["topic_id"]) if version >= 13 else topic["topic"]
+    name = view.topic_name(topic["topic_id"]) if _fetch_by_id(version) else topic["topic"]
     if name is None:
         return KafkaError.UNKNOWN_TOPIC_ID
     return None if read(name) else KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -135,7 +141,7 @@ def _fetch_read_error(topic: Body, version: int, view: AuthzView, read: _Checker
 
 def _fetch_error_entry(topic: Body, version: int, error: int, indexes: Iterable[int]) -> Body:
     entry = default_item(ApiKey.FETCH, version, "responses")
-    entry["topic_id" if version >= 13 else "topic"] = _fetch_key(topic, version)
+    entry["topic_id" if _fetch_by_id(version) else "topic"] = _fetch_key(topic, version)
     # FetchResponse.partitionResponse: high watermark -1; the down-conversion step then sets empty records.
     entry["partitions"] = _partition_errors(ApiKey.FETCH, version, ("responses", "partitions"), indexes,
                                             error_code=error, high_watermark=-1, records=b"")
@@ -144,7 +150,8 @@ def _fetch_error_entry(topic: Body, version: int, error: int, indexes: Iterable[
 
 def is_follower_fetch(request: Body, version: int) -> bool:
     """A Fetch sent by a replica (replica_id >= 0, or a ReplicaState from v15), not by a consumer."""
-    replica_id: int = request["replica_state"]["replica_id"] if version >= 15 else request["replica_id"]
+    tagged = request_has(ApiKey.FETCH, version, "replica_state")
+    replica_id: int = request["replica_state"]["replica_id"] if tagged else request["replica_id"]
     return replica_id >= 0
 
 
@@ -162,8 +169,9 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
               for i, t in enumerate(topics) if (e := error_of(t)) is not None}
     # Kafka authorizes every partition of the fetch session, not only those this request names: an
     # incremental response may carry session partitions, which are checked again here.
-    incremental = version >= 7 and request["session_epoch"] > 0
-    session = incremental or (version >= 7 and request["session_id"] != 0)
+    sessions = request_has(ApiKey.FETCH, version, "session_id")
+    incremental = sessions and request["session_epoch"] > 0
+    session = incremental or (sessions and request["session_id"] != 0)
     slots = [(denied.get(i), _fetch_key(t, version)) for i, t in enumerate(topics)]
 
     def session_partitions(entry: Body) -> Body:
@@ -270,9 +278,9 @@ def _metadata_topic(version: int, error: int, name: str | None, topic_id: uuid.U
 
 def _metadata_operations(request: Body, version: int, view: AuthzView, response: Body, upstream: list[Body]) -> None:
     """Kafka computes the bit fields for this principal; the upstream's (the gateway's own) never pass."""
-    if version < 8:
+    if not request_has(ApiKey.METADATA, version, "include_topic_authorized_operations"):
         return
-    if version <= 10:
+    if request_has(ApiKey.METADATA, version, "include_cluster_authorized_operations"):
         cluster = NOT_REQUESTED
         if request["include_cluster_authorized_operations"]:
             cluster = view.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) \
@@ -356,7 +364,7 @@ def _metadata_by_name(request: Body, version: int, view: AuthzView, auto_create:
         _metadata_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, False), n) for n in names]
     plan = _MetadataPlan(request, version, view, slots, keys=_by_name)
     rewritten = {**request, "topics": [t for t in request["topics"] if describe(t["name"])]}
-    if uncreatable and version >= 4:
+    if uncreatable and request_has(ApiKey.METADATA, version, "allow_auto_topic_creation"):
         rewritten["allow_auto_topic_creation"] = False
     elif uncreatable:  # v0-3 cannot switch creation off: ask for all topics (never auto-created), pick ours
         rewritten["topics"] = [] if version == 0 else None
@@ -635,7 +643,8 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
     # Kafka asks DESCRIBE_CONFIGS for every name it considered (even those refused); it matters from v5.
     describe_configs = _Checker(view, Op.DESCRIBE_CONFIGS, log_if_denied=False)
     considered = [n for n in _dedupe(names) if n not in duplicates and n != CLUSTER_METADATA_TOPIC]
-    hidden = {n for n in considered if not describe_configs(n) and n not in errors and version >= 5}
+    withheld = response_has(ApiKey.CREATE_TOPICS, version, "topics", "configs")
+    hidden = {n for n in considered if not describe_configs(n) and n not in errors and withheld}
 
     def hide_configs(results: list[Body]) -> list[Body]:
         # Without DESCRIBE_CONFIGS a created topic's settings are withheld (ReplicationControlManager).
@@ -668,8 +677,9 @@ def authorize_create_partitions(request: Body, version: int, view: AuthzView) ->
 
 
 def authorize_delete_topics(request: Body, version: int, view: AuthzView) -> Verdict:
+    by_ref = request_has(ApiKey.DELETE_TOPICS, version, "topics")  # names or ids; else a plain name list
     refs: list[tuple[str | None, uuid.UUID]] = [(t["name"], t["topic_id"]) for t in request["topics"]] \
-        if version >= 6 else [(name, ZERO_UUID) for name in request["topic_names"]]
+        if by_ref else [(name, ZERO_UUID) for name in request["topic_names"]]
     decide = _DeleteTopicsDecider(version, view, refs)
     slots: list[Slot] = []
     kept: list[int] = []
@@ -691,7 +701,7 @@ def authorize_delete_topics(request: Body, version: int, view: AuthzView) -> Ver
                                        lambda r: (("name", r["name"]), ("id", r.get("topic_id", ZERO_UUID))))
         return response
 
-    field = "topics" if version >= 6 else "topic_names"
+    field = "topics" if by_ref else "topic_names"
     return Rewrite({**request, field: [request[field][i] for i in kept]}, merge)
 
 

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from authz.field_presence import request_has, response_has, response_nullable
 from authz.model import AclOperation, ResourceType
 from authz.policies.merge import Slot, merge_items
 from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
@@ -126,10 +127,15 @@ def _indexes(topic: Body) -> list[int]:
 
 # --- FindCoordinator --------------------------------------------------------------------------------------------
 
+def _batched_coordinators(version: int) -> bool:
+    """Whether FindCoordinator looks up a list of keys (else one key, answered at the top level)."""
+    return request_has(ApiKey.FIND_COORDINATOR, version, "coordinator_keys")
+
+
 def _coordinator_failure(request: Body, version: int, error: int) -> Answer:
     """FindCoordinatorRequest.getErrorResponse: ``error`` with its message, for the one key or every key (v4+)."""
     key = ApiKey.FIND_COORDINATOR
-    if version < 4:
+    if not _batched_coordinators(version):
         return _answer(key, version, error_code=error, error_message=KafkaError(error).message, **NO_NODE)
     coordinators = [_item(key, version, ("coordinators",), key=k, error_code=error,
                           error_message=KafkaError(error).message, **NO_NODE) for k in request["coordinator_keys"]]
@@ -144,7 +150,7 @@ def _coordinator_error(key: str, version: int, error: int) -> Body:
 def _find_share_coordinator(request: Body, version: int, view: AuthzView) -> Verdict:
     # getCoordinator: SHARE keys (groupId:topicId:partition, asked by brokers) need CLUSTER_ACTION, not a group
     # ACL; before v6 Kafka answers INVALID_REQUEST without looking at ACLs.
-    if version < 4:
+    if not _batched_coordinators(version):
         return _coordinator_failure(request, version, KafkaError.INVALID_REQUEST)
     keys = request["coordinator_keys"]
     if version < 6:
@@ -166,10 +172,10 @@ def authorize_find_coordinator(request: Body, version: int, view: AuthzView) -> 
         resource, error = ResourceType.TRANSACTIONAL_ID, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         # CoordinatorType.forId throws InvalidRequestException: the whole request fails.
-        if version >= 4 and not request["coordinator_keys"]:
+        if _batched_coordinators(version) and not request["coordinator_keys"]:
             return Relay()
         return _coordinator_failure(request, version, KafkaError.INVALID_REQUEST)
-    if version < 4:
+    if not _batched_coordinators(version):
         ok = _allowed(view, Op.DESCRIBE, resource, request["key"])
         return Relay() if ok else _coordinator_failure(request, version, error)
     entries: Entries = [(k, None if _allowed(view, Op.DESCRIBE, resource, k) else _coordinator_error(k, version, error))
@@ -190,15 +196,17 @@ def authorize_find_coordinator(request: Body, version: int, view: AuthzView) -> 
 # --- classic group membership -----------------------------------------------------------------------------------
 
 def authorize_join_group(request: Body, version: int, view: AuthzView) -> Verdict:
-    # JoinGroupRequest.getErrorResponse: unknown generation, member and leader; protocol name null from v7.
+    # JoinGroupRequest.getErrorResponse: unknown generation, member and leader; protocol name null where it may be.
+    no_protocol = None if response_nullable(ApiKey.JOIN_GROUP, version, "protocol_name") else ""
     return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.JOIN_GROUP, version,
                  error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, generation_id=-1, leader="", member_id="",
-                 members=[], protocol_name=None if version >= 7 else "")
+                 members=[], protocol_name=no_protocol)
 
 
 def authorize_sync_group(request: Body, version: int, view: AuthzView) -> Verdict:
-    if version >= 5 and (request["protocol_type"] is None or request["protocol_name"] is None):
-        # handleSyncGroupRequest checks the v5+ mandatory protocol fields before the ACL.
+    mandatory = request_has(ApiKey.SYNC_GROUP, version, "protocol_type")
+    if mandatory and (request["protocol_type"] is None or request["protocol_name"] is None):
+        # handleSyncGroupRequest checks the protocol fields (mandatory where they exist, v5+) before the ACL.
         return _answer(ApiKey.SYNC_GROUP, version, error_code=KafkaError.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.SYNC_GROUP, version,
                  error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=b"")
@@ -219,7 +227,7 @@ def authorize_leave_group(request: Body, version: int, view: AuthzView) -> Verdi
 
 def authorize_offset_commit(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.OFFSET_COMMIT
-    by_id = version >= 10
+    by_id = request_has(key, version, "topics", "topic_id")
     errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name")
     if not _group(view, Op.READ, request["group_id"]):
         # OffsetCommitRequest.getErrorResponse: every requested partition carries the group error.
@@ -250,9 +258,9 @@ def authorize_offset_commit(request: Body, version: int, view: AuthzView) -> Ver
 
 
 def _fetch_error_topic(version: int, topic: Body, error: int) -> Body:
-    """An OffsetFetch topic whose partitions Kafka answers with ``error`` and no offset (v8+ nesting when v >= 8)."""
+    """An OffsetFetch topic whose partitions Kafka answers with ``error`` and no offset (nested in its group, v8+)."""
     key = ApiKey.OFFSET_FETCH
-    path = ("groups", "topics") if version >= 8 else ("topics",)
+    path = ("groups", "topics") if response_has(key, version, "groups") else ("topics",)
     partitions = [_item(key, version, (*path, "partitions"), partition_index=i, committed_offset=-1, error_code=error)
                   for i in topic["partition_indexes"]]
     return _item(key, version, path, name=topic.get("name"), topic_id=topic.get("topic_id"), partitions=partitions)
@@ -364,10 +372,10 @@ def _by_position(asked: list[Body], answered: list[Body]) -> list[Body | None]:
 
 
 def authorize_offset_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
-    if version < 8:
-        return _offset_fetch_single(request, version, view)
     key = ApiKey.OFFSET_FETCH
-    by_id = version >= 10
+    if not request_has(key, version, "groups"):  # one group (v0-7), not a batch
+        return _offset_fetch_single(request, version, view)
+    by_id = request_has(key, version, "groups", "topics", "topic_id")
 
     def name(topic: Body) -> str | None:  # v10 names topics by id (Kafka 4.1)
         return view.topic_name(topic["topic_id"]) if by_id else topic["name"]
@@ -445,12 +453,13 @@ def authorize_describe_groups(request: Body, version: int, view: AuthzView) -> V
     permitted, denied = _split_groups(view, request["groups"], lambda gid: _item(
         key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
         error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message))
-    if version < 3 and not denied:
+    with_operations = response_has(key, version, "groups", "authorized_operations")
+    if not with_operations and not denied:
         return Relay()
-    wanted = version >= 3 and request["include_authorized_operations"]
+    wanted = with_operations and request["include_authorized_operations"]
 
     def finish(group: Body) -> Body:
-        if version >= 3:
+        if with_operations:
             group["authorized_operations"] = _operations(view, wanted, group)
         return group
 

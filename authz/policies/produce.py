@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from authz.field_presence import request_has
 from authz.model import AclOperation, ResourceType
 from authz.policies.merge import merge_items
 from authz.request_policy import Action, Answer, AuthzView, Body, Refuse, Relay, Rewrite, Verdict
@@ -18,17 +19,22 @@ from protocol.kafka_errors import KafkaError
 from protocol.record_batch import is_transactional
 
 
+def _by_id(version: int) -> bool:
+    """Whether topics are named by id (requests and responses switch together)."""
+    return request_has(ApiKey.PRODUCE, version, "topic_data", "topic_id")
+
+
 def _topic_key(topic: Body, version: int) -> Any:
-    return topic["topic_id"] if version >= 13 else topic["name"]
+    return topic["topic_id"] if _by_id(version) else topic["name"]
 
 
 def _topic_name(topic: Body, version: int, view: AuthzView) -> str | None:
-    return view.topic_name(topic["topic_id"]) if version >= 13 else topic["name"]
+    return view.topic_name(topic["topic_id"]) if _by_id(version) else topic["name"]
 
 
 def _error_entry(topic: Body, version: int, error: int) -> Body:
     entry = default_item(ApiKey.PRODUCE, version, "responses")
-    if version >= 13:
+    if _by_id(version):
         entry["topic_id"] = topic["topic_id"]
     else:
         entry["name"] = topic["name"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from gateway.session.address_rewrite import REWRITERS, body_names_endpoints, needs_rewrite
+from gateway.session.address_rewrite import ENDPOINT_APIS, body_names_endpoints, needs_rewrite, rewrite_endpoints
 from gateway.session.response_queue import Slot
 from gateway.session.response_stage import response_pieces
 from gateway.upstream.cluster_view import ClusterView
@@ -14,7 +16,9 @@ from protocol.api_keys import ApiKey
 from protocol.codec import default_value
 from protocol.framing import Frame
 from protocol.messages import decode_response, response_frame
-from protocol.registry import api
+from protocol.registry import all_apis, api
+from protocol.schema import FieldSpec
+from tests.protocol.sample_values import sample_message
 
 
 class Book:
@@ -30,7 +34,7 @@ class Book:
 
 def _run(key: ApiKey, body: dict[str, Any], version: int) -> tuple[bool, Book]:
     book = Book()
-    return REWRITERS[key](body, version, book), book
+    return rewrite_endpoints(key, version, body, book), book
 
 
 def test_metadata_brokers_are_replaced_and_remembered() -> None:
@@ -135,3 +139,63 @@ def test_a_fetch_with_node_endpoints_is_rewritten() -> None:
     correlation_id, decoded = decode_response(sent[4:], ApiKey.FETCH, 16)
     assert correlation_id == 7
     assert [(n["host"], n["port"]) for n in decoded["node_endpoints"]] == [("gw", 9006)]
+
+
+# --- every endpoint in every schema, found through the annotations ------------------------------------------------
+
+def test_endpoint_apis_are_those_whose_responses_annotate_an_endpoint() -> None:
+    expected = {ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER, ApiKey.PRODUCE, ApiKey.FETCH,
+                ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
+    assert expected == ENDPOINT_APIS
+    assert needs_rewrite(ApiKey.FIND_COORDINATOR, 0) and needs_rewrite(ApiKey.FIND_COORDINATOR, 6)
+    assert not needs_rewrite(ApiKey.METADATA, 99)  # a version the schema does not have
+
+
+def _all_fields(fields: list[FieldSpec]) -> Iterator[FieldSpec]:
+    for f in fields:
+        yield f
+        yield from _all_fields(f.fields)
+
+
+def test_every_response_host_and_port_is_annotated() -> None:
+    """A future schema cannot add an endpoint the rewrite would not see: each host/port says what it is."""
+    unmarked = [(schema.name, f.name) for schema in all_apis().values() for f in _all_fields(schema.response.fields)
+                if f.name in ("host", "port") and f.entity not in ("brokerHost", "brokerPort", "none")]
+    assert unmarked == []
+
+
+# A Kafka Streams application's own endpoint (StreamsGroupDescribe/Heartbeat), not a broker: relayed as is.
+_NOT_BROKER_ENDPOINTS = frozenset({"user_endpoint"})
+
+
+def _host_port_structs(value: Any, parent: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every dict with a host and a port, found by key (not through the annotations), with its field name."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _host_port_structs(item, parent)
+    elif isinstance(value, dict):
+        if "host" in value and "port" in value:
+            yield parent, value
+        for name, item in value.items():
+            yield from _host_port_structs(item, name)
+
+
+_RESPONSE_VERSIONS = [(key, version) for key, schema in sorted(all_apis().items())
+                      for version in range(schema.min_version, schema.max_version + 1)]
+
+
+@pytest.mark.parametrize(("key", "version"), _RESPONSE_VERSIONS)
+def test_no_upstream_address_survives_in_any_response(key: int, version: int) -> None:
+    """Random bodies of every response version: after the rewrite no broker host or port of the upstream is left."""
+    schema = api(key)
+    assert schema is not None
+    rng = random.Random(f"{key}/{version}")
+    for _ in range(8):
+        body = sample_message(schema.response, version, rng)
+        if needs_rewrite(key, version):
+            rewrite_endpoints(key, version, body, Book())
+        for parent, struct in _host_port_structs(body):
+            if parent in _NOT_BROKER_ENDPOINTS:
+                continue
+            assert (struct["host"], struct["port"]) in {("", -1)} | {("gw", 9000 + struct.get("node_id", struct.get(
+                "broker_id", -1)))}, (parent, struct)
