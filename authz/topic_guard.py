@@ -19,7 +19,7 @@ from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, Answer, Body, Refuse, Relay, Rewrite, Verdict
 from protocol.api_keys import ApiKey
-from protocol.entities import TopicRef, drop_topics, elements_naming, names_topics, topic_refs
+from protocol.entities.topics import TopicRef, drop_topics, elements_naming, names_topics, topic_refs
 from protocol.kafka_errors import KafkaError
 from protocol.schema import MessageSpec
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Protocol
 
-from protocol.broker_endpoints import endpoint_places, endpoints
+from protocol.entities.endpoints import endpoint_places, endpoints
 from protocol.errors import DecodeError
 from protocol.registry import all_apis, api
 from protocol.tag_scan import TagScan, compile_tag_scan

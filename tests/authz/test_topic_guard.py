@@ -29,7 +29,7 @@ from gateway.session.authz_view import GatewayAuthorization
 from gateway.session.policy_check import authorize
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
-from protocol.entities import CannotDrop, TopicRef, drop_topics, topic_refs
+from protocol.entities.topics import CannotDrop, TopicRef, drop_topics, topic_refs
 from protocol.registry import all_apis
 from protocol.schema import FieldSpec, MessageSpec, parse_schema_text
 

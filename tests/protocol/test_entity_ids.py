@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from protocol.api_keys import ApiKey
-from protocol.entity_ids import (
+from protocol.entities.ids import (
     Entity,
     broker_ids,
     entity_paths,
