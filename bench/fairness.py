@@ -43,6 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from authz.acl_json import encode_acl_file  # noqa: E402
 from authz.model import (  # noqa: E402
     AccessControlEntry,
     AclBinding,
@@ -54,7 +55,6 @@ from authz.model import (  # noqa: E402
 )
 from bench.throughput import CLK_TCK, SaslGatewayProcess, cpu_seconds, loadavg, machine, percentile  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
-from gateway.stores.file_acls import encode_acl_file  # noqa: E402
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.messages import decode_response, request_frame  # noqa: E402

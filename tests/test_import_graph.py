@@ -126,3 +126,11 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_no_import_cycles() -> None:
     cycles = [c for c in strongly_connected(import_graph()) if len(c) > 1]
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_pipeline_reads_the_acl_model_not_the_gateway() -> None:
+    """pipeline/ works on audit logs and ACL files offline: it needs authz/ (the ACL model and its
+    JSON format), never the gateway's modules."""
+    reached = {f"{source} -> {target}" for source, targets in import_graph().items() if source.startswith("pipeline")
+               for target in targets if target.startswith("gateway")}
+    assert not reached, "pipeline imports the gateway: " + ", ".join(sorted(reached))
