@@ -21,8 +21,8 @@ TRIPWIRES = {
     "broker": ("KSGATE_TANSU_BIN", "/nonexistent/tansu (broker tests deselected: mark the test pytest.mark.broker)"),
     "spark": ("SPARK_HOME", "/nonexistent/spark (spark tests deselected: mark the test pytest.mark.spark)"),
 }
-# The fixture that makes a test need a marker: the shared broker (also behind ``gateway``), Spark.
-MARKED_FIXTURES = {"broker": "broker", "spark": "spark"}
+# A test that uses one of these fixtures (``broker`` also behind ``gateway``) gets the marker of that name.
+MARKED_FIXTURES = ("broker", "spark")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -34,9 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test whose fixture closure starts the shared broker or a Spark session."""
     for item in items:
-        for fixture, marker in MARKED_FIXTURES.items():
+        for fixture in MARKED_FIXTURES:
             if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(marker)
+                item.add_marker(fixture)
 
 
 @pytest.fixture(scope="session")
