@@ -43,6 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from authz.acl_json import encode_acl_file  # noqa: E402
 from authz.model import (  # noqa: E402
     AccessControlEntry,
     AclBinding,
@@ -54,10 +55,10 @@ from authz.model import (  # noqa: E402
 )
 from bench.throughput import CLK_TCK, SaslGatewayProcess, cpu_seconds, loadavg, machine, percentile  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
-from gateway.stores.file_acls import encode_acl_file  # noqa: E402
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.messages import decode_response, request_frame  # noqa: E402
+from tests.wire_client import read_frame  # noqa: E402
 
 SMALL_TOPIC, BIG_TOPIC = "fair-small", "fair-big"
 PASSWORDS = {"small": "small-secret", "flood": "flood-secret"}
@@ -112,18 +113,7 @@ class Wire:
         return len(self.read_frame())
 
     def read_frame(self) -> bytes:
-        size = _SIZE.unpack(self._exactly(4))[0]
-        return self._exactly(size)
-
-    def _exactly(self, n: int) -> bytes:
-        buffer = bytearray(n)
-        view, got = memoryview(buffer), 0
-        while got < n:
-            read = self.sock.recv_into(view[got:])
-            if not read:
-                raise ConnectionError("closed by the gateway")
-            got += read
-        return bytes(buffer)
+        return read_frame(self.sock)
 
     def close(self) -> None:
         self.sock.close()

@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import socket
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 from protocol.messages import decode_response, request_frame  # noqa: E402
+from tests.wire_client import read_frame  # noqa: E402
 
 USER, PASSWORD = "alice", "alice-secret"
 SCENARIOS = {"throttled": {}, "unthrottled": {"ksgate.authentication.failures.per.ip": 0}}
@@ -60,21 +60,10 @@ class SmallClient:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.cid = 0
 
-    def _exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("closed by the gateway")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
     def call(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
         self.cid += 1
         self.sock.sendall(request_frame(api_key, version, self.cid, body))
-        size = struct.unpack(">i", self._exactly(4))[0]
-        cid, response = decode_response(self._exactly(size), api_key, version)
+        cid, response = decode_response(read_frame(self.sock), api_key, version)
         assert cid == self.cid, (cid, self.cid)
         return response
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from auth.login_throttle import LoginThrottle
 from auth.sasl.mechanism import wall_clock_ms
@@ -28,13 +29,18 @@ from gateway.stores.security_topic import SecurityTopic
 from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
 from gateway.transport.client_connection import ClientConnection
 from gateway.transport.verification_pool import VerificationPool
-from gateway.upstream.client import UpstreamClient, UpstreamError
+from gateway.upstream.client import (
+    CLIENT_SOFTWARE,
+    NoBootstrapAnswered,
+    UpstreamClient,
+    UpstreamError,
+    first_answering_bootstrap,
+)
 from gateway.upstream.cluster_view import ClusterView
 from gateway.upstream.health import UpstreamHealth
 from gateway.upstream.login import UpstreamAuthError
 from gateway.upstream.tls import upstream_ssl_context
 from protocol.api_keys import ApiKey
-from protocol.errors import DecodeError
 
 log = get_logger(component="server")
 
@@ -107,8 +113,7 @@ class Gateway:
         client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
                                               self.ctx.metrics.upstream_error)
         try:
-            await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
-                                                         "client_software_version": "0.1.0"})
+            await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
             if self.config.upstream.uses_sasl:
                 await client.authenticate(self.config.upstream)
             await action(client)
@@ -282,67 +287,33 @@ class Gateway:
         """None if a bootstrap server answers ApiVersions, else why none did."""
         interval = self.ctx.upstream_health.probe_interval_s
         timeout = min(self.config.upstream.connect_timeout_ms / 1000, max(1.0, interval))
-        errors = []
-        reached = False
-        for host, port in self.config.upstream.bootstrap_servers:
-            try:
-                client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
-                                                      self.ctx.metrics.upstream_error)
-            except UpstreamError as exc:
-                errors.append(str(exc))
-                continue
-            reached = True
-            try:
-                await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
-                                                             "client_software_version": "0.1.0"})
-                return None
-            except (UpstreamError, DecodeError) as exc:
-                errors.append(str(exc))
-            finally:
-                await client.close()
-        if not reached:
-            self.ctx.metrics.upstream_error("unreachable")
-        return "; ".join(errors)
+        outcome = await first_answering_bootstrap(self.config.upstream.bootstrap_servers, self.ctx.upstream_ssl,
+                                                  timeout, self.ctx.metrics.upstream_error, _answered)
+        return outcome.reason if isinstance(outcome, NoBootstrapAnswered) else None
 
     async def probe_upstream(self) -> None:
         """Learn the upstream's API versions and brokers; fail start-up if none answers."""
         timeout = self.config.upstream.connect_timeout_ms / 1000
-        errors = []
-        retriable = True  # False once an upstream refused the gateway itself (TLS, credentials)
-        reached = False  # a TCP (TLS) connection succeeded: the upstream is there, if unhappy
-        for host, port in self.config.upstream.bootstrap_servers:
-            try:
-                client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
-                                                      self.ctx.metrics.upstream_error)
-            except UpstreamError as exc:
-                errors.append(str(exc))
-                retriable = retriable and exc.retriable
-                continue
-            reached = True
-            try:
-                versions = await client.request(ApiKey.API_VERSIONS, 3, {
-                    "client_software_name": "ksgate", "client_software_version": "0.1.0"})
-                self.ctx.cluster.learn_api_versions(versions)
-                self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis())
-                if self.config.upstream.uses_sasl:
-                    await client.authenticate(self.config.upstream)
-                metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
-                metadata = await client.request(ApiKey.METADATA, metadata_version, {
-                    "topics": [], "allow_auto_topic_creation": False,
-                    "include_cluster_authorized_operations": False,
-                    "include_topic_authorized_operations": False})
-                for broker in metadata["brokers"]:
-                    self.ctx.cluster.learn_node(broker["node_id"], broker["host"], broker["port"])
-                self.ctx.upstream_health.answered(asyncio.get_running_loop().time())
-                return
-            except (UpstreamError, UpstreamAuthError, DecodeError) as exc:
-                errors.append(str(exc))
-                retriable = retriable and isinstance(exc, UpstreamError) and exc.retriable
-            finally:
-                await client.close()
-        if not reached:
-            self.ctx.metrics.upstream_error("unreachable")
-        raise UpstreamError("no upstream bootstrap server answered: " + "; ".join(errors), retriable=retriable)
+        outcome = await first_answering_bootstrap(self.config.upstream.bootstrap_servers, self.ctx.upstream_ssl,
+                                                  timeout, self.ctx.metrics.upstream_error, self._learn_cluster)
+        if isinstance(outcome, NoBootstrapAnswered):
+            raise UpstreamError("no upstream bootstrap server answered: " + outcome.reason,
+                                retriable=outcome.retriable)
+
+    async def _learn_cluster(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
+        """After ApiVersions: negotiate, log in (a SASL upstream), then learn the brokers from Metadata."""
+        self.ctx.cluster.learn_api_versions(versions)
+        self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis())
+        if self.config.upstream.uses_sasl:
+            await client.authenticate(self.config.upstream)
+        metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
+        metadata = await client.request(ApiKey.METADATA, metadata_version, {
+            "topics": [], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False})
+        for broker in metadata["brokers"]:
+            self.ctx.cluster.learn_node(broker["node_id"], broker["host"], broker["port"])
+        self.ctx.upstream_health.answered(asyncio.get_running_loop().time())
 
     def _close_idle_connections(self) -> None:
         """Kafka's connections.max.idle.ms: close connections that have sent nothing for that long."""
@@ -550,3 +521,7 @@ def _bound_socket(host: str, port: int) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+async def _answered(client: UpstreamClient, versions: dict[str, Any]) -> None:
+    """The readiness probe asks nothing more than ApiVersions."""

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from gateway.stores.file_acls import encode_acl_file
+from authz.acl_json import encode_acl_file
 from pipeline.errors import PipelineError
 from pipeline.scenario import Scenario, Template, build_scenario
 from pipeline.schema import AUTHENTICATION_FIELDS, AUTHORIZATION, AUTHORIZATION_FIELDS, SCHEMA_VERSION, iso_text
@@ -38,7 +38,7 @@ class GenerateOptions:
     days: int = 7
     start: date | None = None  # default: `days` days before today (UTC)
     engine: str = "auto"  # auto | python | spark
-    acls_out: str | None = None  # also write the scenario's ACLs (gateway.stores.file_acls format)
+    acls_out: str | None = None  # also write the scenario's ACLs (authz.acl_json format)
 
     def first_day(self) -> date:
         return self.start or (datetime.now(UTC).date() - timedelta(days=self.days))

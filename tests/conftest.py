@@ -1,13 +1,42 @@
-"""Shared fixtures: a real Tansu broker and a real gateway in front of it."""
+"""Shared fixtures: a real Tansu broker and a real gateway in front of it.
+
+Every test that reaches the ``broker`` fixture is marked ``broker`` here (and every test that
+reaches tests/pipeline's ``spark`` fixture ``spark``), so that ``pytest -m "not broker"`` runs
+the rest without starting Tansu, and ``-m "not broker and not spark"`` without a JVM either."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker
 from tests.harness import GatewayThread
+
+# A run that deselects these tests must not start a broker or Spark by accident (a test that
+# starts its own but lacks the marker): it then fails loudly on these paths, in this process
+# and in the processes that tests start.
+TRIPWIRES = {
+    "broker": ("KSGATE_TANSU_BIN", "/nonexistent/tansu (broker tests deselected: mark the test pytest.mark.broker)"),
+    "spark": ("SPARK_HOME", "/nonexistent/spark (spark tests deselected: mark the test pytest.mark.spark)"),
+}
+# A test that uses one of these fixtures (``broker`` also behind ``gateway``) gets the marker of that name.
+MARKED_FIXTURES = ("broker", "spark")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker, (variable, path) in TRIPWIRES.items():
+        if f"not {marker}" in (config.option.markexpr or ""):
+            os.environ[variable] = path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test whose fixture closure starts the shared broker or a Spark session."""
+    for item in items:
+        for fixture in MARKED_FIXTURES:
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(fixture)
 
 
 @pytest.fixture(scope="session")

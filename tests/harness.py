@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from gateway.commands.embedded_broker import free_port
 from gateway.config import GatewayConfig, build_config
 from gateway.ops.logs import configure_logging
 from gateway.server import Gateway
+from gateway.stores.file_users import FileCredentialStore
 
 
 def free_port_block(size: int = 128) -> int:
@@ -120,3 +121,17 @@ class GatewayThread:
         if self.loop is not None and self._stop is not None and self._thread.is_alive():
             self.loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=15)
+
+
+def secured_gateway(upstream: str, directory: Path, users: Iterable[str] = ("admin", "alice"),
+                    mechanisms: str = "SCRAM-SHA-512", extra: Mapping[str, Any] | None = None) -> GatewayThread:
+    """A started SASL_PLAINTEXT gateway that enforces ACLs: ``users`` (password ``<user>-secret``)
+    in ``directory/users.json``, ``User:admin`` its super user, and no matching ACL means deny."""
+    credentials = directory / "users.json"
+    store = FileCredentialStore(credentials)
+    for user in users:
+        store.upsert_user(user, f"{user}-secret")
+    return GatewayThread(upstream, {
+        "sasl.enabled.mechanisms": mechanisms, "ksgate.credentials.file": str(credentials),
+        "super.users": "User:admin", "allow.everyone.if.no.acl.found": False, **(extra or {}),
+    }, protocol="SASL_PLAINTEXT").start()

@@ -139,3 +139,11 @@ def test_no_folder_holds_more_than_fifteen_modules() -> None:
             if len(modules) > MAX_MODULES_PER_FOLDER:
                 crowded[str(folder.relative_to(ROOT))] = len(modules)
     assert crowded == {}
+
+
+def test_the_pipeline_reads_the_acl_model_not_the_gateway() -> None:
+    """pipeline/ works on audit logs and ACL files offline: it needs authz/ (the ACL model and its
+    JSON format), never the gateway's modules."""
+    reached = {f"{source} -> {target}" for source, targets in import_graph().items() if source.startswith("pipeline")
+               for target in targets if target.startswith("gateway")}
+    assert not reached, "pipeline imports the gateway: " + ", ".join(sorted(reached))

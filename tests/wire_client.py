@@ -1,4 +1,7 @@
-"""A blocking raw Kafka client for wire-level tests: build frames with our codec, read replies."""
+"""A blocking raw Kafka client for wire-level tests: build frames with our codec, read replies.
+
+``read_frame`` (one size-prefixed frame off a blocking socket) also serves bench/'s raw clients.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,27 @@ from typing import Any
 
 from protocol.messages import decode_response, request_frame
 
-__all__ = ["WireClient", "request_frame"]
+__all__ = ["WireClient", "read_frame", "recv_exactly", "request_frame"]
+
+_SIZE = struct.Struct(">i")
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from a blocking socket; ConnectionError if the peer closes first."""
+    buffer = bytearray(n)
+    view, got = memoryview(buffer), 0
+    while got < n:
+        read = sock.recv_into(view[got:])
+        if not read:
+            raise ConnectionError("closed by the gateway")
+        got += read
+    return bytes(buffer)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One Kafka frame's payload (its 4-byte size prefix read and dropped)."""
+    size = _SIZE.unpack(recv_exactly(sock, 4))[0]
+    return recv_exactly(sock, size)
 
 
 class WireClient:
@@ -19,19 +42,8 @@ class WireClient:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def _exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("closed by the gateway")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
     def read_frame(self) -> bytes:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return self._exactly(size)
+        return read_frame(self.sock)
 
     def read_response(self, api_key: int, version: int) -> tuple[int, dict[str, Any]]:
         return decode_response(self.read_frame(), api_key, version)

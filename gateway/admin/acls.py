@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from authz.acl_json import AclStoreError
 from authz.authorizer import StandardAuthorizer
 from authz.model import (
     AccessControlEntry,
@@ -26,7 +27,7 @@ from authz.model import (
     validate_filter,
 )
 from authz.response_defaults import default_response
-from gateway.stores.file_acls import AclStore, AclStoreError
+from gateway.stores.file_acls import AclStore
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from auth.principal import KafkaPrincipal
+from authz.acl_json import AclStoreError
 from authz.model import (
     CLUSTER_RESOURCE_NAME,
     AccessControlEntry,
@@ -47,7 +48,7 @@ from authz.model import (
     parse_operation,
     parse_pattern_type,
 )
-from gateway.stores.file_acls import AclStoreError, FileAclStore
+from gateway.stores.file_acls import FileAclStore
 from protocol.kafka_errors import KafkaError
 
 DEFAULT_TIMEOUT_S = 30.0

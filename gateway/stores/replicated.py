@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from auth.credentials import SCRAM_MECHANISMS, ScramCredential
 from auth.sasl.plain import plain_credential
 from auth.sasl.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
+from authz.acl_json import AclStoreError
 from authz.model import AclBinding, AclBindingFilter, validate_binding, validate_filter
-from gateway.stores.file_acls import AclChangeListener, AclStoreError
+from gateway.stores.file_acls import AclChangeListener
 from gateway.stores.file_tokens import TokenEntry, TokenStore
 from gateway.stores.file_users import ALL_MECHANISMS, PLAIN, UserEntry, UserEntryReads, _validate_user, new_decoy_secret
 from gateway.stores.security_records import (

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auth.credentials import PlainCredential, ScramCredential
+from authz.acl_json import binding_from_json, binding_to_json
 from authz.model import AclBinding, AclValidationError
-from gateway.stores.file_acls import binding_from_json, binding_to_json
 from gateway.stores.file_tokens import TokenEntry, TokenFileError, token_entry_from_json, token_entry_to_json
 from gateway.stores.file_users import (
     MIN_DECOY_SECRET_BYTES,

@@ -32,7 +32,7 @@ from gateway.stores.security_records import (
     StoreRecordError,
     apply_records,
 )
-from gateway.upstream.client import ErrorSink, UpstreamClient, UpstreamError
+from gateway.upstream.client import CLIENT_SOFTWARE, ErrorSink, UpstreamClient, UpstreamError
 from gateway.upstream.login import UpstreamAuthError
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
@@ -368,8 +368,7 @@ class SecurityTopic:
         client = await UpstreamClient.connect(host, port, self._ssl, self._upstream.connect_timeout_ms / 1000,
                                               self.on_upstream_error)
         try:
-            versions = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ksgate",
-                                                                    "client_software_version": "0.1.0"})
+            versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
             offered = {a["api_key"]: (a["min_version"], a["max_version"]) for a in versions["api_keys"]}
             for key, cap in _VERSION_CAPS.items():
                 low, high = offered.get(key, (0, -1))

@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import ssl
 import struct
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from gateway.config import UpstreamConfig
 from gateway.upstream.login import CLIENT_ID, UpstreamAuthError, sasl_exchange
@@ -37,6 +38,12 @@ class UpstreamError(ConnectionError):
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 # Told the kind of each failure (metrics.UPSTREAM_ERROR_KINDS), e.g. Metrics.upstream_error.
 ErrorSink = Callable[[str], None]
+
+
+# Told to the upstream in every ApiVersions of the gateway's own (KIP-511 client software).
+CLIENT_SOFTWARE = {"client_software_name": "ksgate", "client_software_version": "0.1.0"}
+
+T = TypeVar("T")
 
 
 def _ignore(kind: str) -> None:
@@ -106,3 +113,49 @@ class UpstreamClient:
         self._writer.close()
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+
+
+@dataclass(slots=True)
+class NoBootstrapAnswered:
+    """Why no bootstrap server answered: each server's error, and whether trying again may help."""
+
+    errors: list[str] = field(default_factory=list)
+    retriable: bool = True  # False once an upstream refused the gateway itself (TLS, credentials)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.errors)
+
+
+async def first_answering_bootstrap(
+        servers: Sequence[tuple[str, int]], ssl_context: ssl.SSLContext | None, timeout_s: float,
+        on_error: ErrorSink, then: Callable[[UpstreamClient, dict[str, Any]], Awaitable[T]],
+) -> T | NoBootstrapAnswered:
+    """Connect to each bootstrap server in turn and ask ApiVersions; on the first that answers,
+    return ``then(client, versions)`` (the client is closed afterwards in any case).
+
+    A server that fails (connect, ApiVersions or ``then``: UpstreamError, UpstreamAuthError,
+    DecodeError) adds its error and the next is tried; when none accepted even a connection,
+    ``on_error`` is told "unreachable" once.
+    """
+    failed = NoBootstrapAnswered()
+    reached = False  # a TCP (TLS) connection succeeded: the upstream is there, if unhappy
+    for host, port in servers:
+        try:
+            client = await UpstreamClient.connect(host, port, ssl_context, timeout_s, on_error)
+        except UpstreamError as exc:
+            failed.errors.append(str(exc))
+            failed.retriable = failed.retriable and exc.retriable
+            continue
+        reached = True
+        try:
+            versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
+            return await then(client, versions)
+        except (UpstreamError, UpstreamAuthError, DecodeError) as exc:
+            failed.errors.append(str(exc))
+            failed.retriable = failed.retriable and isinstance(exc, UpstreamError) and exc.retriable
+        finally:
+            await client.close()
+    if not reached:
+        on_error("unreachable")
+    return failed

@@ -11,8 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from authz.acl_json import binding_to_json, encode_acl_file
 from authz.model import AclBinding
-from gateway.stores.file_acls import binding_to_json, encode_acl_file
 from pipeline.least_privilege.acl_diff import AclDiff
 from pipeline.least_privilege.acl_scripts import kafka_acls_script, ksgate_script, removal_script
 from pipeline.least_privilege.recommendation import Grant, Recommendation

@@ -12,6 +12,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from authz.acl_json import AclStoreError, decode_acl_file
 from authz.model import (
     CLUSTER_RESOURCE_NAME,
     IMPLIES_DESCRIBE,
@@ -30,7 +31,6 @@ from authz.model import (
     parse_resource_type,
     validate_binding,
 )
-from gateway.stores.file_acls import AclStoreError, decode_acl_file
 from pipeline.errors import PipelineError
 from pipeline.least_privilege.acl_diff import diff_acls, used_bindings
 from pipeline.least_privilege.acl_match import pattern_matches
@@ -206,7 +206,7 @@ def learn(authz: DataFrame, min_group: int = DEFAULT_MIN_PREFIX_GROUP) -> Recomm
 
 
 def read_acl_file(path: str) -> list[AclBinding]:
-    """The bindings of an ACL store file (gateway.stores.file_acls format)."""
+    """The bindings of an ACL store file (authz.acl_json format)."""
     try:
         return decode_acl_file(Path(path).read_bytes())
     except (OSError, AclStoreError) as exc:

@@ -130,6 +130,7 @@ def test_a_file_that_is_not_json_is_refused_clearly(command: str, tmp_path: Path
     assert done.stdout == ""
 
 
+@pytest.mark.spark  # `ksgate audit report` in a subprocess starts its own Spark
 def test_report_of_an_authentication_only_log_says_what_is_missing(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     log = _auth_only(tmp_path / "in")

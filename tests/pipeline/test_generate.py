@@ -14,7 +14,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from gateway.stores.file_acls import decode_acl_file
+from authz.acl_json import decode_acl_file
 from pipeline.errors import PipelineError
 from pipeline.generate import GenerateOptions, generate
 from pipeline.scenario import BRUTE_FORCE_HOST, STUFFING_HOST, SUPER_USER

@@ -12,9 +12,9 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
+from authz.acl_json import decode_acl_file, encode_acl_file
 from authz.model import AclBinding, AclOperation, AclPermissionType, PatternType
 from authz.model import ResourceType as RT
-from gateway.stores.file_acls import decode_acl_file, encode_acl_file
 from pipeline.least_privilege.compaction import compact
 from pipeline.least_privilege.output import bindings_to_apply
 from pipeline.least_privilege.recommend import Recommendation, recommend

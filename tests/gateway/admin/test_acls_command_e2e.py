@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker
-from gateway.stores.file_users import FileCredentialStore
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, secured_gateway
 
 pytest.importorskip("confluent_kafka")
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,14 +20,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def acl_gateway(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
-    users = tmp_path_factory.mktemp("acls-e2e") / "users.json"
-    store = FileCredentialStore(users)
-    store.upsert_user("admin", "admin-secret")
-    store.upsert_user("alice", "alice-secret")
-    gateway = GatewayThread(broker.bootstrap, {
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "ksgate.credentials.file": str(users),
-        "super.users": "User:admin", "allow.everyone.if.no.acl.found": False,
-        "connection.failed.authentication.delay.ms": 10}, protocol="SASL_PLAINTEXT").start()
+    gateway = secured_gateway(broker.bootstrap, tmp_path_factory.mktemp("acls-e2e"),
+                              extra={"connection.failed.authentication.delay.ms": 10})
     yield gateway
     gateway.stop()
 

@@ -18,22 +18,17 @@ from confluent_kafka.admin import (
 
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.stores.file_users import FileCredentialStore
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, secured_gateway
 from tests.scram_wire import can_connect
 
 
 @pytest.fixture(scope="module")
 def scram_gateway(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[tuple[GatewayThread, Path]]:
-    users = tmp_path_factory.mktemp("scram") / "users.json"
-    store = FileCredentialStore(users)
-    store.upsert_user("admin", "admin-secret")
-    store.upsert_user("alice", "alice-secret")
-    gateway = GatewayThread(broker.bootstrap, {
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", "ksgate.credentials.file": str(users),
-        "super.users": "User:admin", "allow.everyone.if.no.acl.found": False,
-        "connection.failed.authentication.delay.ms": 10}, protocol="SASL_PLAINTEXT").start()
-    yield gateway, users
+    directory = tmp_path_factory.mktemp("scram")
+    gateway = secured_gateway(broker.bootstrap, directory, mechanisms="SCRAM-SHA-256,SCRAM-SHA-512",
+                              extra={"connection.failed.authentication.delay.ms": 10})
+    yield gateway, directory / "users.json"
     gateway.stop()
 
 

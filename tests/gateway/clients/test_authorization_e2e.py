@@ -28,23 +28,16 @@ from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
 from gateway.commands.embedded_broker import EmbeddedBroker
-from gateway.stores.file_users import FileCredentialStore
 from protocol.api_keys import ApiKey
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, secured_gateway
 from tests.wire_client import WireClient, request_frame
 
 
 @pytest.fixture(scope="module")
 def authz_gateway(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
-    directory = tmp_path_factory.mktemp("authz")
-    store = FileCredentialStore(directory / "users.json")
-    for user in ("admin", "alice", "bob"):
-        store.upsert_user(user, f"{user}-secret")
-    gateway = GatewayThread(broker.bootstrap, {
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN", "ksgate.credentials.file": str(directory / "users.json"),
-        "ksgate.sasl.plain.allow.insecure": True, "super.users": "User:admin",
-        "allow.everyone.if.no.acl.found": False, "ksgate.audit.log.allowed": True,
-    }, protocol="SASL_PLAINTEXT").start()
+    gateway = secured_gateway(broker.bootstrap, tmp_path_factory.mktemp("authz"), ("admin", "alice", "bob"),
+                              "SCRAM-SHA-512,PLAIN",
+                              {"ksgate.sasl.plain.allow.insecure": True, "ksgate.audit.log.allowed": True})
     yield gateway
     gateway.stop()
 

@@ -80,6 +80,7 @@ def _get(url: str) -> int:
         return status
 
 
+@pytest.mark.broker
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "PLAINTEXT"])
 def test_quickstart_serves_clients_with_the_files_it_writes(tmp_path: Path, protocol: str) -> None:
     quickstart = Quickstart(tmp_path / "qs", protocol)
@@ -114,6 +115,7 @@ def test_quickstart_serves_clients_with_the_files_it_writes(tmp_path: Path, prot
         assert quickstart.stop() == 0
 
 
+@pytest.mark.broker
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "PLAINTEXT"])
 def test_the_banner_describes_the_mode_running_and_its_python_snippet_works(tmp_path: Path, protocol: str) -> None:
     quickstart = Quickstart(tmp_path / "qs", protocol)
@@ -142,6 +144,7 @@ def test_the_banner_describes_the_mode_running_and_its_python_snippet_works(tmp_
         assert quickstart.stop() == 0
 
 
+@pytest.mark.broker
 def test_the_effective_configuration_starts_the_same_gateway(tmp_path: Path) -> None:
     quickstart = Quickstart(tmp_path / "qs")
     try:
@@ -202,6 +205,7 @@ def _children(pid: int) -> list[int]:
     return [int(child) for child in text.split()]
 
 
+@pytest.mark.broker
 def test_the_quickstart_stops_with_an_error_when_its_broker_dies(tmp_path: Path) -> None:
     quickstart = Quickstart(tmp_path / "qs", "PLAINTEXT")
     try:
@@ -221,6 +225,7 @@ def test_the_quickstart_stops_with_an_error_when_its_broker_dies(tmp_path: Path)
 SNI_DOMAIN = "qs.ksgate.test"
 
 
+@pytest.mark.broker
 @pytest.mark.skipif(not can_edit_hosts(), reason="the test domain resolves through /etc/hosts: needs root")
 def test_the_quickstart_serves_everything_on_one_port_by_sni(tmp_path: Path) -> None:
     quickstart = Quickstart(tmp_path / "qs", "SASL_SSL", "--sni-domain", SNI_DOMAIN)

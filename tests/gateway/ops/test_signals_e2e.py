@@ -113,6 +113,7 @@ def _metadata_request(correlation_id: int) -> bytes:
 # --- item 3: every upstream error kind is counted ----------------------------------------
 
 
+@pytest.mark.broker
 def test_connect_and_unreachable_upstream_errors_are_counted(own_broker: EmbeddedBroker, tmp_path: Path) -> None:
     upstream = f"127.0.0.1:{_closed_port()},{own_broker.bootstrap}"
     with gateway(tmp_path, upstream, "ksgate.readiness.upstream.timeout.ms: 600000\n") as gw:
@@ -228,6 +229,7 @@ def test_an_upstream_refusing_the_gateways_credentials_counts_authentication_err
 # --- item 4: /readyz follows the upstream --------------------------------------------------
 
 
+@pytest.mark.broker
 def test_readyz_turns_503_while_the_upstream_is_gone_and_200_when_it_is_back(
         own_broker: EmbeddedBroker, tmp_path: Path) -> None:
     with gateway(tmp_path, own_broker.bootstrap, "ksgate.readiness.upstream.timeout.ms: 1500\n") as gw:
@@ -317,6 +319,7 @@ def test_build_info_and_process_metrics_are_exported(broker: EmbeddedBroker, tmp
 # --- item 13: start-up waits for the upstream ---------------------------------------------
 
 
+@pytest.mark.broker
 def test_the_gateway_waits_for_an_upstream_that_starts_after_it(tmp_path: Path) -> None:
     port = free_port()
     config, _, metrics_port = _config(tmp_path, f"127.0.0.1:{port}", "ksgate.upstream.startup.timeout.ms: 60000\n")
@@ -356,6 +359,7 @@ def test_without_an_upstream_the_gateway_exits_non_zero_after_the_startup_timeou
                      r"no upstream bootstrap server answered: cannot connect", stderr), stderr
 
 
+@pytest.mark.broker
 def test_the_readme_command_runs_the_example_config_against_the_embedded_broker(tmp_path: Path) -> None:
     """README: `python -m gateway.commands.embedded_broker --port 19092` then `ksgate run --config
     configs/example.yaml` (here on free ports: the variables override the file's addresses)."""

@@ -42,7 +42,6 @@ from authz.model import (
 from authz.policies import all_policies, table
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.stores.file_acls import AclStore
-from gateway.stores.file_users import FileCredentialStore
 from protocol.api_keys import ApiKey
 from tests.gateway.session.authz_cases import (
     ALTERNATIVES,
@@ -59,7 +58,7 @@ from tests.gateway.session.authz_cases import (
     Res,
     Session,
 )
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, secured_gateway
 
 ALICE = "User:alice"
 RELAYED = "<relayed to Tansu, which closed the connection>"
@@ -67,14 +66,7 @@ RELAYED = "<relayed to Tansu, which closed the connection>"
 
 @pytest.fixture(scope="module")
 def table_gateway(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
-    directory = tmp_path_factory.mktemp("authz-table")
-    users = FileCredentialStore(directory / "users.json")
-    for user in ("admin", "alice"):
-        users.upsert_user(user, f"{user}-secret")
-    gateway = GatewayThread(broker.bootstrap, {
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "ksgate.credentials.file": str(directory / "users.json"),
-        "super.users": "User:admin", "allow.everyone.if.no.acl.found": False,
-    }, protocol="SASL_PLAINTEXT").start()
+    gateway = secured_gateway(broker.bootstrap, tmp_path_factory.mktemp("authz-table"))
     yield gateway
     gateway.stop()
 

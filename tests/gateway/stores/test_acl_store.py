@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from authz.acl_json import AclStoreError, decode_acl_file, encode_acl_file
 from authz.authorizer import StandardAuthorizer
 from authz.model import AclBinding, AclBindingFilter, AclValidationError, PatternType, ResourcePatternFilter
-from gateway.stores.file_acls import AclStoreError, FileAclStore, attach, decode_acl_file, encode_acl_file
+from gateway.stores.file_acls import FileAclStore, attach
 from tests.authz.helpers import ALICE, DENY, HOST, PREFIXED, TOPIC, Op, acl
 
 Change = tuple[list[AclBinding], list[AclBinding]]

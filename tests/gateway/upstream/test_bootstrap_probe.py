@@ -1,0 +1,96 @@
+"""first_answering_bootstrap against local fake upstreams: which server answers, what each failure
+adds, and when the upstream counts as unreachable (no broker needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from gateway.commands.embedded_broker import free_port
+from gateway.upstream.client import NoBootstrapAnswered, UpstreamClient, first_answering_bootstrap
+from gateway.upstream.login import UpstreamAuthError
+from protocol.api_keys import ApiKey
+from protocol.messages import response_frame
+
+VERSIONS = {"error_code": 0, "api_keys": [{"api_key": int(ApiKey.METADATA), "min_version": 0, "max_version": 12}],
+            "throttle_time_ms": 0}
+Answer = Callable[[int], bytes]  # correlation id -> the bytes the fake upstream sends back
+
+
+def api_versions(correlation_id: int) -> bytes:
+    return response_frame(ApiKey.API_VERSIONS, 3, correlation_id, VERSIONS)
+
+
+def garbage(correlation_id: int) -> bytes:
+    return struct.pack(">i", -7)  # a negative frame size: not Kafka
+
+
+@asynccontextmanager
+async def fake_upstream(answer: Answer) -> AsyncIterator[tuple[str, int]]:
+    """Reads one request frame per connection and writes ``answer(correlation id)``."""
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        request = await reader.readexactly(size)
+        writer.write(answer(struct.unpack(">i", request[4:8])[0]))
+        await writer.drain()
+        await reader.read()  # until the client closes
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        yield "127.0.0.1", server.sockets[0].getsockname()[1]
+
+
+def closed() -> tuple[str, int]:
+    return "127.0.0.1", free_port()  # bound and released: nothing listens there
+
+
+async def probe(servers: list[tuple[str, int]], then: Callable[[UpstreamClient, dict[str, Any]], Awaitable[Any]],
+                errors: list[str]) -> Any:
+    return await first_answering_bootstrap(servers, None, 2.0, errors.append, then)
+
+
+async def learned(client: UpstreamClient, versions: dict[str, Any]) -> list[int]:
+    return [k["api_key"] for k in versions["api_keys"]]
+
+
+async def test_the_first_server_that_answers_api_versions_is_used_and_its_result_returned() -> None:
+    errors: list[str] = []
+    async with fake_upstream(api_versions) as good:
+        assert await probe([closed(), good], learned, errors) == [int(ApiKey.METADATA)]
+    assert errors == ["connect"]  # the closed one; the upstream was reached, so not "unreachable"
+
+
+async def test_no_server_listening_is_retriable_and_counted_unreachable_once() -> None:
+    errors: list[str] = []
+    outcome = await probe([closed(), closed()], learned, errors)
+    assert isinstance(outcome, NoBootstrapAnswered)
+    assert len(outcome.errors) == 2 and all("cannot connect" in e for e in outcome.errors)
+    assert outcome.retriable and outcome.reason == "; ".join(outcome.errors)
+    assert errors == ["connect", "connect", "unreachable"]
+
+
+async def test_an_upstream_answering_garbage_is_reached_but_does_not_answer() -> None:
+    errors: list[str] = []
+    async with fake_upstream(garbage) as bad:
+        outcome = await probe([bad], learned, errors)
+    assert isinstance(outcome, NoBootstrapAnswered) and "not Kafka" in outcome.reason
+    assert errors == ["protocol"]
+
+
+async def test_a_refused_login_in_the_follow_up_is_not_retriable_and_the_next_server_is_tried() -> None:
+    calls: list[str] = []
+
+    async def refused(client: UpstreamClient, versions: dict[str, Any]) -> None:
+        calls.append("login")
+        raise UpstreamAuthError("bad credentials")
+
+    errors: list[str] = []
+    async with fake_upstream(api_versions) as first, fake_upstream(api_versions) as second:
+        outcome = await probe([first, second], refused, errors)
+    assert calls == ["login", "login"]
+    assert isinstance(outcome, NoBootstrapAnswered) and outcome.errors == ["bad credentials", "bad credentials"]
+    assert not outcome.retriable
