@@ -25,6 +25,7 @@ from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal
 from gateway.session.routes import Route, route
+from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
@@ -86,9 +87,11 @@ def decide(who: RequestContext, frame: Frame) -> Decision:
         raise PipelineRefusal(f"not a Kafka request: {exc}") from None
     ctx = who.ctx
     found = route(key)
-    if found is not None and found.session_answered:  # ApiVersions (SASL frames are the session's)
+    if key == ApiKey.API_VERSIONS:
         answer = api_versions_response(correlation_id, version, ctx.negotiated, ctx.cluster.features)
         return ReplyNow(key, version, correlation_id, framed(answer))
+    if found is not None and found.session_answered:  # SASL: the session's own, never a stage's
+        raise PipelineRefusal(f"api key {key} is answered by the session, not the request stage")
     if who.session_expired:
         raise PipelineRefusal("session expired without re-authentication (connections.max.reauth.ms)")
     shared = ctx.authorization

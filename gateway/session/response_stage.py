@@ -39,7 +39,10 @@ def match_response(responses: ResponseQueue, frame: Frame) -> Slot | None:
 
 def needs_decoding(slot: Slot) -> bool:
     """Whether the response may need decoding (addresses to rewrite, topic ids to learn, an authorization hook)."""
-    return slot.hook is not None or needs_rewrite(slot.api_key, slot.api_version) or _learns_topic_ids(slot.api_key)
+    if slot.hook is not None:
+        return True
+    found = route(slot.api_key)
+    return found is None or not found.streams(slot.api_version)
 
 
 def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAddressBook) -> list[WireBytes]:

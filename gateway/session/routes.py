@@ -21,7 +21,7 @@ from typing import Any
 from authz.policies import all_policies
 from authz.request_policy import ApiPolicy
 from gateway.admin.handlers import LOCAL_HANDLERS, LocalHandler
-from gateway.session.address_rewrite import ENDPOINT_APIS
+from gateway.session.address_rewrite import ENDPOINT_APIS, needs_rewrite
 from protocol.api_keys import INTERNAL_APIS, ApiKey
 from protocol.registry import all_apis
 
@@ -66,11 +66,11 @@ class Route:
     def never_relayed(self) -> bool:
         return self.session_answered or self.local is not None
 
-    @property
-    def streamable(self) -> bool:
-        """A large response may be written to the client as it arrives (no decode needed for it in
-        general; the session still checks the slot: an authorization hook stops it)."""
-        return not self.rewrites_endpoints and not self.learns_topic_ids
+    def streams(self, version: int) -> bool:
+        """Whether a response of this version can be relayed as bytes (nothing in it to rewrite or learn),
+        so a large one may be written to the client as it arrives. An authorization hook on the
+        request still stops it (the session checks the slot)."""
+        return not self.learns_topic_ids and not (self.rewrites_endpoints and needs_rewrite(self.api_key, version))
 
     def offered(self, upstream: tuple[int, int]) -> range:
         """The versions clients may use: the overlap of the upstream's, the schema's and the cap."""

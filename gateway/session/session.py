@@ -302,13 +302,13 @@ class ProxySession:
 
     def _handle_frames(self, frames: list[Frame]) -> None:
         for index, frame in enumerate(frames):
+            if self.closing:  # refused (or a login failed): nothing after that is read, answered or relayed
+                break
             if self._waiting_for is not None:  # in order: later frames wait for the password check or worker
                 self._held.extend(frames[index:])
                 break
             self.traffic.request_frame(frame.wire)
             if self.principal is None:
-                if self.closing:
-                    return
                 self._authenticate(frame)
                 continue
             if self._is_large(frame):
