@@ -65,6 +65,9 @@ class ConnectionAuthzView:
     findings: TopicFindings = NOTHING_FOUND
     # Illegal names whose action was otherwise allowed (their errors become the API's own).
     illegal_denied: set[str] = field(default_factory=set)
+    # (resource type, name) of every allowed decision, for the id guard (authz/id_guard.py).
+    allowed_names: set[tuple[ResourceType, str]] = field(default_factory=set)
+    broker_request: bool = False  # CLUSTER_ACTION was allowed: a broker's request, naming others' ids
     # This request's decisions, written by flush_audit as one event per decision kind.
     _batch: DecisionBatch = field(default_factory=DecisionBatch, init=False)
 
@@ -112,6 +115,9 @@ class ConnectionAuthzView:
                 self.illegal_denied.add(action.name)
                 decision = ILLEGAL_TOPIC_NAME
         self._audit(action, decision)
+        if decision.allowed:
+            self.allowed_names.add((action.resource_type, action.name))
+            self.broker_request |= action.operation == AclOperation.CLUSTER_ACTION
         return decision.allowed
 
     def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:

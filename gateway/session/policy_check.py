@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from authz.id_guard import unallowed_id
+from authz.model import ResourceType
 from authz.policies import all_policies
 from authz.policies.data import is_follower_fetch
 from authz.request_policy import Refuse, Relay, Rewrite, Verdict
@@ -17,6 +19,7 @@ from authz.topic_guard import TopicGuard, UnrestrictedView
 from gateway.session.authz_view import ConnectionAuthzView, GatewayAuthorization
 from protocol.api_keys import ApiKey
 from protocol.registry import api
+from protocol.schema import MessageSpec
 
 if TYPE_CHECKING:
     from gateway.session.request_context import RequestContext
@@ -41,7 +44,21 @@ def authorize(who: RequestContext, shared: GatewayAuthorization, key: int, versi
         verdict = policy(body, version, view)
     finally:
         view.flush_audit()
+    unchecked = _unallowed_id(key, version, schema.request, body, verdict, view)
+    if unchecked is not None:
+        return Refuse(f"the {schema.name} policy relays {unchecked[0].name} {unchecked[1]!r} without allowing it")
     return guard.seal(_flushing_hook(verdict, view), findings)
+
+
+def _unallowed_id(key: int, version: int, spec: MessageSpec, body: Body, verdict: Verdict,
+                  view: ConnectionAuthzView) -> tuple[ResourceType, str] | None:
+    """The id guard (authz/id_guard.py) over what the verdict relays (or answers locally)."""
+    if not isinstance(verdict, Relay | Rewrite):
+        return None
+    if view.broker_request:  # authorized as a broker's request: the ids it names are others'
+        return None
+    relayed = verdict.request if isinstance(verdict, Rewrite) else body
+    return unallowed_id(key, spec, version, relayed, view.allowed_names)
 
 
 def check_topics(who: RequestContext, key: int, version: int, body: Body) -> Verdict:
