@@ -187,6 +187,21 @@ def test_a_denied_request_is_answered_with_kafkas_error_and_not_relayed(alice_se
     assert driver.upstream_bytes == b""
 
 
+def test_a_denied_acks_zero_produce_closes_the_connection_as_kafka_does(alice_sees_a: Gateway) -> None:
+    driver = authenticated(alice_sees_a)  # alice may not write to topic t
+    driver.send(request_frame(ApiKey.PRODUCE, PRODUCE_V, 5, produce(acks=0)))
+    assert driver.closed is not None and driver.upstream_bytes == b"" and driver.client_bytes == b""
+
+
+def test_trailing_bytes_are_accepted_but_the_canonical_encoding_is_relayed(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    wire = request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a"))
+    padded = (len(wire) - 4 + 3).to_bytes(4, "big") + wire[4:] + b"\x00\x00\x00"  # Kafka ignores these
+    driver.send(padded)
+    assert driver.closed is None
+    assert bytes(driver.upstream_bytes)[12:] == wire[12:]  # the same request, without the trailing bytes
+
+
 # --- authentication and re-authentication -----------------------------------------------------------
 
 def test_authentication_times_out(alice_sees_a: Gateway) -> None:
