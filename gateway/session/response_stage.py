@@ -58,14 +58,16 @@ def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAd
     header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
     _, header_size = decode_response_header(payload, header_version)
     raw_body = payload[header_size:]
+    found = route(slot.api_key)
+    learns = found is not None and found.learns_topic_ids
     rewrite = needs_rewrite(slot.api_key, slot.api_version) and \
         body_names_endpoints(slot.api_key, slot.api_version, raw_body)
-    if slot.hook is None and not rewrite and not _learns_topic_ids(slot.api_key):
+    if slot.hook is None and not rewrite and not learns:
         # e.g. a Produce or Fetch response without node_endpoints: nothing to change
         return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(raw_body)
-    if _learns_topic_ids(slot.api_key):
+    if learns:
         cluster.learn_topics(body.get("topics") or [])
     changed = False
     if rewrite:
@@ -81,7 +83,3 @@ def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAd
     new_header = _SIZE.pack(slot.correlation_id) + bytes(payload[4:header_size])
     return [framed(new_header + codec.encode(body))]
 
-
-def _learns_topic_ids(api_key: int) -> bool:
-    found = route(api_key)
-    return found is not None and found.learns_topic_ids
