@@ -1,8 +1,9 @@
-"""Shared fixtures: a real Tansu broker and a real gateway in front of it.
+"""Shared fixtures: a real Tansu broker and a real gateway in front of it; a real Apache Kafka.
 
-Every test that reaches the ``broker`` fixture is marked ``broker`` here (and every test that
-reaches tests/pipeline's ``spark`` fixture ``spark``), so that ``pytest -m "not broker"`` runs
-the rest without starting Tansu, and ``-m "not broker and not spark"`` without a JVM either."""
+Every test that reaches the ``broker`` fixture is marked ``broker`` here (every test that reaches
+``kafka`` ``kafka``, and every test that reaches tests/pipeline's ``spark`` fixture ``spark``), so
+that ``pytest -m "not broker"`` runs the rest without starting Tansu, and ``-m "not broker and not
+kafka and not spark"`` without a JVM either."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker
+from tests.apache_kafka import KafkaBroker, kafka_lib
 from tests.harness import GatewayThread
 
 # A run that deselects these tests must not start a broker or Spark by accident (a test that
@@ -20,9 +22,10 @@ from tests.harness import GatewayThread
 TRIPWIRES = {
     "broker": ("KSGATE_TANSU_BIN", "/nonexistent/tansu (broker tests deselected: mark the test pytest.mark.broker)"),
     "spark": ("SPARK_HOME", "/nonexistent/spark (spark tests deselected: mark the test pytest.mark.spark)"),
+    "kafka": ("KSGATE_KAFKA_LIB", "/nonexistent/kafka (kafka tests deselected: mark the test pytest.mark.kafka)"),
 }
 # A test that uses one of these fixtures (``broker`` also behind ``gateway``) gets the marker of that name.
-MARKED_FIXTURES = ("broker", "spark")
+MARKED_FIXTURES = ("broker", "spark", "kafka")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test whose fixture closure starts the shared broker or a Spark session."""
+    """Mark every test whose fixture closure starts a shared broker (Tansu, Kafka) or a Spark session."""
     for item in items:
         for fixture in MARKED_FIXTURES:
             if fixture in getattr(item, "fixturenames", ()):
@@ -51,3 +54,15 @@ def gateway(broker: EmbeddedBroker) -> Iterator[GatewayThread]:
     running = GatewayThread(broker.bootstrap).start()
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One Apache Kafka (tests/apache_kafka) for the whole session, started on first use; tests
+    must not stop or reconfigure it (a test that restarts a broker starts its own)."""
+    lib = kafka_lib()
+    if lib is None:
+        pytest.skip("no Apache Kafka jars: set KSGATE_KAFKA_LIB (scripts/test.sh does) or make "
+                    "scripts/kafka/fetch.sh runnable (java and mvn on PATH)")
+    with KafkaBroker(lib, tmp_path_factory.mktemp("kafka")) as running:
+        yield running
