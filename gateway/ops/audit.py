@@ -23,6 +23,8 @@ SCHEMA_VERSION = 1
 # The most characters of one client-supplied string (a user, topic or group name, a client id)
 # that the audit log, and the gateway's own log, keep.
 NAME_CHARS = 256
+# The most characters of a log line's free-text reason, which may quote such a string.
+REASON_CHARS = 2 * NAME_CHARS
 # Items named per admin change event (its ``count`` is exact).
 ADMIN_SAMPLE_SIZE = 10
 
