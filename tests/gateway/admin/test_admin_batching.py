@@ -1,5 +1,6 @@
 """One admin request, one store write: CreateAcls/DeleteAcls of many ACLs through a session, on the
-file store and on the replicated store; the request lands whole or each item says it did not."""
+file store and on the replicated store, and AlterUserScramCredentials of many users; the request
+lands whole or each item says it did not."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 
 import gateway.stores.file_acls as file_acls
+import gateway.stores.file_users as file_users
+from auth.sasl.scram import MIN_ITERATIONS
 from authz.acl_json import AclStoreError
 from authz.authorizer import StandardAuthorizer
 from authz.model import (
@@ -21,9 +24,11 @@ from authz.model import (
     ResourcePatternFilter,
 )
 from gateway.admin.acls import create_acls, delete_acls
+from gateway.admin.scram_credentials import alter_user_scram_credentials
 from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.stores.file_acls import FileAclStore, attach
+from gateway.stores.file_users import FileCredentialStore
 from gateway.stores.replicated import TopicAclStore
 from gateway.stores.security_records import AppliedRecords, SecuritySnapshot, StoreRecord, apply_records
 from gateway.stores.security_topic import StoreTopicSettings
@@ -225,3 +230,31 @@ def test_store_errors_are_acl_store_errors() -> None:
     topic.append = refuse  # type: ignore[method-assign]
     with pytest.raises(AclStoreError):
         store.add([acl("a")])
+
+
+# --- SCRAM credentials: one write per AlterUserScramCredentials -------------------------------
+
+def upsertion(name: str) -> dict[str, Any]:
+    return {"name": name, "mechanism": 2, "iterations": MIN_ITERATIONS, "salt": b"s" * 16,
+            "salted_password": b"p" * 64}
+
+
+def test_alter_scram_of_many_users_is_one_credential_file_write(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    store = FileCredentialStore(tmp_path / "users.json")
+    writes: list[Path] = []
+    real = file_users._write_atomic
+    monkeypatch.setattr(file_users, "_write_atomic", lambda path, data: (writes.append(path), real(path, data)))
+    answer = alter_user_scram_credentials(store, {"deletions": [], "upsertions": [upsertion(f"u{i}")
+                                                                                 for i in range(MANY)]}, 0)
+    assert [r["error_code"] for r in answer["results"]] == [KafkaError.NONE] * MANY
+    assert len(writes) == 1 and len(store.users()) == MANY
+
+
+def test_a_user_name_the_store_refuses_fails_alone(tmp_path: Path) -> None:
+    store = FileCredentialStore(tmp_path / "users.json")
+    answer = alter_user_scram_credentials(store, {"deletions": [], "upsertions": [
+        upsertion("alice"), upsertion("bad\nname"), upsertion("bob")]}, 0)
+    assert [(r["user"], r["error_code"]) for r in answer["results"]] == [
+        ("alice", KafkaError.NONE), ("bad\nname", KafkaError.UNACCEPTABLE_CREDENTIAL), ("bob", KafkaError.NONE)]
+    assert store.users() == ["alice", "bob"]
