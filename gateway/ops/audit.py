@@ -47,6 +47,13 @@ class AdminChange:
     failed: int
     sample: tuple[str, ...]  # the first changed items, at most ADMIN_SAMPLE_SIZE, each bounded
 
+    @property
+    def decision(self) -> str:
+        """APPLIED (nothing refused), FAILED (nothing took effect) or PARTIAL."""
+        if not self.failed:
+            return "APPLIED"
+        return "PARTIAL" if self.changed else "FAILED"
+
     @classmethod
     def of(cls, changed: Sequence[str], failed: int) -> AdminChange:
         return cls(len(changed), failed, tuple(bounded_name(item) for item in changed[:ADMIN_SAMPLE_SIZE]))
@@ -133,7 +140,8 @@ class AuditLog:
         self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "admin_change", "principal": principal,
                      "client_host": client_host, "client_port": client_port, "listener": listener,
                      "api_key": api_key, "api_name": api_name, "api_version": api_version,
-                     "count": change.changed, "failed": change.failed, "sample": list(change.sample)})
+                     "decision": change.decision, "count": change.changed, "failed": change.failed,
+                     "sample": list(change.sample)})
 
     def connection_refused(self, *, client_host: str, client_port: int, listener: str, limit_key: str,
                            limit: int, suppressed: int) -> None:

@@ -51,8 +51,8 @@ def test_create_acls_records_the_count_the_refused_items_and_a_sample_of_ten(adm
     answer = _ask(admin_gateway, ApiKey.CREATE_ACLS, 3, {"creations": creations})
     assert sum(r["error_code"] == KafkaError.NONE for r in answer["results"]) == 50
     [event] = _changes(tmp_path)
-    assert (event["api_name"], event["principal"], event["count"], event["failed"]) == \
-        ("CreateAcls", "User:ANONYMOUS", 50, 1)
+    assert (event["api_name"], event["principal"], event["decision"], event["count"], event["failed"]) == \
+        ("CreateAcls", "User:ANONYMOUS", "PARTIAL", 50, 1)
     assert len(event["sample"]) == ADMIN_SAMPLE_SIZE
     assert all(len(item) <= NAME_CHARS for item in event["sample"])
     assert event["sample"][1] == str(AclBinding(ResourcePattern(RT.TOPIC, "t0", PatternType.LITERAL),
@@ -67,7 +67,8 @@ def test_delete_acls_records_each_removed_acl_once(admin_gateway: Gateway, tmp_p
                                                             exact_filter("t1"), exact_filter("absent")]})
     created, deleted = _changes(tmp_path)
     assert created["count"] == 3
-    assert (deleted["api_name"], deleted["count"], deleted["failed"]) == ("DeleteAcls", 2, 0)
+    assert (deleted["api_name"], deleted["decision"], deleted["count"], deleted["failed"]) == \
+        ("DeleteAcls", "APPLIED", 2, 0)
     assert [s.split("name=")[1].split(",")[0] for s in deleted["sample"]] == ["t0", "t1"]
 
 
@@ -101,5 +102,5 @@ def test_a_refused_token_creation_is_recorded_as_one_failed_item(tmp_path: Path)
         "owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1})
     assert answer["error_code"] == KafkaError.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED  # PLAINTEXT: no tokens
     [event] = _changes(tmp_path)
-    assert (event["api_name"], event["count"], event["failed"], event["sample"]) == \
-        ("CreateDelegationToken", 0, 1, [])
+    assert (event["api_name"], event["decision"], event["count"], event["failed"], event["sample"]) == \
+        ("CreateDelegationToken", "FAILED", 0, 1, [])
