@@ -212,6 +212,21 @@ class AclBindingFilter:
     def matches(self, binding: AclBinding) -> bool:
         return self.pattern_filter.matches(binding.pattern) and self.entry_filter.matches(binding.entry)
 
+    def exact_binding(self) -> AclBinding | None:
+        """The one binding this filter can match, when every field names one value (else None).
+
+        Lets a store find such a filter's match with one set lookup instead of a scan.
+        """
+        pattern, entry = self.pattern_filter, self.entry_filter
+        if (pattern.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN) or pattern.name is None
+                or pattern.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED)
+                or entry.principal is None or entry.host is None
+                or entry.operation in (AclOperation.ANY, AclOperation.UNKNOWN)
+                or entry.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY)):
+            return None
+        return AclBinding(ResourcePattern(pattern.resource_type, pattern.name, pattern.pattern_type),
+                          AccessControlEntry(entry.principal, entry.host, entry.operation, entry.permission_type))
+
 
 AclBindingFilter.ANY = AclBindingFilter()
 

@@ -88,8 +88,8 @@ class Record:
 
 def encode_batch(records: Sequence[tuple[bytes | None, bytes | None]], *, timestamp_ms: int,
                  base_offset: int = 0, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1) -> bytes:
-    """One uncompressed v2 batch of (key, value) records, all stamped ``timestamp_ms``.
+                 base_sequence: int = -1, gzip: bool = False) -> bytes:
+    """One v2 batch of (key, value) records, all stamped ``timestamp_ms``; ``gzip`` compresses the records.
 
     Offsets are ``base_offset`` + position; on produce the broker assigns the real ones.
     """
@@ -98,16 +98,24 @@ def encode_batch(records: Sequence[tuple[bytes | None, bytes | None]], *, timest
     out = Writer()
     out.raw(bytes(_PREFIX.size))  # filled in once the length and CRC are known
     try:
-        out.raw(_COVERED_HEADER.pack(0, len(records) - 1, timestamp_ms, timestamp_ms, producer_id,
-                                     producer_epoch, base_sequence, len(records)))
+        out.raw(_COVERED_HEADER.pack(_GZIP if gzip else 0, len(records) - 1, timestamp_ms, timestamp_ms,
+                                     producer_id, producer_epoch, base_sequence, len(records)))
+        body = Writer()
         for offset_delta, (key, value) in enumerate(records):
-            _write_record(out, offset_delta, key, value)
+            _write_record(body, offset_delta, key, value)
+        out.raw(_gzip(bytes(body.out)) if gzip else body.out)
         crc = crc32c(memoryview(out.out)[_ATTRIBUTES_AT:])
         _PREFIX.pack_into(out.out, 0, base_offset, len(out.out) - _LOG_OVERHEAD, _NO_LEADER_EPOCH,
                           _V2_MAGIC, crc)
     except struct.error as exc:
         raise EncodeError(f"record batch field out of range: {exc}") from None
     return bytes(out.out)
+
+
+def _gzip(data: bytes) -> bytes:
+    """One gzip member (what Kafka's GZIP codec writes and reads)."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return compressor.compress(data) + compressor.flush()
 
 
 def _write_record(out: Writer, offset_delta: int, key: bytes | None, value: bytes | None) -> None:

@@ -57,38 +57,58 @@ def _acl_fields(binding: AclBinding) -> Body:
             "permission_type": int(binding.entry.permission_type)}
 
 
+def _error(code: int, message: str | None) -> Body:
+    return {"error_code": code, "error_message": message}
+
+
 def create_acls(store: AclStore, request: Body, version: int) -> Body:
+    """Every valid creation is written in one store change (one file write, one batch of records):
+    the request lands whole, or each valid item carries the store's error (as Kafka's atomic apply)."""
     response = default_response(ApiKey.CREATE_ACLS, version)
     results: list[Body] = []
+    valid: list[tuple[int, AclBinding]] = []
     for creation in request["creations"]:
         try:
             binding = _binding(creation)
             validate_binding(binding)
-            store.add([binding])
-            results.append({"error_code": KafkaError.NONE, "error_message": None})
+            valid.append((len(results), binding))
+            results.append(_error(KafkaError.NONE, None))
         except (AclValidationError, ValueError) as exc:
-            results.append({"error_code": KafkaError.INVALID_REQUEST, "error_message": str(exc)})
+            results.append(_error(KafkaError.INVALID_REQUEST, str(exc)))
+    if valid:
+        try:
+            store.add([binding for _, binding in valid])
         except AclStoreError as exc:
-            results.append({"error_code": KafkaError.UNKNOWN_SERVER_ERROR, "error_message": f"ACL store: {exc}"})
+            for i, _ in valid:
+                results[i] = _error(KafkaError.UNKNOWN_SERVER_ERROR, f"ACL store: {exc}")
     response["results"] = results
     return response
 
 
 def delete_acls(store: AclStore, request: Body, version: int) -> Body:
+    """All valid filters are applied in one store change; each matches the ACLs as they were before
+    the request (Kafka's controller), so an ACL two filters match is listed under both."""
     response = default_response(ApiKey.DELETE_ACLS, version)
     results: list[Body] = []
+    valid: list[tuple[int, AclBindingFilter]] = []
     for item in request["filters"]:
         try:
             binding_filter = _filter(item)
             validate_filter(binding_filter)
-            removed = store.remove_matching([binding_filter])
-            results.append({"error_code": KafkaError.NONE, "error_message": None, "matching_acls": [
-                {"error_code": KafkaError.NONE, "error_message": None, **_acl_fields(b)} for b in removed]})
+            valid.append((len(results), binding_filter))
+            results.append({**_error(KafkaError.NONE, None), "matching_acls": []})
         except (AclValidationError, ValueError) as exc:
-            results.append({"error_code": KafkaError.INVALID_REQUEST, "error_message": str(exc), "matching_acls": []})
+            results.append({**_error(KafkaError.INVALID_REQUEST, str(exc)), "matching_acls": []})
+    if valid:
+        try:
+            matched = store.remove_each([binding_filter for _, binding_filter in valid])
         except AclStoreError as exc:
-            results.append({"error_code": KafkaError.UNKNOWN_SERVER_ERROR, "error_message": f"ACL store: {exc}",
-                            "matching_acls": []})
+            for i, _ in valid:
+                results[i] = {**_error(KafkaError.UNKNOWN_SERVER_ERROR, f"ACL store: {exc}"), "matching_acls": []}
+        else:
+            for (i, _), removed in zip(valid, matched, strict=True):
+                results[i]["matching_acls"] = [{"error_code": KafkaError.NONE, "error_message": None, **_acl_fields(b)}
+                                               for b in removed]
     response["filter_results"] = results
     return response
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from auth.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from authz.response_defaults import default_response
+from gateway.ops.audit import bounded_name
 from gateway.stores.file_tokens import (
     DEFAULT_EXPIRY_TIME_MS,
     DEFAULT_MAX_LIFETIME_MS,
@@ -144,7 +145,7 @@ def create_delegation_token(ctx: TokenRequestContext, request: Body, version: in
     except TokenStoreError as exc:
         return _create_response(version, exc.code, _pair(owner), _pair(requester), CONTROLLER_ERROR_TIMESTAMP)
     except (OSError, ValueError) as exc:
-        log.error("delegation token for %s could not be created: %s", owner, exc)
+        log.error("delegation token for %s could not be created: %s", bounded_name(str(owner)), exc)
         return _create_response(version, KafkaError.UNKNOWN_SERVER_ERROR, _pair(owner), _pair(requester),
                                 CONTROLLER_ERROR_TIMESTAMP)
     response = _create_response(version, KafkaError.NONE, _pair(owner), _pair(requester), 0)

@@ -8,6 +8,7 @@ session runs that off the event loop and keeps the answer in its place.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from auth.sasl.mechanism import wall_clock_ms
 from gateway.admin.acls import create_acls, delete_acls, describe_acls
+from gateway.admin.change_audit import DESCRIBE_CHANGE
 from gateway.admin.delegation_tokens import (
     TokenRequestContext,
     authenticated_via,
@@ -25,13 +27,16 @@ from gateway.admin.delegation_tokens import (
 )
 from gateway.admin.scram_credentials import alter_user_scram_credentials, describe_user_scram_credentials
 from protocol.api_keys import ApiKey
+from protocol.registry import api
 
 if TYPE_CHECKING:
     from auth.credentials import CredentialStore
+    from gateway.ops.audit import AuditLog
     from gateway.session.authz_view import GatewayAuthorization
     from gateway.session.request_context import RequestContext
 
 Body = dict[str, Any]
+log = logging.getLogger("ksgate.admin")
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,12 +55,38 @@ def _token_context(shared: GatewayAuthorization, who: RequestContext) -> TokenRe
                                now_ms=wall_clock_ms(), store=shared.tokens, settings=shared.token_settings)
 
 
-def _create_acls(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> OffLoop:
-    return OffLoop(partial(create_acls, shared.store, body, version))
+def _audited(shared: GatewayAuthorization, who: RequestContext, key: ApiKey, body: Body, version: int,
+             work: Callable[[], Body]) -> OffLoop:
+    """``work``, then one audit event saying what it changed (docs/audit-log.md, admin changes)."""
+
+    def run() -> Body:
+        response = work()
+        if shared.audit.enabled:
+            record_change(shared.audit, who, key, version, body, response)
+        return response
+
+    return OffLoop(run)
 
 
-def _delete_acls(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> OffLoop:
-    return OffLoop(partial(delete_acls, shared.store, body, version))
+def record_change(audit: AuditLog, who: RequestContext, key: ApiKey, version: int, request: Body,
+                  response: Body) -> None:
+    try:
+        change = DESCRIBE_CHANGE[key](request, response)
+    except (KeyError, ValueError, TypeError):  # a gateway bug: the change is made, the answer must go out
+        log.exception("cannot describe the change of a %s request for the audit log", key.name)
+        return
+    schema = api(key)
+    audit.admin_change(principal=str(who.principal), client_host=who.client_host, client_port=who.client_port,
+                       listener=who.listener.name, api_key=int(key), api_name=schema.name if schema else key.name,
+                       api_version=version, change=change)
+
+
+def _create_acls(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
+    return _audited(shared, who, ApiKey.CREATE_ACLS, body, version, partial(create_acls, shared.store, body, version))
+
+
+def _delete_acls(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
+    return _audited(shared, who, ApiKey.DELETE_ACLS, body, version, partial(delete_acls, shared.store, body, version))
 
 
 def _describe_acls(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> Body:
@@ -63,15 +94,18 @@ def _describe_acls(shared: GatewayAuthorization, _who: RequestContext, body: Bod
 
 
 def _create_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return OffLoop(partial(create_delegation_token, _token_context(shared, who), body, version))
+    return _audited(shared, who, ApiKey.CREATE_DELEGATION_TOKEN, body, version,
+                    partial(create_delegation_token, _token_context(shared, who), body, version))
 
 
 def _renew_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return OffLoop(partial(renew_delegation_token, _token_context(shared, who), body, version))
+    return _audited(shared, who, ApiKey.RENEW_DELEGATION_TOKEN, body, version,
+                    partial(renew_delegation_token, _token_context(shared, who), body, version))
 
 
 def _expire_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return OffLoop(partial(expire_delegation_token, _token_context(shared, who), body, version))
+    return _audited(shared, who, ApiKey.EXPIRE_DELEGATION_TOKEN, body, version,
+                    partial(expire_delegation_token, _token_context(shared, who), body, version))
 
 
 def _describe_tokens(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> Body:
@@ -83,9 +117,10 @@ def _describe_scram(shared: GatewayAuthorization, _who: RequestContext, body: Bo
     return describe_user_scram_credentials(shared.credentials, body, version)
 
 
-def _alter_scram(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> OffLoop:
+def _alter_scram(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
     assert shared.credentials is not None
-    return OffLoop(partial(alter_user_scram_credentials, shared.credentials, body, version))
+    return _audited(shared, who, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, version,
+                    partial(alter_user_scram_credentials, shared.credentials, body, version))
 
 
 # Every API ksgate answers itself (the route table, gateway/session/routes.py, lists them per API).

@@ -12,6 +12,7 @@ from typing import Any
 from auth.credentials import CredentialStore
 from auth.sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS, scram_credential_from_salted
 from authz.response_defaults import default_response
+from gateway.stores.file_users import valid_user_name
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 
@@ -99,6 +100,9 @@ def _check_upsertion(item: Body, errors: dict[str, tuple[int, str]]) -> None:
     name = item["name"]
     if not name:
         errors.setdefault(name, (KafkaError.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
+    elif not valid_user_name(name):  # refused here, the other users of the request still land
+        errors.setdefault(name, (KafkaError.UNACCEPTABLE_CREDENTIAL, "Username must not contain control "
+                                                                     "characters"))
     elif item["mechanism"] not in MECHANISMS:
         errors.setdefault(name, (KafkaError.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
     elif item["iterations"] < MIN_ITERATIONS:

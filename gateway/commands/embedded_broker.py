@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.ops.logs import open_private_log
+
 
 class EmbeddedBrokerError(RuntimeError):
     """The embedded broker could not be found or did not start."""
@@ -64,7 +66,8 @@ class EmbeddedBroker:
         if not self.port:
             self.port = free_port(self.host)
         url = f"tcp://{self.host}:{self.port}"
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        # Tansu's log may name clients and users: the gateway's own log-file mode (0600).
+        log = open(open_private_log(self.log_path), "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._log = log
         self._process = subprocess.Popen(
             [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,

@@ -19,6 +19,7 @@ from gateway.edge.proxy_protocol import (
     ProxyHeaderReader,
     ProxyProtocolError,
 )
+from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
 
 log = get_logger(component="proxy-protocol")
@@ -75,7 +76,7 @@ async def proxied_client(sock: socket.socket, peer: tuple[str, int], networks: t
         header = await asyncio.wait_for(read_proxy_header(sock, ProxyHeaderReader(v2_max_bytes)), timeout_s)
     except (ProxyProtocolError, TimeoutError, OSError) as exc:
         log.warning("proxy_header_refused", listener=listener, peer=f"{peer[0]}:{peer[1]}",
-                    reason=str(exc) or type(exc).__name__)
+                    reason=bounded_name(str(exc), REASON_CHARS) or type(exc).__name__)
         sock.close()
         return None
     if header.command is Command.LOCAL:  # the balancer's own health check: nothing to serve

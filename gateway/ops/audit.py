@@ -8,14 +8,63 @@ enabled.  Payloads and secrets are never recorded.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import logging.handlers
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.ops.logs import open_private_log
+
 SCHEMA_VERSION = 1
+# The most characters of one client-supplied string (a user, topic or group name, a client id)
+# that the audit log, and the gateway's own log, keep.
+NAME_CHARS = 256
+# The most characters of a log line's free-text reason, which may quote such a string.
+REASON_CHARS = 2 * NAME_CHARS
+# Items named per admin change event (its ``count`` is exact).
+ADMIN_SAMPLE_SIZE = 10
+
+
+def bounded_name(text: str, limit: int = NAME_CHARS) -> str:
+    """A client-supplied string as a log may hold it: at most ``limit`` characters, control and
+    other unprintable characters escaped (``\\n``, ``\\x00``, ``\\u2028``) so that it cannot
+    forge a line or hide text.  The one place both logs bound such strings."""
+    head = text[:limit]  # escaping only lengthens: what is past the limit can never show
+    if head.isprintable():
+        return head
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in head)[:limit]
+
+
+@dataclass(slots=True, frozen=True)
+class AdminChange:
+    """What one admin request changed in a store: the items that took effect and those refused."""
+
+    changed: int
+    failed: int
+    sample: tuple[str, ...]  # the first changed items, at most ADMIN_SAMPLE_SIZE, each bounded
+
+    @property
+    def decision(self) -> str:
+        """APPLIED (nothing refused), FAILED (nothing took effect) or PARTIAL."""
+        if not self.failed:
+            return "APPLIED"
+        return "PARTIAL" if self.changed else "FAILED"
+
+    @classmethod
+    def of(cls, changed: Sequence[str], failed: int) -> AdminChange:
+        return cls(len(changed), failed, tuple(bounded_name(item) for item in changed[:ADMIN_SAMPLE_SIZE]))
+
+
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """RotatingFileHandler whose files (the first and each one after a rollover) are mode 0600."""
+
+    def _open(self) -> io.TextIOWrapper:
+        return open(open_private_log(self.baseFilename), "a", encoding=self.encoding,
+                    errors=self.errors)
 
 
 def _now_iso() -> str:
@@ -39,8 +88,8 @@ class AuditLog:
         logger = logging.getLogger(f"ksgate.audit.{id(self)}")
         logger.propagate = False  # never mixed into the operational log
         logger.setLevel(logging.INFO)
-        handler = logging.handlers.RotatingFileHandler(self.path, maxBytes=self.max_bytes,
-                                                       backupCount=self.backups, encoding="utf-8")
+        handler = _PrivateRotatingFileHandler(self.path, maxBytes=self.max_bytes, backupCount=self.backups,
+                                              encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
         self._logger = logger
@@ -77,9 +126,22 @@ class AuditLog:
         if self._logger is None:
             return
         self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "authentication",
-                     "principal": principal, "attempted_user": attempted_user, "client_host": client_host,
+                     "principal": principal,
+                     "attempted_user": None if attempted_user is None else bounded_name(attempted_user),
+                     "client_host": client_host,
                      "client_port": client_port, "listener": listener, "mechanism": mechanism,
                      "decision": "SUCCEEDED" if succeeded else "FAILED", "failure": failure})
+
+    def admin_change(self, *, principal: str, client_host: str, client_port: int, listener: str, api_key: int,
+                     api_name: str, api_version: int, change: AdminChange) -> None:
+        """An ACL, credential or token change the gateway made for a request (always recorded)."""
+        if self._logger is None:
+            return
+        self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "admin_change", "principal": principal,
+                     "client_host": client_host, "client_port": client_port, "listener": listener,
+                     "api_key": api_key, "api_name": api_name, "api_version": api_version,
+                     "decision": change.decision, "count": change.changed, "failed": change.failed,
+                     "sample": list(change.sample)})
 
     def connection_refused(self, *, client_host: str, client_port: int, listener: str, limit_key: str,
                            limit: int, suppressed: int) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gateway.ops.audit import NAME_CHARS, bounded_name
+
 # Names kept per aggregated event, and the length each is cut to: with MAX_KINDS this bounds
 # the audit bytes of one request whatever its item count.
 SAMPLE_SIZE = 20
-SAMPLE_NAME_CHARS = 256
+SAMPLE_NAME_CHARS = NAME_CHARS
 # Distinct decision kinds (mostly: distinct matching rules) recorded per request; the rest are
 # folded into one event per operation/resource type/outcome with the rule OTHER_RULES.
 MAX_KINDS = 32
@@ -82,4 +84,4 @@ class DecisionBatch:
 
 
 def bounded_sample(aggregate: Aggregate) -> list[str]:
-    return [name[:SAMPLE_NAME_CHARS] for name in aggregate.sample]
+    return [bounded_name(name) for name in aggregate.sample]

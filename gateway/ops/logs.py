@@ -6,6 +6,8 @@ Standard-library loggers (ksgate's own, asyncio's, warnings) go through the same
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import sys
 from typing import Any, Literal
 
@@ -13,6 +15,28 @@ import structlog
 
 LogFormat = Literal["json", "console"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
+PRIVATE_MODE = 0o600  # log files may hold user names and client addresses: the owner only
+
+
+def open_private_log(path: str | os.PathLike[str]) -> int:
+    """An append-only descriptor for a log file the gateway writes, kept at mode 0600.
+
+    Whether new or existing, the file ends at exactly 0600, whatever the umask (``fchmod``
+    after ``os.open``).  An existing file that group or others could read is narrowed with a
+    warning: to let a log shipper read it, run the shipper as the gateway's user.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), PRIVATE_MODE)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode != PRIVATE_MODE:
+            os.fchmod(fd, PRIVATE_MODE)
+            if mode & 0o077:
+                logging.getLogger("ksgate.logs").warning(
+                    "log file %s was mode %04o, readable beyond its owner; changed to %04o", path, mode, PRIVATE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -96,7 +96,7 @@ class ConnectionAuthzView:
                 principal=principal, client_host=self.client_host, client_port=self.client_port,
                 listener=self.listener, api_key=self.api_key, api_name=api_name, api_version=self.api_version,
                 operation=aggregate.operation, resource_type=aggregate.resource_type,
-                resource_name=aggregate.sample[0] if single else sample[0], pattern_type=aggregate.pattern_type,
+                resource_name=sample[0], pattern_type=aggregate.pattern_type,
                 allowed=aggregate.allowed, rule=aggregate.rule,
                 count=None if single else aggregate.count, sample=None if single else sample)
 

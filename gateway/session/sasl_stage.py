@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from auth.principal import KafkaPrincipal, PlaintextAuthContext, PrincipalBuilder, SslAuthContext
 from auth.sasl.mechanism import SaslContext
 from auth.sasl.server import Authenticated, Close, SaslServerAuthenticator, SaslServerConfig
+from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.session.api_versions import api_versions_response
 from protocol.framing import Frame
 
@@ -86,9 +87,11 @@ def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig
                          authenticator: SaslServerAuthenticator | None, step: Close) -> None:
     throttle = ctx.login_throttle
     if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
-        log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
+        log.debug("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS), mechanism_failure=True)
     else:
-        log.warning("authentication_failed", reason=step.reason, mechanism_failure=step.authentication_failure)
+        # The reason may quote the user name the client claimed, whatever its size or content.
+        log.warning("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS),
+                    mechanism_failure=step.authentication_failure)
     ctx.counters.authentication_failures += 1
     if step.failure_class == "bad_credentials" and throttle.record_failure(client[0]):
         log.warning("authentication_throttled", client_host=client[0], failures=throttle.limit,

@@ -38,6 +38,7 @@ from auth.sasl.server import Authenticated, Close, Respond, SaslServerAuthentica
 from gateway.admin.handlers import OffLoop
 from gateway.context import GatewayContext
 from gateway.edge.sni_routing import Node
+from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
 from gateway.session import actions as act
 from gateway.session.address_rewrite import NodeAddressBook
@@ -141,7 +142,7 @@ class ProxySession:
             return self._take()
         if principal is not None:
             self.principal = principal
-            self.log = self.log.bind(principal=str(principal))
+            self.log = self.log.bind(principal=bounded_name(str(principal)))
             self._count_principal(principal)
             self._open_upstream()
             return self._take()
@@ -534,7 +535,7 @@ class ProxySession:
     def _authenticated(self, step: Authenticated) -> None:
         first = self.principal is None
         self.principal = step.principal
-        self.log = self.log.bind(principal=str(step.principal))
+        self.log = self.log.bind(principal=bounded_name(str(step.principal)))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
                       session_expiry_ms=step.session_expiry_ms)
         self._count_principal(step.principal, step.mechanism)
@@ -615,7 +616,7 @@ class ProxySession:
         if self.closing and reason is not None:
             return
         if reason is not None:
-            self.log.warning("connection_refused", reason=reason)
+            self.log.warning("connection_refused", reason=bounded_name(reason, REASON_CHARS))
         self.closing = True
         self._out.append(act.Close(reason))
 

@@ -40,6 +40,11 @@ class AclStore(Protocol):
         """Delete every binding matching any of ``filters``; return what was deleted."""
         ...
 
+    def remove_each(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Delete every binding matching any of ``filters`` in one write; per filter, what it matched
+        (each filter against the state before the call, as Kafka's DeleteAcls)."""
+        ...
+
     def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
         """Call ``callback(added, removed)`` after every change; returns an unsubscribe function."""
         ...
@@ -69,6 +74,37 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def matches_per_filter(bindings: Iterable[AclBinding],
+                       filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+    """For each filter, the bindings it matches, in ``bindings`` order.
+
+    A filter naming one binding exactly (what ``kafka-acls --remove`` and the admin client
+    send for a known ACL) is a set lookup, so deleting N such ACLs costs O(N), not O(N²);
+    the others scan, as Kafka's controller does.
+    """
+    present = bindings if isinstance(bindings, dict) else dict.fromkeys(bindings)
+    found: list[list[AclBinding]] = []
+    scanned: list[tuple[int, AclBindingFilter]] = []
+    for i, binding_filter in enumerate(filters):
+        exact = binding_filter.exact_binding()
+        if exact is None:
+            scanned.append((i, binding_filter))
+            found.append([])
+        else:
+            found.append([exact] if exact in present else [])
+    if scanned:
+        for binding in present:
+            for i, binding_filter in scanned:
+                if binding_filter.matches(binding):
+                    found[i].append(binding)
+    return found
+
+
+def union(groups: Iterable[Iterable[AclBinding]]) -> list[AclBinding]:
+    """Each binding of ``groups`` once, in first-seen order."""
+    return list(dict.fromkeys(b for group in groups for b in group))
 
 
 _Signature = tuple[int, int, int, int, int]
@@ -199,20 +235,23 @@ class FileAclStore:
             self._notify(added, [])
 
     def remove_matching(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
-        filters = list(filters)
+        return union(self.remove_each(list(filters)))
+
+    def remove_each(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
         for binding_filter in filters:
             validate_filter(binding_filter)
         with self._lock:
             self._ensure_current()
-            removed = [b for b in self._bindings if any(f.matches(b) for f in filters)]
+            matched = matches_per_filter(self._bindings, filters)
+            removed = union(matched)
             if not removed:
-                return []
+                return matched
             gone = set(removed)
             new = {b: None for b in self._bindings if b not in gone}
             self._seen = self._persist(new)
             self._bindings = new
             self._notify([], removed)
-            return removed
+            return matched
 
     def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
         with self._lock:

@@ -26,6 +26,7 @@ from auth.sasl.mechanism import wall_clock_ms
 from auth.sasl.scram import DEFAULT_ITERATIONS, TokenCredential, TokenLookup, scram_credential
 from auth.watched_file import Signature as _Signature
 from auth.watched_file import WatchedFile, read_with_signature, writer_lock
+from gateway.ops.audit import bounded_name
 from gateway.stores.file_users import (
     CredentialFileError,
     _write_atomic,
@@ -324,8 +325,8 @@ class TokenStore:
                 entries[token_id] = entry
                 self._commit(entries)
             self.reload_if_changed()
-            log.info("delegation token %s created for %s by %s, expires at %d", token_id, owner, requester,
-                     expiry_timestamp)
+            log.info("delegation token %s created for %s by %s, expires at %d", token_id, bounded_name(owner),
+                     bounded_name(requester), expiry_timestamp)
             return entry.info, mac
 
     def renew(self, token_hmac_bytes: bytes, renewer: str, renew_period_ms: int, now_ms: int,
@@ -346,7 +347,7 @@ class TokenStore:
             entries[token_id] = replace(entries[token_id], info=replace(info, expiry_timestamp_ms=expiry))
             self._commit(entries)
         self.reload_if_changed()
-        log.info("delegation token %s renewed by %s until %d", token_id, renewer, expiry)
+        log.info("delegation token %s renewed by %s until %d", token_id, bounded_name(renewer), expiry)
         return TokenOutcome(KafkaError.NONE, expiry)
 
     def expire(self, token_hmac_bytes: bytes, principal: str, period_ms: int, now_ms: int) -> TokenOutcome:
@@ -369,7 +370,7 @@ class TokenStore:
                 entries[token_id] = replace(entries[token_id], info=replace(info, expiry_timestamp_ms=expiry))
             self._commit(entries)
         self.reload_if_changed()
-        log.info("delegation token %s expired by %s at %d", token_id, principal, expiry)
+        log.info("delegation token %s expired by %s at %d", token_id, bounded_name(principal), expiry)
         return TokenOutcome(KafkaError.NONE, expiry)
 
     def purge_expired(self, now_ms: int) -> int:

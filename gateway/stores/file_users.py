@@ -184,8 +184,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
             os.close(dir_fd)
 
 
+def valid_user_name(user: str) -> bool:
+    return bool(user) and not any(unicodedata.category(c).startswith("C") for c in user)
+
+
 def _validate_user(user: str) -> None:
-    if not user or any(unicodedata.category(c).startswith("C") for c in user):
+    if not valid_user_name(user):
         raise ValueError("user name must be non-empty and free of control characters")
 
 

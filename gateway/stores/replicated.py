@@ -18,7 +18,7 @@ from auth.sasl.plain import plain_credential
 from auth.sasl.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
 from authz.acl_json import AclStoreError
 from authz.model import AclBinding, AclBindingFilter, validate_binding, validate_filter
-from gateway.stores.file_acls import AclChangeListener
+from gateway.stores.file_acls import AclChangeListener, matches_per_filter, union
 from gateway.stores.file_tokens import TokenEntry, TokenStore
 from gateway.stores.file_users import ALL_MECHANISMS, PLAIN, UserEntry, UserEntryReads, _validate_user, new_decoy_secret
 from gateway.stores.security_records import (
@@ -56,12 +56,14 @@ class TopicAclStore:
         self._append([acl_record(b) for b in dict.fromkeys(bindings) if b not in present])
 
     def remove_matching(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
-        filters = list(filters)
+        return union(self.remove_each(list(filters)))
+
+    def remove_each(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
         for binding_filter in filters:
             validate_filter(binding_filter)
-        removed = [b for b in self._topic.snapshot.acls if any(f.matches(b) for f in filters)]
-        self._append([acl_record(b, present=False) for b in removed])
-        return removed
+        matched = matches_per_filter(self._topic.snapshot.acls, filters)
+        self._append([acl_record(b, present=False) for b in union(matched)])
+        return matched
 
     def _append(self, records: list[StoreRecord]) -> None:
         try:

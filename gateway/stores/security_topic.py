@@ -36,7 +36,7 @@ from gateway.upstream.client import CLIENT_SOFTWARE, ErrorSink, UpstreamClient, 
 from gateway.upstream.login import UpstreamAuthError
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
-from protocol.record_batch import batches, decode_batches, encode_batch
+from protocol.record_batch import MAX_DECOMPRESSED_BATCH_BYTES, batches, decode_batches, encode_batch
 
 log = logging.getLogger("ksgate.store")
 
@@ -47,6 +47,25 @@ _NONE, _OFFSET_OUT_OF_RANGE, _UNKNOWN_TOPIC, _NOT_LEADER, _TOPIC_EXISTS = 0, 1, 
 _RETRIABLE = frozenset({_UNKNOWN_TOPIC, _NOT_LEADER, 5, 7, 13, 14, 15, 19, 20, 74, 75})
 _I64, _I32 = struct.Struct(">q"), struct.Struct(">i")
 ChangeListener = Callable[[AppliedRecords], None]
+# One change (one admin request) is one gzip record batch, which every instance must be able to
+# read back: under Kafka's default message.max.bytes (1 MiB) compressed, and well within the
+# tail's inflation bound uncompressed.  ~40,000 ACLs of typical names fit in one request.
+MAX_BATCH_BYTES = 1_000_000
+MAX_CHANGE_BYTES = MAX_DECOMPRESSED_BATCH_BYTES // 2
+_RECORD_OVERHEAD = 16  # a record's length, attributes, deltas and field lengths, at most
+
+
+def encode_change(records: Sequence[StoreRecord], timestamp_ms: int) -> bytes:
+    """``records`` as one gzip batch; StoreWriteError (nothing written) when it would be too large to read back."""
+    size = sum(len(r.key) + len(r.value or b"") + _RECORD_OVERHEAD for r in records)
+    if size > MAX_CHANGE_BYTES:
+        raise StoreWriteError(f"a change of {len(records)} records ({size} bytes) is more than one write to the "
+                              f"security topic may hold ({MAX_CHANGE_BYTES} bytes): split the request")
+    batch = encode_batch([(r.key, r.value) for r in records], timestamp_ms=timestamp_ms, gzip=True)
+    if len(batch) > MAX_BATCH_BYTES:
+        raise StoreWriteError(f"a change of {len(records)} records compresses to {len(batch)} bytes, more than "
+                              f"one write to the security topic may hold ({MAX_BATCH_BYTES} bytes): split the request")
+    return batch
 
 
 class StoreWriteError(OSError):
@@ -161,7 +180,8 @@ class SecurityTopic:
             raise StoreWriteError("the security store is not running")
         if self.stalled is not None:
             raise StoreWriteError(f"the security store is stalled: {self.stalled}")
-        future = asyncio.run_coroutine_threadsafe(self._produce(records), loop)
+        batch = encode_change(records, int(time.time() * 1000))  # here, on the caller's thread
+        future = asyncio.run_coroutine_threadsafe(self._produce(batch, len(records)), loop)
         try:
             last_offset = future.result(timeout_s)
         except TimeoutError:
@@ -179,7 +199,7 @@ class SecurityTopic:
                 self._applied.wait(left)
         return last_offset
 
-    async def _produce(self, records: Sequence[StoreRecord]) -> int:
+    async def _produce(self, batch: bytes, count: int) -> int:
         assert self._write_lock is not None
         async with self._write_lock:
             # A kept writer connection may have been closed by the broker meanwhile (its
@@ -190,7 +210,7 @@ class SecurityTopic:
                 try:
                     if self._writer is None:
                         self._writer = await self._connect()
-                    return await self._produce_on(self._writer, records)
+                    return await self._produce_on(self._writer, batch, count)
                 except (UpstreamError, OSError) as exc:
                     await self._drop_writer()
                     if attempt == 2 or not reused:
@@ -206,15 +226,14 @@ class SecurityTopic:
         if writer is not None:
             await writer.close()
 
-    async def _produce_on(self, client: UpstreamClient, records: Sequence[StoreRecord]) -> int:
-        batch = encode_batch([(r.key, r.value) for r in records], timestamp_ms=int(time.time() * 1000))
+    async def _produce_on(self, client: UpstreamClient, batch: bytes, count: int) -> int:
         response = await client.request(ApiKey.PRODUCE, self._versions[ApiKey.PRODUCE], {
             "transactional_id": None, "acks": -1, "timeout_ms": 30_000,
             "topic_data": [{"name": self.settings.topic, "partition_data": [{"index": 0, "records": batch}]}]})
         partition = response["responses"][0]["partition_responses"][0]
         if partition["error_code"] != _NONE:
             raise _UpstreamRefused(f"produce to {self.settings.topic} failed with error code {partition['error_code']}")
-        last: int = partition["base_offset"] + len(records) - 1
+        last: int = partition["base_offset"] + count - 1
         return last
 
     # --- the tail ------------------------------------------------------------------

@@ -187,6 +187,19 @@ def test_encoded_batch_decodes_to_the_same_records(items: list[KeyValue]) -> Non
     assert _kafka_python_read(wire) == expected
 
 
+@pytest.mark.parametrize("items", ROUND_TRIP_CASES.values(), ids=ROUND_TRIP_CASES.keys())
+def test_a_gzip_batch_decodes_to_the_same_records_here_and_in_kafka_python(items: list[KeyValue]) -> None:
+    wire = encode_batch(items, timestamp_ms=TS, base_offset=7, gzip=True)
+    expected = [Record(7 + i, TS, key, value) for i, (key, value) in enumerate(items)]
+    assert decode_batches(wire) == expected
+    assert _kafka_python_read(wire) == expected
+
+
+def test_gzip_shrinks_repetitive_records() -> None:
+    items: list[KeyValue] = [(b'{"kind":"acl","resourceName":"orders-%d"}' % i, b'{"v":1}') for i in range(1000)]
+    assert len(encode_batch(items, timestamp_ms=TS, gzip=True)) * 5 < len(encode_batch(items, timestamp_ms=TS))
+
+
 def test_consecutive_batches_decode_in_order() -> None:
     first = encode_batch([(b"a", b"1"), (b"b", b"2")], timestamp_ms=TS, base_offset=0)
     second = encode_batch([(b"a", None)], timestamp_ms=TS + 5, base_offset=2)

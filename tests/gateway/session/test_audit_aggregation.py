@@ -74,6 +74,15 @@ def test_a_single_decision_is_written_as_before_without_count_or_sample(tmp_path
     assert event["resource_name"] == "lonely" and event["decision"] == "DENIED"
 
 
+def test_a_single_decision_on_a_huge_name_is_cut_and_escaped_like_a_sampled_one(tmp_path: Path) -> None:
+    view = _view(_shared(tmp_path, []), ApiKey.JOIN_GROUP)
+    name = "g\n" + "x" * 100_000  # group ids have no length limit
+    view.allowed(Action(AclOperation.READ, ResourceType.GROUP, name))
+    view.flush_audit()
+    [event] = _events(tmp_path)
+    assert event["resource_name"] == "g\\n" + "x" * (SAMPLE_NAME_CHARS - 3)
+
+
 def test_decisions_of_different_kinds_are_separate_events(tmp_path: Path) -> None:
     shared = _shared(tmp_path, [_allow_topic("mine.", PatternType.PREFIXED)], record_allowed=True)
     view = _view(shared)

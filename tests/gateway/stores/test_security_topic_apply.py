@@ -5,12 +5,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from authz.model import AclBinding
 from gateway.config import UpstreamConfig
 from gateway.stores.replicated import TopicAclStore
 from gateway.stores.security_records import AppliedRecords, StoreRecord, acl_record
-from gateway.stores.security_topic import SecurityTopic, StoreTopicSettings
-from protocol.record_batch import encode_batch
+from gateway.stores.security_topic import (
+    MAX_CHANGE_BYTES,
+    SecurityTopic,
+    StoreTopicSettings,
+    StoreWriteError,
+    encode_change,
+)
+from protocol.record_batch import decode_batches, encode_batch
 from tests.authz.helpers import acl
 
 OFFSET_OUT_OF_RANGE = 1
@@ -93,3 +101,16 @@ def test_lag_counts_from_when_the_tail_fell_behind() -> None:
     assert topic.lag_seconds(now=topic.behind_since + 1.5) == 1.5
     topic._take(_answer(_batch(1, acl_record(_binding("b"))), high_watermark=2))
     assert topic.lag_seconds(now=time.monotonic() + 100) == 0
+
+
+def test_one_change_of_many_acls_is_one_compressed_batch_that_reads_back_whole() -> None:
+    records = [acl_record(_binding(f"orders-eu-west-{i}")) for i in range(5000)]
+    batch = encode_change(records, 1)
+    assert [(r.key, r.value) for r in decode_batches(batch)] == [(r.key, r.value) for r in records]
+    assert len(batch) < 100_000  # ~190 bytes an ACL before gzip: far under Kafka's 1 MiB default
+
+
+def test_a_change_too_large_to_read_back_is_refused_before_anything_is_written() -> None:
+    big = StoreRecord(b"k" * 1000, b"v" * 1000)
+    with pytest.raises(StoreWriteError, match="split the request"):
+        encode_change([big] * (MAX_CHANGE_BYTES // 2000 + 1), 1)
