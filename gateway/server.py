@@ -15,6 +15,7 @@ from auth.client_address import ClientAddress
 from auth.login_throttle import LoginThrottle
 from auth.sasl.mechanism import wall_clock_ms
 from auth.tls import TlsConfigError
+from auth.tls_handshake import certificate_failure, send_handshake_alerts_to
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.context import GatewayContext
 from gateway.edge.acceptor import Acceptor, set_ipv6_only
@@ -25,6 +26,7 @@ from gateway.ops.allocator import keep_large_buffers_on_the_heap
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import negotiate
+from gateway.session.sasl_stage import record_certificate_failure
 from gateway.stores.file_tokens import TokenStore
 from gateway.stores.security_topic import SecurityTopic
 from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
@@ -430,6 +432,8 @@ class Gateway:
 
         context = self.ctx.security[listener.name].ssl_context
         timeout = self.config.authentication_timeout_ms / 1000 if context is not None else None
+        if context is not None:
+            send_handshake_alerts_to(sock)  # this task's context is the handshake's
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
                 protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
@@ -445,7 +449,11 @@ class Gateway:
                 return
             kind = "timeout" if isinstance(exc, (ConnectionAbortedError, TimeoutError)) else "failed"
             self.ctx.metrics.tls_handshake_failed(listener.name, kind)
-            log.info("tls_handshake_failed", listener=listener.name, kind=kind, error=repr(exc))
+            failure = certificate_failure(exc)
+            log.info("tls_handshake_failed", listener=listener.name, client=str(client), kind=kind,
+                     failure=failure, error=repr(exc))
+            if failure is not None:  # the client's certificate was refused: an authentication failure
+                record_certificate_failure(self.ctx, listener, client, failure)
 
     def _new_connection(self, listener_name: str, node_id: int | None, admission: Admission,
                         client: ClientAddress) -> ClientConnection:

@@ -103,6 +103,18 @@ def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig
             succeeded=False, failure=step.failure_class)
 
 
+def record_certificate_failure(ctx: GatewayContext, listener: ListenerConfig, client: ClientAddress,
+                               failure: str) -> None:
+    """A TLS handshake refused over the client's certificate (none, unknown CA, expired…): an
+    authentication failure of mechanism SSL, on any TLS listener (SASL_SSL too: its TLS layer refused)."""
+    ctx.counters.authentication_failures += 1
+    ctx.metrics.authentication("SSL", failure)
+    if ctx.authorization is not None:
+        ctx.authorization.audit.authentication(
+            principal=None, attempted_user=None, client_host=client.host, client_port=client.port,
+            listener=listener.name, mechanism="SSL", succeeded=False, failure=failure)
+
+
 def note_legacy_nonce(ctx: GatewayContext, log: Any, step: Authenticated) -> None:
     """Counted every time; logged once per connection (at its first login; re-authentication
     comes from the same client library), so an old client is visible without flooding the log."""
