@@ -33,6 +33,7 @@ from authz.model import (
 )
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.edge.proxy_protocol import V2_SIGNATURE
+from gateway.stores.file_users import FileCredentialStore
 from protocol.api_keys import ApiKey
 from tests.haproxy import HAProxy
 from tests.harness import GatewayThread
@@ -202,3 +203,45 @@ def test_an_ipv6_only_listener_refuses_ipv4_and_serves_ipv6(broker: EmbeddedBrok
     finally:
         gateway.stop()
     _assert_host_acls_applied(gateway, errors, "::1", denied, allowed)
+
+
+# --- the login throttle counts one address, however it was spelled ------------------------------------------
+
+def test_the_login_throttle_counts_a_mapped_and_a_plain_ipv4_client_as_one_address(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    credentials = tmp_path / "users.json"
+    FileCredentialStore(credentials).upsert_user("alice", "alice-secret", mechanisms=("PLAIN",))
+    gateway = GatewayThread(broker.bootstrap, {
+        "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(credentials),
+        "ksgate.sasl.plain.allow.insecure": True, "connection.failed.authentication.delay.ms": 0,
+        "ksgate.authentication.failures.per.ip": 2, "ksgate.authentication.failures.window.ms": 600_000,
+        "listener.name.sasl_plaintext.ksgate.proxy.protocol": True,
+        "listener.name.sasl_plaintext.ksgate.proxy.protocol.trusted.networks": f"{BALANCER}/32"},
+        protocol="SASL_PLAINTEXT").start()
+    try:
+        for header in (f"PROXY TCP6 ::ffff:{CLIENT} ::ffff:10.0.0.1 40001 9092\r\n".encode(),
+                       _v2_inet6(f"::ffff:{CLIENT}", 40002),
+                       f"PROXY TCP4 {CLIENT} 10.0.0.1 40003 9092\r\n".encode()):
+            assert _wrong_plain_login(gateway, header) == 58  # SASL_AUTHENTICATION_FAILED
+    finally:
+        gateway.stop()
+    events = [json.loads(line) for line in (gateway.directory / "audit.log").read_text().splitlines() if line]
+    failures = [(e["client_host"], e["failure"]) for e in events if e["event"] == "authentication"]
+    assert failures == [(CLIENT, "bad_credentials"), (CLIENT, "bad_credentials"), (CLIENT, "throttled")]
+
+
+def _wrong_plain_login(gateway: GatewayThread, header: bytes) -> int:
+    sock = socket.socket()
+    sock.bind((BALANCER, 0))
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", gateway.port))
+    sock.sendall(header)
+    client = WireClient.__new__(WireClient)
+    client.sock = sock
+    try:
+        client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"}))
+        assert client.read_response(ApiKey.SASL_HANDSHAKE, 1)[1]["error_code"] == 0
+        client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": b"\0alice\0wrong"}))
+        return int(client.read_response(ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"])
+    finally:
+        client.close()
