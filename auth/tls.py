@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from auth.peer_identity import certificate_subject
+from auth.tls_handshake import AlertingSSLContext
 
 log = logging.getLogger("ksgate.tls")
 
@@ -306,7 +307,8 @@ def build_server_context(settings: ListenerTlsSettings) -> ServerCertificate:
                              "the private key does not belong to the first certificate")
     trusted = _load_truststore(settings)
 
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    # A refused handshake sends its alert (certificate required, unknown ca…) before the close: auth/tls_handshake.py.
+    context = AlertingSSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version, context.maximum_version = _protocol_range(settings.enabled_protocols)
     if context.minimum_version < ssl.TLSVersion.TLSv1_2:
         log.warning("ssl.enabled.protocols enables %s, which is below TLSv1.2", context.minimum_version.name)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from auth.client_address import canonical_host
 from auth.principal import KafkaPrincipal
 from authz.index import WILDCARD_PRINCIPAL_KEY, AclIndex, Bucket, Grants
 from authz.model import (
@@ -163,7 +164,9 @@ class StandardAuthorizer:
 
     def authorize(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
                   resource_type: ResourceType, resource_name: str) -> Decision:
-        """May ``principal`` connecting from ``host`` do ``operation`` on the named resource?"""
+        """May ``principal`` connecting from ``host`` (a ClientAddress's canonical host) do ``operation`` on the
+        named resource?  An ACL's host matches by address, not by spelling: ``::ffff:10.1.2.3`` and
+        ``10.1.2.3`` are one host, as are ``2001:db8:0:0:0:0:0:42`` (Java's spelling) and ``2001:db8::42``."""
         snapshot = self._snapshot  # the one read of shared state: everything below uses it
         principal_type = principal.principal_type
         name = principal.name
@@ -257,7 +260,7 @@ class StandardAuthorizer:
         wildcard_allow: AclBinding | None = None
         for binding in snapshot.index.bindings_of_principals(resource_type, principals):
             entry, pattern = binding.entry, binding.pattern
-            if entry.host != host and entry.host != WILDCARD_HOST:
+            if entry.host != WILDCARD_HOST and canonical_host(entry.host) != host:
                 continue
             if entry.operation != operation and entry.operation != AclOperation.ALL:
                 continue

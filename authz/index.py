@@ -12,6 +12,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from auth.client_address import canonical_host
 from authz.model import (
     WILDCARD_RESOURCE,
     AclBinding,
@@ -130,9 +131,11 @@ class Bucket:
         for binding in self.bindings:
             entry = binding.entry
             hosts = table.setdefault(principal_key(entry.principal), {})
-            grants = hosts.get(entry.host)
+            # Keyed by the canonical host, as clients' addresses are: ``::ffff:10.1.2.3`` is 10.1.2.3.
+            host = canonical_host(entry.host)
+            grants = hosts.get(host)
             if grants is None:
-                grants = hosts[entry.host] = Grants()
+                grants = hosts[host] = Grants()
             if entry.permission_type == AclPermissionType.DENY:
                 grants.deny |= _MASKS[entry.operation, entry.permission_type]
             else:

@@ -61,6 +61,9 @@ class ListenerConfig:
     # Connections start with a PROXY header from one of these networks (listener.name.<name>.ksgate.proxy.*)
     proxy_protocol: bool = False
     proxy_trusted_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    # Bound to an IPv6 address (``[::]``): IPv6 clients only (True), or IPv4 clients too, as
+    # IPv4-mapped addresses (False: dual-stack, as a Kafka broker's JVM binds). listener.name.<name>.ksgate.ipv6.only
+    ipv6_only: bool = False
     # Only the listener.name.<name>.max.connections / .max.connection.creation.rate set for this
     # listener: unlike ssl.*, the broker-wide values are separate limits, not defaults.
     connection_limits: Mapping[str, int] = field(default_factory=dict)
@@ -280,6 +283,7 @@ LISTENER_KEYS: dict[str, Callable[[str, Any], Any]] = {
     "ksgate.sni.broker.host.pattern": _optional_str,
     "ksgate.proxy.protocol": _bool,
     "ksgate.proxy.protocol.trusted.networks": _optional_str,
+    "ksgate.ipv6.only": _bool,
     "sasl.enabled.mechanisms": _str,
     "ssl.principal.mapping.rules": _str,
     **{key: _optional_str for key in TLS_KEYS},
@@ -546,13 +550,18 @@ def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[s
 
 
 _EDGE_KEYS = frozenset({"node.port.base", "ksgate.sni.broker.host.pattern", "ksgate.proxy.protocol",
-                        "ksgate.proxy.protocol.trusted.networks"})
+                        "ksgate.proxy.protocol.trusted.networks", "ksgate.ipv6.only"})
 
 
 def _edge(bind: Endpoint, advertised: Endpoint, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A listener's SNI routes and PROXY protocol settings (listener.name.<name>.ksgate.*)."""
+    """A listener's SNI routes, PROXY protocol and IPv6 settings (listener.name.<name>.ksgate.*)."""
     prefix = f"listener.name.{bind.name.lower()}."
     edge: dict[str, Any] = {}
+    if overrides.get("ksgate.ipv6.only", False):
+        if ":" not in bind.host:
+            raise ConfigError(f"{prefix}ksgate.ipv6.only: listener {bind.name} binds {bind.host or 'every'} "
+                              f"IPv4 address, not an IPv6 one such as [::]")
+        edge["ipv6_only"] = True
     pattern = overrides.get("ksgate.sni.broker.host.pattern")
     if pattern:
         if bind.security_protocol not in ("SSL", "SASL_SSL"):

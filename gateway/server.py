@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from auth.client_address import ClientAddress
 from auth.login_throttle import LoginThrottle
 from auth.sasl.mechanism import wall_clock_ms
 from auth.tls import TlsConfigError
+from auth.tls_handshake import certificate_failure, send_handshake_alerts_to
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.context import GatewayContext
-from gateway.edge.acceptor import Acceptor
+from gateway.edge.acceptor import Acceptor, set_ipv6_only
 from gateway.edge.connection_limits import Admission, ConnectionLimits, Refusal, RefusalSampler, limit_settings
 from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
@@ -24,6 +26,7 @@ from gateway.ops.allocator import keep_large_buffers_on_the_heap
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import negotiate
+from gateway.session.sasl_stage import record_certificate_failure
 from gateway.stores.file_tokens import TokenStore
 from gateway.stores.security_topic import SecurityTopic
 from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
@@ -363,40 +366,40 @@ class Gateway:
         if self.reuse_port:
             from gateway.ops.workers import reuse_port_socket
 
-            sock = reuse_port_socket(listener.bind.host, port)
+            sock = reuse_port_socket(listener.bind.host, port, ipv6_only=listener.ipv6_only)
         else:
-            sock = _bound_socket(listener.bind.host, port)
+            sock = _bound_socket(listener.bind.host, port, listener.ipv6_only)
         loop = asyncio.get_running_loop()
         self._servers[key] = Acceptor(loop, sock, lambda conn, address: self._accept(listener, node_id, conn, address))
         log.info("listening", listener=listener.name, node=node_id, address=f"{listener.bind.host}:{port}")
 
     def _accept(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                address: tuple[str, int]) -> None:
+                address: ClientAddress) -> None:
         """A new TCP connection: behind a load balancer, first its PROXY header; then refused at
         once if over a connection limit (no TLS, no Kafka bytes read), otherwise served once its
         TLS handshake (if any) completes."""
         if listener.proxy_protocol:
             self._track(self._accept_proxied(listener, node_id, sock, address))
             return
-        self._admit(listener, node_id, sock, address, None)
+        self._admit(listener, node_id, sock, address)
 
     async def _accept_proxied(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                              peer: tuple[str, int]) -> None:
+                              peer: ClientAddress) -> None:
         client = await proxied_client(sock, peer, listener.proxy_trusted_networks,
                                       self.config.authentication_timeout_ms / 1000, listener.name)
         if client is not None:  # limits count the client's address, not the balancer's
-            self._admit(listener, node_id, sock, client, client)
+            self._admit(listener, node_id, sock, client)
 
     def _track(self, coroutine: Coroutine[None, None, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._handshakes.add(task)
         task.add_done_callback(self._handshakes.discard)
 
-    def _admit(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket, address: tuple[str, int],
-               client: tuple[str, int] | None) -> None:
-        decision = self.limits.admit(listener.name, address[0])
+    def _admit(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
+               client: ClientAddress) -> None:
+        decision = self.limits.admit(listener.name, client.host)
         if isinstance(decision, Refusal):
-            self._refused(listener.name, address, decision)  # recorded before the client can see the close
+            self._refused(listener.name, client, decision)  # recorded before the client can see the close
             sock.close()
             return
         if self._stopping:
@@ -405,20 +408,20 @@ class Gateway:
             return
         self._track(self._serve(listener, node_id, sock, decision, client))
 
-    def _refused(self, listener_name: str, address: tuple[str, int], refusal: Refusal) -> None:
+    def _refused(self, listener_name: str, address: ClientAddress, refusal: Refusal) -> None:
         self.ctx.metrics.connection_refused(listener_name, refusal.metric_reason)
-        log.info("connection_limit_refused", listener=listener_name, client=f"{address[0]}:{address[1]}",
+        log.info("connection_limit_refused", listener=listener_name, client=str(address),
                  limit=refusal.key, value=refusal.limit)
         if self.ctx.authorization is None or not self.ctx.authorization.audit.enabled:
             return
         suppressed = self._refusal_audit.sample()
         if suppressed is not None:
             self.ctx.authorization.audit.connection_refused(
-                client_host=address[0], client_port=address[1], listener=listener_name, limit_key=refusal.key,
+                client_host=address.host, client_port=address.port, listener=listener_name, limit_key=refusal.key,
                 limit=refusal.limit, suppressed=suppressed)
 
     async def _serve(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                     admission: Admission, client: tuple[str, int] | None) -> None:
+                     admission: Admission, client: ClientAddress) -> None:
         """Hand the socket to the event loop; a TLS handshake must complete within the
         authentication timeout (a peer that sends nothing is not held for asyncio's 60 s)."""
         made: list[ClientConnection] = []
@@ -429,6 +432,8 @@ class Gateway:
 
         context = self.ctx.security[listener.name].ssl_context
         timeout = self.config.authentication_timeout_ms / 1000 if context is not None else None
+        if context is not None:
+            send_handshake_alerts_to(sock)  # this task's context is the handshake's
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
                 protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
@@ -444,15 +449,19 @@ class Gateway:
                 return
             kind = "timeout" if isinstance(exc, (ConnectionAbortedError, TimeoutError)) else "failed"
             self.ctx.metrics.tls_handshake_failed(listener.name, kind)
-            log.info("tls_handshake_failed", listener=listener.name, kind=kind, error=repr(exc))
+            failure = certificate_failure(exc)
+            log.info("tls_handshake_failed", listener=listener.name, client=str(client), kind=kind,
+                     failure=failure, error=repr(exc))
+            if failure is not None:  # the client's certificate was refused: an authentication failure
+                record_certificate_failure(self.ctx, listener, client, failure)
 
     def _new_connection(self, listener_name: str, node_id: int | None, admission: Admission,
-                        client: tuple[str, int] | None = None) -> ClientConnection:
+                        client: ClientAddress) -> ClientConnection:
         def closed(conn: ClientConnection) -> None:
             self._connections.discard(conn)
             self.limits.release(admission)
 
-        conn = ClientConnection(self.ctx, listener_name, node_id, on_close=closed, client_address=client)
+        conn = ClientConnection(self.ctx, listener_name, node_id, client, on_close=closed)
         self._connections.add(conn)
         if self._stopping:
             conn.begin_drain()
@@ -509,10 +518,11 @@ def _resolve_host(host: str) -> list[str]:
         raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}") from None
 
 
-def _bound_socket(host: str, port: int) -> socket.socket:
+def _bound_socket(host: str, port: int, ipv6_only: bool) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    set_ipv6_only(sock, ipv6_only)
     try:
         sock.bind((host, port))
     except OSError as exc:

@@ -43,7 +43,7 @@ class GatewayThread:
     """A started gateway; ``bootstrap`` is its client address. Stop with ``stop()``."""
 
     def __init__(self, upstream: str, extra: Mapping[str, Any] | None = None, protocol: str = "PLAINTEXT",
-                 advertised_host: str = "127.0.0.1") -> None:
+                 advertised_host: str = "127.0.0.1", bind_host: str = "127.0.0.1") -> None:
         self.port = free_port()
         self.host = advertised_host
         self.directory = Path(tempfile.mkdtemp(prefix="ksgate-test-"))
@@ -54,7 +54,7 @@ class GatewayThread:
             "ksgate.acl.file": str(self.directory / "acls.json"),
             "allow.everyone.if.no.acl.found": True,
             "ksgate.audit.log.file": str(self.directory / "audit.log"),
-            "listeners": f"{protocol}://127.0.0.1:{self.port}",
+            "listeners": f"{protocol}://{f'[{bind_host}]' if ':' in bind_host else bind_host}:{self.port}",
             "advertised.listeners": f"{protocol}://{advertised_host}:{self.port}",
             "upstream.bootstrap.servers": upstream,
             f"listener.name.{protocol.lower()}.node.port.base": free_port_block(),

@@ -11,14 +11,22 @@ import errno
 import socket
 from collections.abc import Callable
 
+from auth.client_address import ClientAddress
 from gateway.ops.logs import get_logger
 
 log = get_logger(component="acceptor")
 
-OnAccept = Callable[[socket.socket, tuple[str, int]], None]
+OnAccept = Callable[[socket.socket, ClientAddress], None]
 
 # Out of descriptors or memory: accepting again at once would spin; asyncio waits the same.
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def set_ipv6_only(sock: socket.socket, ipv6_only: bool) -> None:
+    """Before bind: an AF_INET6 listening socket serves IPv6 clients only, or IPv4 ones too (dual-stack).
+    Always set, never the host's default (net.ipv6.bindv6only), so the listener means what its config says."""
+    if sock.family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1 if ipv6_only else 0)
 
 
 class Acceptor:
@@ -53,7 +61,8 @@ class Acceptor:
                     self._loop.call_later(self.RETRY_AFTER_S, self._resume)
                 return
             conn.setblocking(False)
-            self._on_accept(conn, (str(address[0]), int(address[1])))
+            # The one place a direct client's address is made: every consumer gets this canonical value.
+            self._on_accept(conn, ClientAddress.of_socket(address))
 
     def _resume(self) -> None:
         if not self._closed:

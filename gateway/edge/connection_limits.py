@@ -16,6 +16,7 @@ import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from auth.client_address import canonical_host
 from gateway.config import GatewayConfig, parse_ip_overrides
 
 UNLIMITED = 2_147_483_647  # Kafka's default for every limit here (Int.MaxValue): no limit
@@ -25,7 +26,7 @@ Clock = Callable[[], float]  # seconds, monotonic
 
 @dataclass(slots=True, frozen=True)
 class LimitSettings:
-    """The configured limits; UNLIMITED where unset (overrides map normalised addresses)."""
+    """The configured limits; UNLIMITED where unset (overrides map canonical hosts, auth/client_address.py)."""
 
     max_connections: int = UNLIMITED
     max_connections_per_ip: int = UNLIMITED
@@ -53,17 +54,6 @@ class Admission:
     released: bool = False
 
 
-def normalise_address(host: str) -> str:
-    """One spelling per address: IPv4-mapped IPv6 (a dual-stack socket's view) as IPv4."""
-    try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return host
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
-
-
 def resolve_overrides(overrides: Mapping[str, int], resolve: Callable[[str], list[str]]) -> dict[str, int]:
     """``max.connections.per.ip.overrides`` by address: host names resolved once, at start-up,
     as Kafka does (every address a name resolves to gets its limit)."""
@@ -74,7 +64,7 @@ def resolve_overrides(overrides: Mapping[str, int], resolve: Callable[[str], lis
         except ValueError:
             addresses = resolve(host)
         for address in addresses:
-            resolved[normalise_address(address)] = limit
+            resolved[canonical_host(address)] = limit  # as the acceptor spells a client's host
     return resolved
 
 
@@ -116,11 +106,11 @@ class ConnectionLimits:
         return self._total
 
     def open_from(self, host: str) -> int:
-        return self._by_address.get(normalise_address(host), 0)
+        return self._by_address.get(host, 0)
 
-    def admit(self, listener: str, host: str) -> Admission | Refusal:
-        """Count a new connection from ``host`` on ``listener``, or say which limit refuses it."""
-        address = normalise_address(host)
+    def admit(self, listener: str, address: str) -> Admission | Refusal:
+        """Count a new connection from ``address`` (a ClientAddress's canonical host) on ``listener``,
+        or say which limit refuses it."""
         refusal = self._check(listener, address)
         if refusal is not None:
             return refusal

@@ -11,6 +11,7 @@ import asyncio
 import ipaddress
 import socket
 
+from auth.client_address import ClientAddress
 from gateway.edge.proxy_protocol import (
     DEFAULT_V2_MAX_BYTES,
     V2_SIGNATURE,
@@ -26,13 +27,12 @@ log = get_logger(component="proxy-protocol")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-def trusted(host: str, networks: tuple[Network, ...]) -> bool:
+def trusted(peer: ClientAddress, networks: tuple[Network, ...]) -> bool:
+    """Whether the balancer's (canonical: a dual-stack socket's IPv4 peer is IPv4) address is in a trusted network."""
     try:
-        address = ipaddress.ip_address(host)
+        address = ipaddress.ip_address(peer.host)
     except ValueError:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
     return any(address in network for network in networks)
 
 
@@ -62,20 +62,20 @@ async def _recv_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, n:
     return data
 
 
-async def proxied_client(sock: socket.socket, peer: tuple[str, int], networks: tuple[Network, ...],
+async def proxied_client(sock: socket.socket, peer: ClientAddress, networks: tuple[Network, ...],
                          timeout_s: float, listener: str, v2_max_bytes: int = DEFAULT_V2_MAX_BYTES
-                         ) -> tuple[str, int] | None:
+                         ) -> ClientAddress | None:
     """The client's address from a trusted peer's PROXY header, or None once ``sock`` has been closed
     (untrusted peer, malformed or late header, or a LOCAL health check)."""
-    if not trusted(peer[0], networks):
+    if not trusted(peer, networks):
         # Anyone else could state any address: nothing is read from it.
-        log.warning("proxy_untrusted_peer", listener=listener, peer=f"{peer[0]}:{peer[1]}")
+        log.warning("proxy_untrusted_peer", listener=listener, peer=str(peer))
         sock.close()
         return None
     try:
         header = await asyncio.wait_for(read_proxy_header(sock, ProxyHeaderReader(v2_max_bytes)), timeout_s)
     except (ProxyProtocolError, TimeoutError, OSError) as exc:
-        log.warning("proxy_header_refused", listener=listener, peer=f"{peer[0]}:{peer[1]}",
+        log.warning("proxy_header_refused", listener=listener, peer=str(peer),
                     reason=bounded_name(str(exc), REASON_CHARS) or type(exc).__name__)
         sock.close()
         return None

@@ -12,6 +12,8 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field
 
+from auth.client_address import ClientAddress
+
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 V1_PREFIX = b"PROXY "
 V1_MAX_BYTES = 107  # the specification's bound for the longest (TCP6) v1 line, CRLF included
@@ -36,7 +38,7 @@ class ProxyHeader:
 
     version: int
     command: Command
-    source: tuple[str, int] | None = None  # the client's address; None for LOCAL, UNKNOWN or UNIX
+    source: ClientAddress | None = None  # the client's (canonical) address; None for LOCAL, UNKNOWN or UNIX
     destination: tuple[str, int] | None = None  # the address the client connected to (the balancer's)
     tlvs: dict[int, bytes] = field(default_factory=dict)  # v2 type-length-values, unknown ones included
 
@@ -100,7 +102,7 @@ def parse_v1(line: bytes) -> ProxyHeader:
     if parts[1] not in ("TCP4", "TCP6") or len(parts) != 6:
         raise ProxyProtocolError(f"malformed PROXY v1 header (protocol {parts[1][:8]!r}, {len(parts)} fields)")
     version = 4 if parts[1] == "TCP4" else 6
-    source = (_v1_address(parts[2], version), _v1_port(parts[4]))
+    source = ClientAddress.of(_v1_address(parts[2], version), _v1_port(parts[4]))
     destination = (_v1_address(parts[3], version), _v1_port(parts[5]))
     return ProxyHeader(1, Command.PROXY, source, destination)
 
@@ -142,7 +144,9 @@ def parse_v2(version_command: int, family_transport: int, body: bytes) -> ProxyH
         length = 4 if family == 1 else 16
         src, dst = body[:length], body[length:2 * length]
         sport, dport = struct.unpack_from(">HH", body, 2 * length)
-        source = (str(ipaddress.ip_address(src)), sport)
+        # AF_INET6 with an IPv4-mapped address is what HAProxy sends for an IPv4 client on a
+        # dual-stack bind: ClientAddress spells it as the IPv4 address it is.
+        source = ClientAddress.of(str(ipaddress.ip_address(src)), sport)
         destination = (str(ipaddress.ip_address(dst)), dport)
     return ProxyHeader(2, Command.PROXY, source, destination, _tlvs(body[size:]))
 

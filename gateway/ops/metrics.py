@@ -62,7 +62,9 @@ AUTHZ_OUTCOMES = ("allowed", "partial", "denied", "refused")
 # nonce_mismatch: SCRAM's client-final nonce was not this exchange's; throttled: refused unchecked after too
 # many failures from the address; overloaded: the password-verification queue was full.
 AUTH_OUTCOMES = ("success", "bad_credentials", "nonce_mismatch", "unsupported_mechanism", "illegal_state",
-                 "reauthentication_refused", "malformed", "timeout", "throttled", "overloaded")
+                 "reauthentication_refused", "malformed", "timeout", "throttled", "overloaded",
+                 # a client certificate refused in the TLS handshake (auth/tls_handshake.py)
+                 "no_certificate", "unknown_ca", "certificate_expired", "certificate_not_yet_valid", "bad_certificate")
 AUTH_MECHANISMS = (*SASL_MECHANISMS, *SECURITY_PROTOCOLS)
 # connect: one address refused/timed out; unreachable: no address of the node answered;
 # authentication: the gateway's own SASL to the upstream failed; disconnected: the upstream

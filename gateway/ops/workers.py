@@ -35,6 +35,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from gateway.config import ConfigError
+from gateway.edge.acceptor import set_ipv6_only
 from gateway.ops.logs import get_logger
 
 log = get_logger(component="workers")
@@ -42,7 +43,7 @@ log = get_logger(component="workers")
 _FORWARDED = (signal.SIGTERM, signal.SIGINT)
 
 
-def reuse_port_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
+def reuse_port_socket(host: str, port: int, backlog: int = 1024, ipv6_only: bool = False) -> socket.socket:
     """A listening, non-blocking TCP socket that other workers may bind to the same port."""
     if not hasattr(socket, "SO_REUSEPORT"):
         raise ConfigError("this platform has no SO_REUSEPORT: run a single worker")
@@ -53,6 +54,7 @@ def reuse_port_socket(host: str, port: int, backlog: int = 1024) -> socket.socke
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        set_ipv6_only(sock, ipv6_only)
         sock.bind((host, port))
         sock.listen(backlog)
     except OSError as exc:

@@ -12,6 +12,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from auth.client_address import ClientAddress
 from auth.principal import KafkaPrincipal, PlaintextAuthContext, PrincipalBuilder, SslAuthContext
 from auth.sasl.mechanism import SaslContext
 from auth.sasl.server import Authenticated, Close, SaslServerAuthenticator, SaslServerConfig
@@ -72,18 +73,18 @@ def looks_like_kafka(frame: Frame) -> bool:
 
 # --- what a login leaves behind: metrics, counters, audit events, log lines ---------------------
 
-def record_login(ctx: GatewayContext, listener: ListenerConfig, client: tuple[str, int], principal: KafkaPrincipal,
+def record_login(ctx: GatewayContext, listener: ListenerConfig, client: ClientAddress, principal: KafkaPrincipal,
                  mechanism: str | None = None) -> None:
     ctx.metrics.authentication(mechanism or listener.security_protocol, "success")
     key = str(principal)
     ctx.counters.authenticated[key] = ctx.counters.authenticated.get(key, 0) + 1
     if ctx.authorization is not None:
         ctx.authorization.audit.authentication(
-            principal=key, attempted_user=None, client_host=client[0], client_port=client[1],
+            principal=key, attempted_user=None, client_host=client.host, client_port=client.port,
             listener=listener.name, mechanism=mechanism or listener.security_protocol, succeeded=True)
 
 
-def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: tuple[str, int],
+def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: ClientAddress,
                          authenticator: SaslServerAuthenticator | None, step: Close) -> None:
     throttle = ctx.login_throttle
     if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
@@ -93,16 +94,28 @@ def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig
         log.warning("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS),
                     mechanism_failure=step.authentication_failure)
     ctx.counters.authentication_failures += 1
-    if step.failure_class == "bad_credentials" and throttle.record_failure(client[0]):
-        log.warning("authentication_throttled", client_host=client[0], failures=throttle.limit,
+    if step.failure_class == "bad_credentials" and throttle.record_failure(client.host):
+        log.warning("authentication_throttled", client_host=client.host, failures=throttle.limit,
                     window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
     mechanism = authenticator.mechanism if authenticator else None
     ctx.metrics.authentication(mechanism, step.failure_class)
     if ctx.authorization is not None:
         ctx.authorization.audit.authentication(
             principal=None, attempted_user=authenticator.attempted_user if authenticator else None,
-            client_host=client[0], client_port=client[1], listener=listener.name, mechanism=mechanism,
+            client_host=client.host, client_port=client.port, listener=listener.name, mechanism=mechanism,
             succeeded=False, failure=step.failure_class)
+
+
+def record_certificate_failure(ctx: GatewayContext, listener: ListenerConfig, client: ClientAddress,
+                               failure: str) -> None:
+    """A TLS handshake refused over the client's certificate (none, unknown CA, expired…): an
+    authentication failure of mechanism SSL, on any TLS listener (SASL_SSL too: its TLS layer refused)."""
+    ctx.counters.authentication_failures += 1
+    ctx.metrics.authentication("SSL", failure)
+    if ctx.authorization is not None:
+        ctx.authorization.audit.authentication(
+            principal=None, attempted_user=None, client_host=client.host, client_port=client.port,
+            listener=listener.name, mechanism="SSL", succeeded=False, failure=failure)
 
 
 def note_legacy_nonce(ctx: GatewayContext, log: Any, step: Authenticated) -> None:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from auth.client_address import ClientAddress
 from auth.principal import KafkaPrincipal
 from auth.sasl.first_frame import diagnose_non_kafka
 from auth.sasl.mechanism import wall_clock_ms
@@ -82,8 +83,7 @@ JobThen = Callable[[Any], None]
 
 
 class ProxySession:
-    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
-                 client_address: tuple[str, int] | None = None) -> None:
+    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None) -> None:
         self.ctx = ctx
         self.listener = next(lst for lst in ctx.config.listeners if lst.name == listener_name)
         self.security = ctx.security[listener_name]
@@ -95,9 +95,8 @@ class ProxySession:
         self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response)
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
-        self.client_host, self.client_port = "?", 0
+        self.client = ClientAddress("?", 0)  # until connected()
         self.closing = False
-        self._client_address = client_address  # as a trusted load balancer's PROXY header states it
         self._counted = False  # connected() ran (a failed TLS handshake never gets there)
         self._out: list[act.Action] = []
         self._outgoing: list[WireBytes] = []  # request pieces for the upstream, sent once per event
@@ -123,20 +122,20 @@ class ProxySession:
 
     # --- events: the client side ------------------------------------------------------------
 
-    def connected(self, peer: tuple[Any, ...] | None, ssl_object: Any = None) -> list[act.Action]:
+    def connected(self, client: ClientAddress, ssl_object: Any = None) -> list[act.Action]:
+        """The connection is up (its TLS handshake done); ``client`` is its canonical address, made
+        where it entered (the acceptor, or a trusted balancer's PROXY header), never re-derived here."""
         self.ctx.metrics.connection_opened(self.listener.name)
         self._counted = True
-        address = self._client_address or peer
-        self.client_host = str(address[0]) if address else "?"
-        self.client_port = int(address[1]) if address else 0
-        self.log = self.log.bind(client=f"{address[0]}:{address[1]}" if address else "?")
+        self.client = client
+        self.log = self.log.bind(client=str(client))
         if self.listener.sni is not None and self.security.tls is not None:
             # One port for every broker: the handshake's server name said which node this connection is for.
             found = self.security.tls.route_of(ssl_object)
             self.node_id = found.node_id if isinstance(found, Node) else None
             self.log = self.log.bind(node=self.node_id)
         try:
-            principal = principal_at_connect(self.listener, self.client_host, ssl_object, self.security)
+            principal = principal_at_connect(self.listener, self.client.host, ssl_object, self.security)
         except Exception as exc:  # e.g. no ssl.principal.mapping.rules rule matched the DN
             self._close(f"cannot build a principal: {exc}")
             return self._take()
@@ -146,7 +145,7 @@ class ProxySession:
             self._count_principal(principal)
             self._open_upstream()
             return self._take()
-        self.authenticator = new_authenticator(self.ctx, self.listener, self.client_host, self.security)
+        self.authenticator = new_authenticator(self.ctx, self.listener, self.client.host, self.security)
         self.receiver.limit = self.ctx.config.sasl_server_max_receive_size
         self.receiver.prealloc = PREALLOC_BEFORE_AUTHENTICATION
         self._out.append(act.StartTimer(_AUTH_TIMER, self.ctx.config.authentication_timeout_ms / 1000))
@@ -335,7 +334,7 @@ class ProxySession:
     def _who(self) -> RequestContext:
         assert self.principal is not None
         expired = self.authenticator is not None and self.authenticator.session_expired(wall_clock_ms())
-        return RequestContext(self.principal, self.client_host, self.client_port, self.listener, self.ctx, expired)
+        return RequestContext(self.principal, self.client.host, self.client.port, self.listener, self.ctx, expired)
 
     def _apply(self, decision: Decision, slot: Slot | None = None) -> None:
         """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""
@@ -548,11 +547,11 @@ class ProxySession:
             self._open_upstream()
 
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
-        record_login(self.ctx, self.listener, (self.client_host, self.client_port), principal, mechanism)
+        record_login(self.ctx, self.listener, self.client, principal, mechanism)
 
     def _refuse_authentication(self, step: Close) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
-        record_login_failure(self.ctx, self.log, self.listener, (self.client_host, self.client_port),
+        record_login_failure(self.ctx, self.log, self.listener, self.client,
                              self.authenticator, step)
         self._set_read_paused("auth-failed", True)
         self.closing = True  # nothing more is read or relayed; answers already in flight still go out

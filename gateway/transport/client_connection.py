@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
+from auth.client_address import ClientAddress
 from gateway.context import GatewayContext
 from gateway.session import actions as act
 from gateway.session.session import ProxySession
@@ -21,11 +22,11 @@ from gateway.upstream.connector import UpstreamUnavailable, open_upstream
 
 
 class ClientConnection(asyncio.BufferedProtocol):
-    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
-                 on_close: Callable[[ClientConnection], None] | None = None,
-                 client_address: tuple[str, int] | None = None) -> None:
+    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None, client: ClientAddress,
+                 on_close: Callable[[ClientConnection], None] | None = None) -> None:
         self.ctx = ctx
-        self.session = ProxySession(ctx, listener_name, node_id, client_address)
+        self.client = client  # canonical, made where the connection entered (acceptor or PROXY header)
+        self.session = ProxySession(ctx, listener_name, node_id)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
         self._on_close = on_close
@@ -46,7 +47,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
         self.transport = tr = cast(asyncio.Transport, transport)
         tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
-        self._do(self.session.connected(tr.get_extra_info("peername"), tr.get_extra_info("ssl_object")))
+        self._do(self.session.connected(self.client, tr.get_extra_info("ssl_object")))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.session.receive_buffer()  # sized by the frame being received, not by sizehint

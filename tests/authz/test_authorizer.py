@@ -160,6 +160,23 @@ def test_host_must_match_exactly_or_be_the_wildcard() -> None:
     assert read(authorizer, "t", host="10.0.0.2", operation=Op.WRITE).allowed
 
 
+@pytest.mark.parametrize("written", ["::ffff:10.1.2.3", "::FFFF:a01:203", "0:0:0:0:0:ffff:10.1.2.3"])
+def test_an_acl_host_written_ipv4_mapped_means_the_ipv4_client(written: str) -> None:
+    # Kafka would store such a host and match it against nobody (its JVM sees 10.1.2.3):
+    # a DENY written so must still deny, and an ALLOW still allow.
+    deny = loaded(acl("t", Op.READ), acl("t", Op.READ, DENY, host=written))
+    assert not read(deny, "t", host="10.1.2.3").allowed
+    assert read(deny, "t", host="10.1.2.4").allowed
+    assert read(loaded(acl("t", Op.READ, host=written)), "t", host="10.1.2.3").allowed
+    assert not any_write(loaded(acl("t", Op.WRITE), acl("t", Op.WRITE, DENY, host=written)), host="10.1.2.3").allowed
+
+
+def test_an_ipv6_acl_host_matches_in_any_spelling_of_the_address() -> None:
+    java_spelling = loaded(acl("t", Op.READ, DENY, host="2001:DB8:0:0:0:0:0:42"), acl("t", Op.READ))
+    assert not read(java_spelling, "t", host="2001:db8::42").allowed
+    assert read(java_spelling, "t", host="2001:db8::43").allowed
+
+
 def test_super_users_bypass_deny() -> None:
     authorizer = loaded(acl("t", Op.ALL, DENY, principal="User:*"), super_users={"User:admin"})
     assert read(authorizer, "t", KafkaPrincipal("User", "admin")) == Decision(True, DecisionRule.SUPER_USER)

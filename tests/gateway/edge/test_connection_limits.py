@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from auth.client_address import ClientAddress
 from gateway.config import ConfigError, build_config
 from gateway.edge.connection_limits import (
     UNLIMITED,
@@ -13,7 +14,6 @@ from gateway.edge.connection_limits import (
     Refusal,
     RefusalSampler,
     limit_settings,
-    normalise_address,
     resolve_overrides,
 )
 
@@ -75,10 +75,8 @@ def test_an_override_raises_or_lowers_one_address_and_zero_default_admits_only_o
 
 def test_ipv4_mapped_ipv6_is_the_same_address() -> None:
     limits = _limits(max_connections_per_ip=1)
-    _admitted(limits.admit("PLAINTEXT", "::ffff:10.0.0.1"))
-    _refused(limits.admit("PLAINTEXT", "10.0.0.1"))
-    assert normalise_address("2001:DB8::1") == "2001:db8::1"
-    assert normalise_address("fe80::1%eth0") == "fe80::1"
+    _admitted(limits.admit("PLAINTEXT", ClientAddress.of("::ffff:10.0.0.1", 1).host))
+    _refused(limits.admit("PLAINTEXT", ClientAddress.of("10.0.0.1", 2).host))
 
 
 def test_max_connections_is_process_wide_and_listener_limits_apply_per_listener() -> None:

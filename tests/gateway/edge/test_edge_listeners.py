@@ -34,6 +34,8 @@ BASE = {"upstream.bootstrap.servers": "b:9092"}
      "trusted.networks: required"),
     ({"listeners": "PLAINTEXT://127.0.0.1:9092", "listener.name.plaintext.ksgate.proxy.protocol": True,
       "listener.name.plaintext.ksgate.proxy.protocol.trusted.networks": "10.0.0.0/33"}, "trusted.networks"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092", "listener.name.plaintext.ksgate.ipv6.only": True},
+     "not an IPv6 one"),
 ])
 def test_edge_settings_that_cannot_work_are_refused_with_the_key_named(settings: dict[str, object],
                                                                         named: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from auth.client_address import ClientAddress
 from gateway.edge.proxy_protocol import (
     V1_MAX_BYTES,
     V2_SIGNATURE,
@@ -42,14 +43,26 @@ def read(data: bytes) -> tuple[ProxyHeader | None, bytes]:
 
 def test_v1_tcp4_gives_every_field_and_keeps_the_bytes_after_it() -> None:
     header, rest = read(b"PROXY TCP4 192.0.2.7 198.51.100.1 56324 9092\r\n" + KAFKA_BYTES)
-    assert header == ProxyHeader(1, Command.PROXY, ("192.0.2.7", 56324), ("198.51.100.1", 9092))
+    assert header == ProxyHeader(1, Command.PROXY, ClientAddress("192.0.2.7", 56324), ("198.51.100.1", 9092))
     assert rest == KAFKA_BYTES
 
 
 def test_v1_tcp6() -> None:
     header, _ = read(b"PROXY TCP6 2001:db8::7 2001:db8::1 65535 9092\r\n")
-    assert header is not None and header.source == ("2001:db8::7", 65535)
+    assert header is not None and header.source == ClientAddress("2001:db8::7", 65535)
     assert header.destination == ("2001:db8::1", 9092)
+
+
+@pytest.mark.parametrize("source", ["::ffff:10.1.2.3", "::FFFF:10.1.2.3", "::ffff:a01:203"])
+def test_v1_tcp6_with_an_ipv4_mapped_source_is_that_ipv4_client(source: str) -> None:
+    header, _ = read(f"PROXY TCP6 {source} ::ffff:10.0.0.1 40001 9092\r\n".encode())
+    assert header is not None and header.source == ClientAddress("10.1.2.3", 40001)
+
+
+def test_v2_inet6_with_an_ipv4_mapped_source_is_that_ipv4_client() -> None:
+    # What HAProxy sends for an IPv4 client on a dual-stack (``bind :::9092 v4v6``) frontend.
+    header, _ = read(v2(1, 2, inet("::ffff:10.1.2.3", "::ffff:10.0.0.1", 40002, 9092)))
+    assert header is not None and header.source == ClientAddress("10.1.2.3", 40002)
 
 
 def test_v1_unknown_keeps_the_peer_address() -> None:
@@ -88,14 +101,14 @@ def test_a_connection_without_a_header_is_refused_at_its_first_byte() -> None:
 def test_v2_inet_with_unknown_tlvs() -> None:
     body = inet("203.0.113.9", "127.0.0.2", 40000, 9093) + tlv(0x01, b"h2") + tlv(0xE0, b"custom") + tlv(0x04, b"")
     header, rest = read(v2(1, 1, body) + KAFKA_BYTES)
-    assert header == ProxyHeader(2, Command.PROXY, ("203.0.113.9", 40000), ("127.0.0.2", 9093),
+    assert header == ProxyHeader(2, Command.PROXY, ClientAddress("203.0.113.9", 40000), ("127.0.0.2", 9093),
                                  {0x01: b"h2", 0xE0: b"custom", 0x04: b""})
     assert rest == KAFKA_BYTES
 
 
 def test_v2_inet6() -> None:
     header, _ = read(v2(1, 2, inet("2001:db8::9", "::1", 1, 2)))
-    assert header is not None and header.source == ("2001:db8::9", 1) and header.destination == ("::1", 2)
+    assert header is not None and header.source == ClientAddress("2001:db8::9", 1) and header.destination == ("::1", 2)
 
 
 def test_v2_local_is_a_health_check_without_address() -> None:

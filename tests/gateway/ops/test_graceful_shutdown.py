@@ -38,7 +38,7 @@ def test_in_flight_request_is_answered_before_the_connection_closes(broker: Embe
     # connection's, e.g. the admin client's, would not do: this one might not be accepted yet).
     port = client.sock.getsockname()[1]
     deadline = time.monotonic() + 5
-    while not any(c.session.client_port == port and c.session.in_flight for c in list(gateway.gateway._connections)) \
+    while not any(c.session.client.port == port and c.session.in_flight for c in list(gateway.gateway._connections)) \
             and time.monotonic() < deadline:
         time.sleep(0.01)
     stopper = threading.Thread(target=gateway.stop)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from auth.client_address import ClientAddress
 from gateway.config import build_config
 from gateway.server import Gateway
 from gateway.session import actions as act
@@ -25,7 +26,7 @@ from protocol.messages import decode_response, response_frame
 from protocol.registry import all_apis
 
 UPSTREAM = ("10.9.9.9", 9092)
-CLIENT = ("10.0.0.1", 5000)
+CLIENT = ClientAddress("10.0.0.1", 5000)
 
 
 def gateway_for(directory: Path, protocol: str = "PLAINTEXT", **extra: Any) -> Gateway:
