@@ -45,12 +45,27 @@ def _error_entry(topic: Body, version: int, error: int) -> Body:
     return entry
 
 
-def _all_failed(request: Body, version: int, error: int) -> Verdict:
+def _all_failed(request: Body, version: int, error: int | list[int]) -> Verdict:
+    """Every topic refused: with one error for all, or one per topic (in the request's order)."""
     if request["acks"] == 0:
         return Refuse("denied Produce with acks=0 (Kafka closes the connection)")
+    topics = request["topic_data"]
+    errors = error if isinstance(error, list) else [error] * len(topics)
     response = default_response(ApiKey.PRODUCE, version)
-    response["responses"] = [_error_entry(t, version, error) for t in request["topic_data"]]
+    response["responses"] = [_error_entry(t, version, e) for t, e in zip(topics, errors, strict=True)]
     return Answer(response)
+
+
+def _topic_error(topic: Body, version: int, view: AuthzView) -> int | None:
+    """None when the topic may be written; else Kafka's error for it.  A topic id no topic has is
+    UNKNOWN_TOPIC_ID, as on Kafka (checked before authorization): the client then refreshes its metadata,
+    where TOPIC_AUTHORIZATION_FAILED would stop it for good."""
+    name = _topic_name(topic, version, view)
+    if name is None:
+        return KafkaError.UNKNOWN_TOPIC_ID
+    if view.allowed(Action(AclOperation.WRITE, ResourceType.TOPIC, name)):
+        return None
+    return KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -60,22 +75,17 @@ def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
         txn_id = request["transactional_id"]
         if txn_id is None or not view.allowed(Action(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)):
             return _all_failed(request, version, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    allowed: list[Body] = []
-    denied: list[Body] = []
-    for topic in topics:
-        name = _topic_name(topic, version, view)
-        ok = name is not None and view.allowed(Action(AclOperation.WRITE, ResourceType.TOPIC, name))
-        (allowed if ok else denied).append(topic)
-    if not denied:
+    errors = [_topic_error(topic, version, view) for topic in topics]
+    allowed = [topic for topic, error in zip(topics, errors, strict=True) if error is None]
+    if len(allowed) == len(topics):
         return Relay()
     if not allowed:
-        return _all_failed(request, version, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        return _all_failed(request, version, [e for e in errors if e is not None])
     if request["acks"] == 0:
         return Refuse("partly denied Produce with acks=0 (Kafka closes the connection)")
 
-    refused = {id(t) for t in denied}
-    slots = [(_error_entry(t, version, KafkaError.TOPIC_AUTHORIZATION_FAILED) if id(t) in refused else None,
-              _topic_key(t, version)) for t in topics]
+    slots = [(_error_entry(t, version, error) if error is not None else None, _topic_key(t, version))
+             for t, error in zip(topics, errors, strict=True)]
 
     def merge(response: Body) -> Body:
         response["responses"] = merge_items(slots, response["responses"], lambda r: (_topic_key(r, version),))

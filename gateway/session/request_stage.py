@@ -106,6 +106,8 @@ def decide(who: RequestContext, frame: Frame) -> Decision:
     except DecodeError as exc:
         raise PipelineRefusal(f"refused api key {key} v{version}: {exc}") from None
     assert found is not None  # a negotiated api key has a route
+    if version < found.refused_below:
+        raise PipelineRefusal(f"api key {key} v{version} is advertised but not served (as on Kafka 4)")
     wire: WireBytes = frame.wire
     if consumed != len(raw_body):
         # Trailing bytes after the body: Kafka ignores them, so we accept the request,

@@ -39,6 +39,13 @@ _SESSION_ANSWERED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKe
 # them, so offering at most v15 lets Fetch responses stream through untouched, and no broker
 # address can ride along in them. Clients fall back to a Metadata refresh on NOT_LEADER.
 _CAPS: dict[int, int] = {ApiKey.FETCH: 15}
+# Versions Kafka 4 removed (KIP-896) from APIs the gateway answers itself: offered from here, as the broker does.
+_FLOORS: dict[int, int] = {key: 1 for key in (
+    ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.CREATE_DELEGATION_TOKEN,
+    ApiKey.RENEW_DELEGATION_TOKEN, ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN)}
+# Produce v0-2 stay in Kafka 4's ApiVersions answer (librdkafka stops compressing without them, KAFKA-18659)
+# but the broker closes the connection of a client that uses one: so does the gateway, before authorizing.
+_REFUSED_BELOW: dict[int, int] = {ApiKey.PRODUCE: 3}
 # Responses that reveal topic ids, and so feed the id → name cache authorization uses.
 _TOPIC_ID_SOURCES = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 # Requests whose client may expect no response at all, and how to tell.
@@ -52,8 +59,9 @@ _RECORDS_AS_BYTES = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 class Route:
     api_key: int
     name: str
-    versions: range  # what ksgate's schema parses
+    versions: range  # what ksgate's schema parses, from the floor it offers (why: _FLOORS)
     cap: int | None  # the highest version offered to clients when below the schema's (why: _CAPS)
+    refused_below: int  # offered, but a request below this closes the connection (why: _REFUSED_BELOW)
     policy: ApiPolicy | None  # None: refused whenever authorization is on
     session_answered: bool  # ApiVersions and SASL: the session answers them itself
     local: LocalHandler | None  # an admin API ksgate answers itself; never relayed, whatever the policy says
@@ -87,8 +95,10 @@ def routes() -> Mapping[int, Route]:
         if key in INTERNAL_APIS:
             continue
         table[key] = Route(
-            api_key=key, name=schema.name, versions=range(schema.min_version, schema.max_version + 1),
-            cap=_CAPS.get(key), policy=policies.get(key), session_answered=key in _SESSION_ANSWERED,
+            api_key=key, name=schema.name,
+            versions=range(max(schema.min_version, _FLOORS.get(key, 0)), schema.max_version + 1),
+            cap=_CAPS.get(key), refused_below=_REFUSED_BELOW.get(key, 0), policy=policies.get(key),
+            session_answered=key in _SESSION_ANSWERED,
             local=LOCAL_HANDLERS.get(key), rewrites_endpoints=key in ENDPOINT_APIS,
             learns_topic_ids=key in _TOPIC_ID_SOURCES, fire_and_forget=_FIRE_AND_FORGET.get(key),
             stays_on_loop=key in _RECORDS_AS_BYTES or key in _SESSION_ANSWERED or key in LOCAL_HANDLERS)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from authz.policies import all_policies
 from gateway.admin.handlers import LOCAL_HANDLERS
+from gateway.session.api_versions import negotiate
 from gateway.session.routes import route, routes
 from protocol.api_keys import INTERNAL_APIS, ApiKey
 from protocol.registry import all_apis
@@ -41,3 +44,16 @@ def test_only_produce_may_expect_no_answer() -> None:
     produce = route(ApiKey.PRODUCE)
     assert produce is not None and produce.fire_and_forget is not None
     assert produce.fire_and_forget({"acks": 0}) and not produce.fire_and_forget({"acks": -1})
+
+
+@pytest.mark.parametrize("key", [ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
+                                 ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN])
+def test_admin_apis_the_gateway_serves_start_at_kafka_4s_first_version(key: ApiKey) -> None:
+    found = route(key)
+    assert found is not None and found.versions.start == 1  # v0 was removed by KIP-896
+    assert negotiate({}, (set(), {key}))[key][0] == 1
+
+
+def test_produce_below_v3_is_advertised_but_refused_as_on_kafka_4() -> None:
+    found = route(ApiKey.PRODUCE)
+    assert found is not None and found.versions.start == 0 and found.refused_below == 3

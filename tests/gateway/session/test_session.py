@@ -171,6 +171,17 @@ def test_a_follower_fetch_is_refused(plaintext: Gateway) -> None:
     assert "follower" in str(driver.closed and driver.closed.reason)
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_below_v3_closes_the_connection_before_authorization_as_kafka_4_does(
+        alice_sees_a: Gateway, version: int) -> None:
+    driver = authenticated(alice_sees_a, "bob")  # bob may write nothing: Kafka closes, it does not answer
+    body = request(ApiKey.PRODUCE, version, acks=1, timeout_ms=1000,
+                   topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": b"x" * 61}]}])
+    driver.send(request_frame(ApiKey.PRODUCE, version, 5, body))
+    assert driver.closed is not None and "not served" in str(driver.closed.reason)
+    assert driver.upstream_bytes == b"" and driver.client_bytes == b""
+
+
 def test_a_large_frame_before_authentication_is_refused_before_it_is_buffered(alice_sees_a: Gateway) -> None:
     driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
     driver.send((10_000_000).to_bytes(4, "big") + b"\x00\x11\x00\x01")

@@ -1,0 +1,292 @@
+"""The requests the conformance suite sends: one template per case, written once for every version.
+
+Each case runs at every version both sides offer, from every principal (``world.PRINCIPALS``), in the
+order listed here, on both sides in lockstep; so a case that changes state (a commit, a created ACL)
+leaves both clusters in the same state for the cases after it.  Names the world defines:
+topics ``cf-a`` (2 partitions, 3 records in partition 0), ``cf-b`` (1 partition, 1 record) and
+``other`` (outside every principal's prefix); groups ``cf-g``, ``cf-h``, ``other-g``; transactional
+ids ``cf-t``, ``other-t``.  Edges in nearly every family: an unknown name, an illegal name, a
+duplicate item, an empty list and, where the schema allows, a null list.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from protocol.api_keys import ApiKey
+from protocol.record_batch import encode_batch
+
+Body = dict[str, Any]
+UNKNOWN_TOPIC_ID = uuid.UUID("0a0b0c0d-0000-4000-8000-00000000cafe")
+ILLEGAL = "bad name!"  # a space and '!' are outside Kafka's legal topic characters
+RECORDS = encode_batch([(b"k", b"v")], timestamp_ms=1_700_000_000_000)
+
+# Resource types, pattern types, operations, permissions (Kafka's codes).
+RESOURCE_ANY, TOPIC, GROUP, CLUSTER, TXN_ID = 1, 2, 3, 4, 5
+BROKER = 4  # DescribeConfigs' resource type (ConfigResource.Type), not an ACL's
+PATTERN_ANY, PATTERN_MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
+OP_ANY, OP_ALL, OP_READ, OP_WRITE, OP_DESCRIBE = 1, 2, 3, 4, 8
+ALLOW, DENY, PERM_ANY = 3, 2, 1
+
+
+class Names(Protocol):
+    """What differs between the two sides and a request must name: ids the cluster generated."""
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The topic's id on this side; an unknown topic's is a fixed id no cluster has."""
+
+    @property
+    def node_id(self) -> int: ...
+
+
+@dataclass(slots=True, frozen=True)
+class Case:
+    name: str
+    api_key: int
+    template: Callable[[Names], Body]
+    # Below this version the request would block on other members (JoinGroup v0-3 waits out the rebalance).
+    min_version: int = 0
+    # Topics the case may create (auto-creation): each comparison waits until both clusters show them settled,
+    # since Kafka creates them asynchronously and the next principal would otherwise race the creation.
+    settles: tuple[str, ...] = ()
+
+
+def _topics_by_name(*names: str) -> Callable[[Names], list[Body]]:
+    def build(ids: Names) -> list[Body]:
+        return [{"name": n, "topic_id": ids.topic_id(n)} for n in names]
+    return build
+
+
+def _fetch_topics(ids: Names, *names: str) -> list[Body]:
+    return [{"topic": n, "topic_id": ids.topic_id(n),
+             "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 65536}]} for n in names]
+
+
+def _produce(*names: str, acks: int = 1) -> Callable[[Names], Body]:
+    def build(ids: Names) -> Body:
+        return {"acks": acks, "timeout_ms": 5000, "topic_data": [
+            {"name": n, "topic_id": ids.topic_id(n), "partition_data": [{"index": 0, "records": RECORDS}]}
+            for n in names]}
+    return build
+
+
+def _offsets(*names: str, timestamp: int = -1) -> Callable[[Names], Body]:
+    def build(ids: Names) -> Body:
+        return {"replica_id": -1, "isolation_level": 0, "timeout_ms": 5000, "topics": [
+            {"name": n, "partitions": [{"partition_index": 0, "timestamp": timestamp}]} for n in names]}
+    return build
+
+
+def _configs(*resources: tuple[int, str], keys: list[str] | None = None) -> Callable[[Names], Body]:
+    def build(ids: Names) -> Body:
+        return {"resources": [{"resource_type": t, "resource_name": str(ids.node_id) if n == "<node>" else n,
+                               "configuration_keys": keys} for t, n in resources]}
+    return build
+
+
+def _acl_filter(resource_type: int = RESOURCE_ANY, name: str | None = None, pattern: int = PATTERN_ANY,
+                principal: str | None = None) -> Body:
+    return {"resource_type_filter": resource_type, "resource_name_filter": name, "pattern_type_filter": pattern,
+            "principal_filter": principal, "host_filter": None, "operation": OP_ANY, "permission_type": PERM_ANY}
+
+
+def _static(body: Body) -> Callable[[Names], Body]:
+    return lambda ids: body
+
+
+def _metadata_cases() -> list[Case]:
+    named = _topics_by_name("cf-a", "cf-b", "other", "cf-missing", ILLEGAL, "cf-a")
+    return [
+        Case("metadata.all", ApiKey.METADATA, _static({"topics": None, "allow_auto_topic_creation": False,
+                                                       "include_topic_authorized_operations": True})),
+        # From v4 a request can ask for no auto-creation; before, every missing name is created (next case).
+        Case("metadata.mixed", ApiKey.METADATA, lambda ids: {
+            "topics": named(ids), "allow_auto_topic_creation": False, "include_topic_authorized_operations": True},
+            min_version=4),
+        Case("metadata.auto_create", ApiKey.METADATA, _static({
+            "topics": [{"name": n} for n in ("cf-auto", "other-auto", "cf-a")], "allow_auto_topic_creation": True}),
+            settles=("cf-auto", "other-auto")),
+        Case("metadata.empty", ApiKey.METADATA, _static({"topics": [], "allow_auto_topic_creation": False})),
+        Case("metadata.by_id", ApiKey.METADATA, lambda ids: {"topics": [
+            {"topic_id": ids.topic_id("cf-a"), "name": None}, {"topic_id": UNKNOWN_TOPIC_ID, "name": None}],
+            "allow_auto_topic_creation": False}),
+        Case("metadata.cluster_ops", ApiKey.METADATA, _static({
+            "topics": [], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": True})),
+    ]
+
+
+def _data_cases() -> list[Case]:
+    return [
+        Case("produce.mixed", ApiKey.PRODUCE, _produce("cf-a", "cf-b", "other", "cf-missing")),
+        Case("produce.acks_all", ApiKey.PRODUCE, _produce("cf-b", acks=-1)),
+        Case("fetch.mixed", ApiKey.FETCH, lambda ids: {
+            "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "topics": _fetch_topics(ids, "cf-a", "cf-b", "other", "cf-missing"),
+            "forgotten_topics_data": [], "rack_id": ""}),
+        Case("list_offsets.latest", ApiKey.LIST_OFFSETS, _offsets("cf-a", "cf-b", "other", "cf-missing")),
+        Case("list_offsets.earliest", ApiKey.LIST_OFFSETS, _offsets("cf-a", timestamp=-2)),
+        Case("offset_for_leader_epoch", ApiKey.OFFSET_FOR_LEADER_EPOCH, _static({"replica_id": -2, "topics": [
+            {"topic": n, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}
+            for n in ("cf-a", "other", "cf-missing")]})),
+        Case("delete_records", ApiKey.DELETE_RECORDS, _static({"timeout_ms": 5000, "topics": [
+            {"name": n, "partitions": [{"partition_index": 0, "offset": 0}]}
+            for n in ("cf-a", "other", "cf-missing")]})),
+        Case("describe_producers", ApiKey.DESCRIBE_PRODUCERS, _static({"topics": [
+            {"name": n, "partition_indexes": [0]} for n in ("cf-a", "other", "cf-missing")]})),
+        Case("describe_topic_partitions", ApiKey.DESCRIBE_TOPIC_PARTITIONS, _static({
+            "topics": [{"name": n} for n in ("cf-a", "cf-b", "other", "cf-missing")],
+            "response_partition_limit": 2000, "cursor": None})),
+    ]
+
+
+def _topic_admin_cases() -> list[Case]:
+    def create(validate_only: bool, *names: str) -> Callable[[Names], Body]:
+        return _static({"timeout_ms": 10000, "validate_only": validate_only, "topics": [
+            {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            for n in names]})
+    return [
+        Case("create_topics.validate", ApiKey.CREATE_TOPICS,
+             create(True, "cf-new", "other-new", ILLEGAL, "cf-a", "cf-dup", "cf-dup")),
+        Case("create_topics.bad_config", ApiKey.CREATE_TOPICS, _static({"timeout_ms": 10000, "validate_only": True,
+             "topics": [{"name": "cf-cfg", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                         "configs": [{"name": "no.such.config", "value": "1"}]}]})),
+        Case("create_topics.empty", ApiKey.CREATE_TOPICS, create(True)),
+        Case("create_partitions.validate", ApiKey.CREATE_PARTITIONS, _static({
+            "timeout_ms": 10000, "validate_only": True, "topics": [
+                {"name": n, "count": 3, "assignments": None} for n in ("cf-a", "other", "cf-missing")]})),
+        Case("delete_topics.unknown", ApiKey.DELETE_TOPICS, lambda ids: {"timeout_ms": 5000,
+             "topic_names": ["cf-missing", "other-missing"],
+             "topics": [{"name": "cf-missing", "topic_id": uuid.UUID(int=0)},
+                        {"name": None, "topic_id": UNKNOWN_TOPIC_ID}]}),
+        Case("describe_configs", ApiKey.DESCRIBE_CONFIGS, _configs(
+            (TOPIC, "cf-a"), (TOPIC, "other"), (TOPIC, "cf-missing"), keys=["retention.ms", "cleanup.policy"])),
+        Case("describe_configs.broker", ApiKey.DESCRIBE_CONFIGS,
+             _configs((BROKER, "<node>"), keys=["log.retention.hours"])),
+        Case("alter_configs.validate", ApiKey.ALTER_CONFIGS, _static({"validate_only": True, "resources": [
+            {"resource_type": TOPIC, "resource_name": n, "configs": [{"name": "retention.ms", "value": "3600000"}]}
+            for n in ("cf-a", "other", "cf-missing")]})),
+        Case("incremental_alter_configs.validate", ApiKey.INCREMENTAL_ALTER_CONFIGS, _static({
+            "validate_only": True, "resources": [
+                {"resource_type": TOPIC, "resource_name": n,
+                 "configs": [{"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}
+                for n in ("cf-a", "other", "cf-missing")]})),
+        Case("describe_log_dirs", ApiKey.DESCRIBE_LOG_DIRS, _static({"topics": [
+            {"topic": n, "partitions": [0]} for n in ("cf-a", "other")]})),
+        Case("list_partition_reassignments", ApiKey.LIST_PARTITION_REASSIGNMENTS, _static({
+            "timeout_ms": 5000, "topics": None})),
+        Case("elect_leaders", ApiKey.ELECT_LEADERS, _static({"election_type": 0, "timeout_ms": 5000,
+             "topic_partitions": [{"topic": n, "partitions": [0]} for n in ("cf-a", "other")]})),
+        Case("describe_cluster", ApiKey.DESCRIBE_CLUSTER, _static({
+            "include_cluster_authorized_operations": True, "endpoint_type": 1})),
+    ]
+
+
+def _group_cases() -> list[Case]:
+    return [
+        Case("find_coordinator.group", ApiKey.FIND_COORDINATOR, _static({
+            "key": "cf-g", "key_type": 0, "coordinator_keys": ["cf-g", "other-g", "cf-g"]})),
+        Case("find_coordinator.txn", ApiKey.FIND_COORDINATOR, _static({
+            "key": "cf-t", "key_type": 1, "coordinator_keys": ["cf-t", "other-t"]})),
+        Case("offset_commit.simple", ApiKey.OFFSET_COMMIT, lambda ids: {
+            "group_id": "cf-g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "retention_time_ms": -1, "topics": [
+                {"name": n, "topic_id": ids.topic_id(n), "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": "m"}]}
+                for n in ("cf-a", "other", "cf-missing")]}),
+        Case("offset_commit.other_group", ApiKey.OFFSET_COMMIT, lambda ids: {
+            "group_id": "other-g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+                {"name": "cf-a", "topic_id": ids.topic_id("cf-a"),
+                 "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": None}]}]}),
+        Case("offset_fetch", ApiKey.OFFSET_FETCH, lambda ids: {
+            "group_id": "cf-g", "topics": [{"name": n, "partition_indexes": [0]} for n in ("cf-a", "other")],
+            "groups": [{"group_id": g, "topics": [
+                {"name": n, "topic_id": ids.topic_id(n), "partition_indexes": [0]} for n in ("cf-a", "other")]}
+                for g in ("cf-g", "other-g")], "require_stable": False}),
+        Case("offset_fetch.all_topics", ApiKey.OFFSET_FETCH, _static({
+            "group_id": "cf-g", "topics": None, "groups": [{"group_id": "cf-g", "topics": None}]})),
+        Case("describe_groups", ApiKey.DESCRIBE_GROUPS, _static({
+            "groups": ["cf-g", "cf-h", "other-g", "cf-g"], "include_authorized_operations": True})),
+        Case("list_groups", ApiKey.LIST_GROUPS, _static({"states_filter": [], "types_filter": []})),
+        Case("join_group.new_member", ApiKey.JOIN_GROUP, _static({
+            "group_id": "cf-h", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}], "reason": None}), min_version=4),
+        Case("heartbeat.unknown_member", ApiKey.HEARTBEAT, _static({
+            "group_id": "cf-g", "generation_id": 1, "member_id": "nobody", "group_instance_id": None})),
+        Case("sync_group.unknown_member", ApiKey.SYNC_GROUP, _static({
+            "group_id": "cf-g", "generation_id": 1, "member_id": "nobody", "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": []})),
+        Case("leave_group.unknown_member", ApiKey.LEAVE_GROUP, _static({
+            "group_id": "cf-g", "member_id": "nobody",
+            "members": [{"member_id": "nobody", "group_instance_id": None, "reason": None}]})),
+        Case("offset_delete", ApiKey.OFFSET_DELETE, _static({"group_id": "cf-g", "topics": [
+            {"name": n, "partitions": [{"partition_index": 0}]} for n in ("cf-a", "other")]})),
+        Case("consumer_group_describe", ApiKey.CONSUMER_GROUP_DESCRIBE, _static({
+            "group_ids": ["cf-g", "other-g", "cf-missing-g"], "include_authorized_operations": True})),
+        Case("share_group_describe", ApiKey.SHARE_GROUP_DESCRIBE, _static({
+            "group_ids": ["cf-s", "other-s"], "include_authorized_operations": True})),
+        Case("delete_groups", ApiKey.DELETE_GROUPS, _static({"groups_names": ["cf-empty-g", "other-g", "cf-g"]})),
+    ]
+
+
+def _transaction_cases() -> list[Case]:
+    return [
+        Case("init_producer_id.idempotent", ApiKey.INIT_PRODUCER_ID, _static({
+            "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})),
+        Case("init_producer_id.other_txn", ApiKey.INIT_PRODUCER_ID, _static({
+            "transactional_id": "other-t", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})),
+        Case("add_partitions_to_txn.unknown_producer", ApiKey.ADD_PARTITIONS_TO_TXN, _static({
+            "v3_and_below_transactional_id": "cf-t", "v3_and_below_producer_id": 999999,
+            "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": "cf-a", "partitions": [0]}],
+            "transactions": [{"transactional_id": "cf-t", "producer_id": 999999, "producer_epoch": 0,
+                              "verify_only": False, "topics": [{"name": "cf-a", "partitions": [0]}]}]})),
+        Case("add_offsets_to_txn.unknown_producer", ApiKey.ADD_OFFSETS_TO_TXN, _static({
+            "transactional_id": "cf-t", "producer_id": 999999, "producer_epoch": 0, "group_id": "cf-g"})),
+        Case("end_txn.unknown_producer", ApiKey.END_TXN, _static({
+            "transactional_id": "cf-t", "producer_id": 999999, "producer_epoch": 0, "committed": True})),
+        Case("txn_offset_commit.unknown_producer", ApiKey.TXN_OFFSET_COMMIT, _static({
+            "transactional_id": "cf-t", "group_id": "cf-g", "producer_id": 999999, "producer_epoch": 0,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": "cf-a", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                 "committed_metadata": None}]}]})),
+        Case("describe_transactions", ApiKey.DESCRIBE_TRANSACTIONS, _static({
+            "transactional_ids": ["cf-t", "other-t", "cf-never"]})),
+        Case("list_transactions", ApiKey.LIST_TRANSACTIONS, _static({
+            "state_filters": [], "producer_id_filters": [], "duration_filter": -1, "transactional_id_pattern": None})),
+    ]
+
+
+def _security_cases() -> list[Case]:
+    binding = {"resource_type": TOPIC, "resource_name": "cf-acl", "resource_pattern_type": LITERAL,
+               "principal": "User:cf-none", "host": "*", "operation": OP_READ, "permission_type": ALLOW}
+    return [
+        Case("describe_acls.all", ApiKey.DESCRIBE_ACLS, _static(_acl_filter())),
+        Case("describe_acls.topic_match", ApiKey.DESCRIBE_ACLS, _static(_acl_filter(TOPIC, "cf-a", PATTERN_MATCH))),
+        Case("create_acls", ApiKey.CREATE_ACLS, _static({"creations": [
+            binding, {**binding, "resource_name": "", "operation": OP_WRITE},
+            {**binding, "principal": "not-a-principal"}]})),
+        Case("delete_acls", ApiKey.DELETE_ACLS, _static({"filters": [
+            _acl_filter(TOPIC, "cf-acl", LITERAL, "User:cf-none"), _acl_filter(TOPIC, "cf-nothing", LITERAL)]})),
+        Case("describe_user_scram_credentials.all", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, _static({"users": None})),
+        Case("describe_user_scram_credentials.named", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, _static({
+            "users": [{"name": "cf-full"}, {"name": "cf-nobody"}, {"name": "cf-full"}]})),
+        Case("alter_user_scram_credentials.delete_unknown", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, _static({
+            "deletions": [{"name": "cf-nobody", "mechanism": 2}], "upsertions": []})),
+        Case("describe_delegation_token", ApiKey.DESCRIBE_DELEGATION_TOKEN, _static({"owners": None})),
+        Case("renew_delegation_token.unknown", ApiKey.RENEW_DELEGATION_TOKEN, _static({
+            "hmac": b"\x01" * 32, "renew_period_ms": -1})),
+        Case("expire_delegation_token.unknown", ApiKey.EXPIRE_DELEGATION_TOKEN, _static({
+            "hmac": b"\x01" * 32, "expiry_time_period_ms": -1})),
+        Case("describe_client_quotas", ApiKey.DESCRIBE_CLIENT_QUOTAS, _static({"components": [], "strict": False})),
+        Case("alter_client_quotas.validate", ApiKey.ALTER_CLIENT_QUOTAS, _static({"validate_only": True, "entries": [
+            {"entity": [{"entity_type": "user", "entity_name": "cf-full"}],
+             "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}]}]})),
+    ]
+
+
+def all_cases() -> list[Case]:
+    return [*_metadata_cases(), *_data_cases(), *_topic_admin_cases(), *_group_cases(),
+            *_transaction_cases(), *_security_cases()]

@@ -1,0 +1,136 @@
+"""One authenticated raw Kafka connection for the conformance suite: TLS or not, SASL SCRAM or PLAIN.
+
+Requests are built and responses read with ksgate's own codec (``protocol/``), the same on both
+sides, so a difference in what comes back is a difference between the servers, not the clients.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from auth.sasl.scram import ScramClient
+from protocol.api_keys import ApiKey
+from protocol.messages import decode_response, request_frame
+
+_SIZE = struct.Struct(">i")
+CLIENT_ID = "conformance"
+
+
+@dataclass(slots=True, frozen=True)
+class Endpoint:
+    """Where one side listens and how a client logs in there."""
+
+    address: str  # host:port
+    tls: ssl.SSLContext | None
+    server_hostname: str = "localhost"
+    mechanism: str = "SCRAM-SHA-512"  # or PLAIN
+
+
+@dataclass(slots=True, frozen=True)
+class Outcome:
+    """What a request got: a decoded response, or the connection closed (or timed out) instead."""
+
+    kind: str  # "response" | "closed" | "timeout"
+    body: dict[str, Any] | None = None
+
+    @classmethod
+    def closed(cls) -> Outcome:
+        return cls("closed")
+
+
+class LoginFailed(Exception):
+    """The SASL login was refused (the error code and message the server sent)."""
+
+
+@dataclass(slots=True)
+class Connection:
+    """A logged-in connection; reopened (and logged in again) after the server closes it."""
+
+    endpoint: Endpoint
+    user: str
+    password: str
+    timeout_s: float = 8.0
+    _sock: socket.socket | None = None
+    _correlation: int = 0
+    versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def exchange(self, api_key: int, version: int, body: dict[str, Any], expect_response: bool = True) -> Outcome:
+        """Send one request; its response, or how the connection ended instead."""
+        sock = self._sock or self._open()
+        self._correlation += 1
+        try:
+            sock.sendall(request_frame(api_key, version, self._correlation, body, CLIENT_ID))
+            if not expect_response:
+                return Outcome("response", {})
+            _, decoded = decode_response(self._read_frame(sock), api_key, version)
+        except TimeoutError:
+            self.close()
+            return Outcome("timeout")
+        except (ConnectionError, ssl.SSLError, OSError):
+            self.close()
+            return Outcome.closed()
+        return Outcome("response", decoded)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _open(self) -> socket.socket:
+        host, port = self.endpoint.address.rsplit(":", 1)
+        raw = socket.create_connection((host, int(port)), timeout=self.timeout_s)
+        sock: socket.socket = raw
+        if self.endpoint.tls is not None:
+            sock = self.endpoint.tls.wrap_socket(raw, server_hostname=self.endpoint.server_hostname)
+        self._sock = sock
+        self._api_versions(sock)
+        self._login(sock)
+        return sock
+
+    def _call(self, sock: socket.socket, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self._correlation += 1
+        sock.sendall(request_frame(api_key, version, self._correlation, body, CLIENT_ID))
+        return decode_response(self._read_frame(sock), api_key, version)[1]
+
+    def _api_versions(self, sock: socket.socket) -> None:
+        answer = self._call(sock, ApiKey.API_VERSIONS, 3,
+                            {"client_software_name": "ksgate-conformance", "client_software_version": "1"})
+        self.versions = {item["api_key"]: (item["min_version"], item["max_version"]) for item in answer["api_keys"]}
+
+    def _login(self, sock: socket.socket) -> None:
+        mechanism = self.endpoint.mechanism
+        handshake = self._call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if handshake["error_code"]:
+            raise LoginFailed(f"{mechanism} not offered: {handshake['mechanisms']}")
+        if mechanism == "PLAIN":
+            self._authenticate(sock, f"\0{self.user}\0{self.password}".encode())
+            return
+        scram = ScramClient(mechanism, self.user, self.password)
+        first = self._authenticate(sock, scram.first_message())
+        final = self._authenticate(sock, scram.final_message(first))
+        scram.verify_server_final(final)
+
+    def _authenticate(self, sock: socket.socket, token: bytes) -> bytes:
+        answer = self._call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        if answer["error_code"]:
+            raise LoginFailed(f"{self.user}: error {answer['error_code']} {answer['error_message']!r}")
+        return bytes(answer["auth_bytes"])
+
+    def _read_frame(self, sock: socket.socket) -> bytes:
+        size = _SIZE.unpack(_recv_exactly(sock, 4))[0]
+        return _recv_exactly(sock, size)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buffer = bytearray(n)
+    view, got = memoryview(buffer), 0
+    while got < n:
+        read = sock.recv_into(view[got:])
+        if not read:
+            raise ConnectionError("closed by the server")
+        got += read
+    return bytes(buffer)
