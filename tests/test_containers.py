@@ -543,6 +543,24 @@ def test_client_runs_only_in_the_test_profile_on_ksgates_network(compose: dict[s
     assert (COMPOSE.parent / build["context"] / build["dockerfile"]).is_file()
 
 
+def test_client_reads_the_password_init_generates_from_inits_volume(compose: dict[str, Any]) -> None:
+    """ksgate init makes no demo users: the client logs in as admin with init's password file to create them."""
+    import ast
+
+    from gateway.commands.init import InitLayout
+
+    client_source = ast.parse((ROOT / "scripts/compose/client.py").read_text("utf-8"))
+    constants = {node.targets[0].id: node.value for node in client_source.body
+                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+    password_file = PurePosixPath(ast.literal_eval(constants["ADMIN_PASSWORD"].args[0]))  # Path("...")
+    init = compose["services"]["init"]
+    root = PurePosixPath(init["command"][init["command"].index("--dir") + 1])
+    assert password_file == PurePosixPath(str(InitLayout(Path(str(root))).password_file))
+    client_volumes, init_volumes = _named_volumes(compose["services"]["client"]), _named_volumes(init)
+    directory = str(password_file.parent)
+    assert directory in client_volumes and client_volumes[directory] == init_volumes.get(directory)
+
+
 AIRGAP = ROOT / "scripts/compose/airgap.override.yml"
 
 
