@@ -6,6 +6,7 @@ Kerberos or OAuth configured never needs their libraries.
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from gateway.session.sasl_stage import ListenerSecurity
 if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
     from gateway.session.authz_view import GatewayAuthorization
+    from gateway.stores.file_acls import FileAclStore
     from gateway.stores.file_tokens import TokenStore
     from gateway.stores.security_topic import SecurityTopic
 
@@ -175,6 +177,17 @@ def credential_store(config: GatewayConfig, topic: SecurityTopic | None = None) 
     return store
 
 
+def _warn_if_missing(store: FileAclStore, allow_if_no_acl: bool) -> None:
+    """An authorizer over an ACL file that does not exist: a misspelt path looks exactly like "no ACLs yet"."""
+    if store.path.exists():
+        return
+    outcome = ("every client may do anything (allow.everyone.if.no.acl.found is true)" if allow_if_no_acl else
+               "every request by anyone but super.users is denied")
+    logging.getLogger("ksgate.authz").warning(
+        "ksgate.acl.file %s does not exist: no ACLs, so %s; check the path, or add ACLs with "
+        "`ksgate acls --acl-file %s --add ...`", store.path, outcome, store.path)
+
+
 def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
                         credentials: CredentialStore | None = None,
                         tokens: TokenStore | None = None,
@@ -206,6 +219,7 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
         if path is None:
             raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept)")
         store = FileAclStore(path)
+        _warn_if_missing(store, settings["allow.everyone.if.no.acl.found"])
         authorizer.load(store.load())
         store.subscribe(authorizer.apply)
     from gateway.admin.delegation_tokens import TokenSettings
