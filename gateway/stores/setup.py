@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
 from auth.principal_builder import DefaultPrincipalBuilder
@@ -151,15 +151,30 @@ def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None,
 
         return build_oauthbearer_from_config(settings)
     if name == "GSSAPI":
-        from auth.sasl.gssapi_mechanism import GssapiMechanism, default_realm
-        from auth.sasl.kerberos_rules import KerberosShortNamer
-
-        return GssapiMechanism(service_name=settings["sasl.kerberos.service.name"],
-                               keytab=settings["ksgate.sasl.kerberos.keytab"],
-                               server_host=settings["ksgate.sasl.kerberos.server.host"],
-                               short_namer=KerberosShortNamer.from_rules(
-                                   default_realm(), settings["sasl.kerberos.principal.to.local.rules"]))
+        return _gssapi(settings)
     raise ConfigError(f"sasl.enabled.mechanisms: unsupported mechanism {name}")
+
+
+def _gssapi(settings: Mapping[str, Any]) -> MechanismFactory:
+    """GSSAPI, with its acceptor credentials checked now: a gateway that could accept no Kerberos login fails
+    at start-up, as Kafka's Kerberos login does, instead of failing each client."""
+    try:
+        from auth.sasl.gssapi_mechanism import GssapiMechanism, acceptor_problem, default_realm
+    except ImportError as exc:
+        raise ConfigError(f"sasl.enabled.mechanisms: GSSAPI needs the gssapi extra: pip install 'ksgate[gssapi]' "
+                          f"(building it needs MIT Kerberos' headers and krb5-config: libkrb5-dev on Debian and "
+                          f"Ubuntu, krb5-devel on Fedora) ({exc})") from None
+    from auth.sasl.kerberos_rules import KerberosShortNamer
+
+    mechanism = GssapiMechanism(service_name=settings["sasl.kerberos.service.name"],
+                                keytab=settings["ksgate.sasl.kerberos.keytab"],
+                                server_host=settings["ksgate.sasl.kerberos.server.host"],
+                                short_namer=KerberosShortNamer.from_rules(
+                                    default_realm(), settings["sasl.kerberos.principal.to.local.rules"]))
+    problem = acceptor_problem(mechanism)
+    if problem is not None:
+        raise ConfigError(f"ksgate.sasl.kerberos.keytab: {problem}")
+    return mechanism
 
 
 def credential_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> CredentialStore | None:
