@@ -57,3 +57,24 @@ def test_gssapi_with_a_keytab_that_does_not_exist_stops_start_up(tmp_path: Path)
     missing = tmp_path / "kafka.keytab"
     code, error = run_gateway(_gssapi_config(tmp_path, missing))
     assert code == 2 and error == f"ksgate.sasl.kerberos.keytab: the keytab {missing} does not exist"
+
+
+def test_a_tls_upstream_that_does_not_speak_tls_fails_start_up_at_once_saying_so(tmp_path: Path) -> None:
+    """Not an empty reason ("cannot connect to upstream …: ") retried for ksgate.upstream.startup.timeout.ms."""
+    import socket
+
+    from tests.tls_material import make_ca
+
+    make_ca().write(tmp_path / "ca.pem")
+    with socket.create_server(("127.0.0.1", 0)) as plaintext_broker:  # connects complete in the backlog; no TLS
+        port = plaintext_broker.getsockname()[1]
+        config = write(tmp_path / "c.yaml", f"upstream.bootstrap.servers: 127.0.0.1:{port}\n"
+                                            f"upstream.security.protocol: SSL\n"
+                                            f"upstream.ssl.truststore.location: {tmp_path / 'ca.pem'}\n"
+                                            f"upstream.connect.timeout.ms: 1000\n"
+                                            f"listeners: PLAINTEXT://127.0.0.1:{free_port()}\n")
+        code, error = run_gateway(config)
+    assert code == 2
+    assert f"cannot connect to upstream 127.0.0.1:{port}: the TLS handshake did not complete within 1000 ms" in error
+    assert "upstream.security.protocol" in error
+    assert "attempt" not in error, "retried although the answer cannot change"
