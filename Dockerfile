@@ -2,8 +2,13 @@
 #
 #   docker build -t ksgate .
 #   docker run --rm -v ksgate-state:/var/lib/ksgate ksgate init --dir /var/lib/ksgate
-#   docker run --rm -p 9092:9092 -p 9093:9093 -p 9404:9404 -v ksgate-state:/var/lib/ksgate \
-#       -e KSGATE_UPSTREAM_BOOTSTRAP_SERVERS=broker.example:9092 ksgate
+#       (prints the super user admin's random password once; also in users/admin.password)
+#   docker run --rm -p 127.0.0.1:9092:9092 -p 127.0.0.1:9093:9093 -p 127.0.0.1:9404:9404 \
+#       -v ksgate-state:/var/lib/ksgate -e KSGATE_UPSTREAM_BOOTSTRAP_SERVERS=broker.example:9092 ksgate
+#
+# The ports are published on the loopback only: publish them on other interfaces (drop
+# "127.0.0.1:") only once the advertised host (KSGATE_ADVERTISED_LISTENERS) is the name
+# clients use, and the users and ACLs are yours.
 #
 # Needs BuildKit (the default builder since Docker 23) for RUN --mount.  The build
 # reaches PyPI only (the ksgate wheel's dependencies); nothing else is downloaded.

@@ -40,10 +40,6 @@ class Endpoint:
     host: str
     port: int
 
-    @property
-    def security_protocol(self) -> str:
-        return self.name if self.name in SECURITY_PROTOCOLS else "PLAINTEXT"
-
 
 @dataclass(slots=True, frozen=True)
 class ListenerConfig:
@@ -182,8 +178,12 @@ def _choice(*options: str) -> Callable[[str, Any], str]:
     return parse
 
 
+# Kafka's default listener.security.protocol.map: each security protocol names a listener of its own.
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+
 KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "listeners": (_str, "PLAINTEXT://127.0.0.1:9092"),
+    "listener.security.protocol.map": (_str, DEFAULT_PROTOCOL_MAP),
     "advertised.listeners": (_str, None),
     "node.id.min": (_int, 0),
     "node.id.max": (_int, 1023),
@@ -511,9 +511,43 @@ def parse_metrics_listener(value: str, key: str = "ksgate.metrics.listener") -> 
     return host, int(match.group(2))
 
 
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """Kafka's ``listener.security.protocol.map``: ``NAME:PROTOCOL,…`` (names case-insensitive)."""
+    key = "listener.security.protocol.map"
+    mapping: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not re.fullmatch(r"[A-Z0-9_]+", name) or not protocol:
+            raise ConfigError(f"{key}: {item!r} is not NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{key}: {item!r} maps to an unknown security protocol "
+                              f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        if name in mapping:
+            raise ConfigError(f"{key}: listener name {name} is mapped twice")
+        mapping[name] = protocol
+    return mapping
+
+
+def _security_protocol(bind: Endpoint, protocols: Mapping[str, str]) -> str:
+    """The listener's protocol from the map; a name it does not map is refused, as Kafka does (a typo such as
+    SASL_SSSL must not open a PLAINTEXT listener)."""
+    protocol = protocols.get(bind.name)
+    if protocol is None:
+        import difflib
+
+        close = difflib.get_close_matches(bind.name, list(protocols), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ConfigError(f"listeners: no security protocol is defined for listener {bind.name} "
+                          f"({hint}listener.security.protocol.map maps {', '.join(protocols) or 'no name'}; "
+                          f"add {bind.name}:<PROTOCOL> to it for a listener name of your own)")
+    return protocol
+
+
 def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[str, Any]]
                ) -> tuple[ListenerConfig, ...]:
     binds = parse_endpoints("listeners", settings["listeners"])
+    protocols = parse_protocol_map(settings["listener.security.protocol.map"])
     advertised_text = settings["advertised.listeners"]
     advertised = {e.name: e for e in parse_endpoints("advertised.listeners", advertised_text)} \
         if advertised_text else {}
@@ -536,10 +570,11 @@ def _listeners(settings: Mapping[str, Any], per_listener: Mapping[str, Mapping[s
         for key, value in limits.items():
             if value < 0:
                 raise ConfigError(f"listener.name.{bind.name.lower()}.{key}: must not be negative, got {value}")
-        listener = ListenerConfig(bind.name, bind.security_protocol, bind, adv, base, effective,
-                                  connection_limits=limits, **_edge(bind, adv, overrides))
+        protocol = _security_protocol(bind, protocols)
+        listener = ListenerConfig(bind.name, protocol, bind, adv, base, effective,
+                                  connection_limits=limits, **_edge(bind, protocol, adv, overrides))
         if listener.uses_sasl and not listener.sasl_mechanisms:
-            raise ConfigError(f"sasl.enabled.mechanisms: listener {bind.name} is {bind.security_protocol} "
+            raise ConfigError(f"sasl.enabled.mechanisms: listener {bind.name} is {protocol} "
                               f"but enables no mechanism")
         unknown_mechanisms = set(listener.sasl_mechanisms) - set(SASL_MECHANISMS)
         if listener.uses_sasl and unknown_mechanisms:
@@ -553,7 +588,7 @@ _EDGE_KEYS = frozenset({"node.port.base", "ksgate.sni.broker.host.pattern", "ksg
                         "ksgate.proxy.protocol.trusted.networks", "ksgate.ipv6.only"})
 
 
-def _edge(bind: Endpoint, advertised: Endpoint, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def _edge(bind: Endpoint, protocol: str, advertised: Endpoint, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """A listener's SNI routes, PROXY protocol and IPv6 settings (listener.name.<name>.ksgate.*)."""
     prefix = f"listener.name.{bind.name.lower()}."
     edge: dict[str, Any] = {}
@@ -564,9 +599,9 @@ def _edge(bind: Endpoint, advertised: Endpoint, overrides: Mapping[str, Any]) ->
         edge["ipv6_only"] = True
     pattern = overrides.get("ksgate.sni.broker.host.pattern")
     if pattern:
-        if bind.security_protocol not in ("SSL", "SASL_SSL"):
+        if protocol not in ("SSL", "SASL_SSL"):
             raise ConfigError(f"{prefix}ksgate.sni.broker.host.pattern: SNI needs TLS, but listener {bind.name} "
-                              f"is {bind.security_protocol}")
+                              f"is {protocol}")
         try:
             edge["sni"] = SniRoutes(advertised.host, pattern)
         except SniConfigError as exc:

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from gateway.commands.cli import build_parser
-from gateway.config import KNOWN_KEYS, GatewayConfig, flatten, load_config, parse_metrics_listener
+from gateway.config import KNOWN_KEYS, GatewayConfig, build_config, flatten, load_config, parse_metrics_listener
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -543,6 +543,24 @@ def test_client_runs_only_in_the_test_profile_on_ksgates_network(compose: dict[s
     assert (COMPOSE.parent / build["context"] / build["dockerfile"]).is_file()
 
 
+def test_client_reads_the_password_init_generates_from_inits_volume(compose: dict[str, Any]) -> None:
+    """ksgate init makes no demo users: the client logs in as admin with init's password file to create them."""
+    import ast
+
+    from gateway.commands.init import InitLayout
+
+    client_source = ast.parse((ROOT / "scripts/compose/client.py").read_text("utf-8"))
+    constants = {node.targets[0].id: node.value for node in client_source.body
+                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+    password_file = PurePosixPath(ast.literal_eval(constants["ADMIN_PASSWORD"].args[0]))  # Path("...")
+    init = compose["services"]["init"]
+    root = PurePosixPath(init["command"][init["command"].index("--dir") + 1])
+    assert password_file == PurePosixPath(str(InitLayout(Path(str(root))).password_file))
+    client_volumes, init_volumes = _named_volumes(compose["services"]["client"]), _named_volumes(init)
+    directory = str(password_file.parent)
+    assert directory in client_volumes and client_volumes[directory] == init_volumes.get(directory)
+
+
 AIRGAP = ROOT / "scripts/compose/airgap.override.yml"
 
 
@@ -580,6 +598,60 @@ def test_configs_exist() -> None:
 def test_every_config_loads(path: Path) -> None:
     config = load_config(path, env={})
     assert config.listeners and config.upstream.bootstrap_servers
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def unsafe_settings(config: GatewayConfig) -> list[str]:
+    """Why a configuration is unsafe to copy as it is (empty: safe).
+
+    The rule: a listener bound beyond the loopback (0.0.0.0, an empty host, any other address) authenticates every
+    client over TLS (SASL_SSL, or SSL with ssl.client.auth=required); a configuration with such a listener, or with
+    any authenticating listener, runs the authorizer with deny-by-default; no development-only switch (PLAIN in
+    clear, unsigned OAuth tokens) is on; and a TLS upstream's certificates are checked against its host names.  A
+    PLAINTEXT listener on the loopback with no authorizer (Kafka's defaults, configs/example.yaml) is safe: only
+    local processes reach it.  The metrics listener carries no record data and is not judged.
+    """
+    problems = []
+    exposed = [lst for lst in config.listeners if lst.bind.host not in LOOPBACK]
+    for listener in exposed:
+        client_auth = str(listener.settings.get("ssl.client.auth") or "none").lower()
+        if not (listener.security_protocol == "SASL_SSL"
+                or (listener.security_protocol == "SSL" and client_auth == "required")):
+            problems.append(f"{listener.name} binds {listener.bind.host or 'every interface'} without authenticating "
+                            f"clients over TLS ({listener.security_protocol}, ssl.client.auth={client_auth})")
+    if exposed or any(lst.uses_sasl or lst.uses_tls for lst in config.listeners):
+        if not config.authorization_enabled:
+            problems.append("authenticated or exposed listeners without authorizer.class.name")
+        if config.settings["allow.everyone.if.no.acl.found"]:
+            problems.append("allow.everyone.if.no.acl.found is true")
+    for key in ("ksgate.sasl.plain.allow.insecure", "ksgate.oauthbearer.unsecured"):
+        if config.settings[key]:
+            problems.append(f"{key} is true")
+    if config.upstream.uses_tls and config.upstream.ssl_endpoint_identification_algorithm.lower() != "https":
+        problems.append("the upstream's host names are not checked (upstream.ssl.endpoint.identification.algorithm)")
+    return problems
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_shipped_config_is_safe_to_copy_as_it_is(path: Path) -> None:
+    assert unsafe_settings(load_config(path, env={})) == []
+
+
+@pytest.mark.parametrize(("settings", "problem"), [
+    ({"listeners": "PLAINTEXT://0.0.0.0:9092", "advertised.listeners": "PLAINTEXT://h:9092"}, "PLAINTEXT"),
+    ({"listeners": "SSL://:9092", "advertised.listeners": "SSL://h:9092"}, "ssl.client.auth=none"),
+    ({"listeners": "SASL_PLAINTEXT://10.0.0.1:9092"}, "SASL_PLAINTEXT"),
+    ({"listeners": "SASL_SSL://127.0.0.1:9092"}, "without authorizer"),
+    ({"listeners": "SASL_SSL://127.0.0.1:9092", "authorizer.class.name": "StandardAuthorizer",
+      "ksgate.acl.file": "a.json", "allow.everyone.if.no.acl.found": True}, "allow.everyone"),
+    ({"ksgate.sasl.plain.allow.insecure": True}, "plain.allow.insecure"),
+    ({"upstream.security.protocol": "SSL", "upstream.ssl.endpoint.identification.algorithm": ""}, "host names"),
+])
+def test_the_safety_rule_names_each_unsafe_setting(settings: dict[str, Any], problem: str) -> None:
+    config = build_config({"upstream.bootstrap.servers": "b:9092", **settings})
+    assert any(problem in text for text in unsafe_settings(config)), unsafe_settings(config)
 
 
 def test_upstream_tls_example_uses_ssl() -> None:

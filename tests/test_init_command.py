@@ -1,16 +1,21 @@
 """``ksgate init --dir``: the files docker-compose.yml's init service creates for the bundled container config.
 
-Checks the layout against configs/docker/ksgate.yaml, that the certificate, users and ACLs are usable, and that a
-second run keeps everything (the init service runs on every ``up``).
+Checks the layout against configs/docker/ksgate.yaml, that the certificate, the super user and the ACL file are
+usable, that the super user's password is random and kept private, and that a second run keeps everything (the
+init service runs on every ``up``).
 """
 
 from __future__ import annotations
 
 import ssl
+import stat
 from pathlib import Path, PurePosixPath
 
+import pytest
+
+from auth.sasl.scram import scram_credential
 from gateway.commands.cli import main
-from gateway.commands.quickstart import quickstart_acls
+from gateway.commands.init import InitLayout
 from gateway.config import load_config
 from gateway.stores.file_acls import FileAclStore
 from gateway.stores.file_users import FileCredentialStore
@@ -35,17 +40,44 @@ def test_the_server_certificate_is_trusted_through_the_ca(tmp_path: Path) -> Non
     assert any(cert["subject"] == ((("commonName", "ksgate quickstart CA"),),) for cert in context.get_ca_certs())
 
 
-def test_users_and_acls_are_the_quickstarts(tmp_path: Path) -> None:
+def test_only_the_super_user_and_no_acls(tmp_path: Path) -> None:
+    """Demo users (alice, bob and their ACLs) belong to the quickstart, not to a deployment's first start."""
     main(["init", "--dir", str(tmp_path)])
-    store = FileCredentialStore(tmp_path / "users/users.json")
-    assert set(store.users()) == {"admin", "alice", "bob"}
-    assert set(FileAclStore(tmp_path / "acls/acls.json").load()) == set(quickstart_acls())
+    config = load_config(ROOT / "configs/docker/ksgate.yaml", env={})
+    assert set(FileCredentialStore(tmp_path / "users/users.json").users()) == {"admin"}
+    assert "User:admin" in config.super_users
+    assert FileAclStore(tmp_path / "acls/acls.json").load() == []
+
+
+def test_the_super_users_password_is_random_shown_once_and_kept_private(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    passwords = []
+    for run in ("a", "b"):
+        assert main(["init", "--dir", str(tmp_path / run)]) == 0
+        layout = InitLayout(tmp_path / run)
+        assert stat.S_IMODE(layout.password_file.stat().st_mode) == 0o600
+        password = layout.password_file.read_text("utf-8").strip()
+        assert password in capsys.readouterr().out  # shown once, on creation
+        passwords.append(password)
+    assert passwords[0] != passwords[1] and len(passwords[0]) >= 16
+    assert "admin-secret" not in passwords
+    assert _password_matches(tmp_path / "a/users/users.json", "admin", passwords[0])
+    assert not _password_matches(tmp_path / "a/users/users.json", "admin", "admin-secret")
+    main(["init", "--dir", str(tmp_path / "a")])
+    assert passwords[0] not in capsys.readouterr().out, "a rerun must not print the password again"
 
 
 def test_a_second_run_keeps_the_ca_users_and_acls(tmp_path: Path) -> None:
     main(["init", "--dir", str(tmp_path)])
-    FileCredentialStore(tmp_path / "users/users.json").upsert_user("alice", "changed-by-the-operator")
-    files = ("certs/ca.pem", "certs/server.pem", "certs/server.key", "users/users.json", "acls/acls.json")
+    FileCredentialStore(tmp_path / "users/users.json").upsert_user("alice", "added-by-the-operator")
+    files = ("certs/ca.pem", "certs/server.pem", "certs/server.key", "users/users.json", "users/admin.password",
+             "acls/acls.json")
     before = {name: (tmp_path / name).read_bytes() for name in files}
     assert main(["init", "--dir", str(tmp_path)]) == 0
     assert {name: (tmp_path / name).read_bytes() for name in files} == before
+
+
+def _password_matches(users: Path, user: str, password: str) -> bool:
+    stored = FileCredentialStore(users).scram_credential(user, "SCRAM-SHA-512")
+    assert stored is not None
+    return scram_credential("SCRAM-SHA-512", password, stored.salt, stored.iterations) == stored

@@ -7,6 +7,7 @@ the client's choice and authorization id, both under GSS_Wrap without confidenti
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass
 
 import gssapi
@@ -60,6 +61,39 @@ def default_realm() -> str:
     except GSSError:
         return ""
     return str(name).rpartition("@")[2]
+
+
+def acceptor_problem(mechanism: GssapiMechanism) -> str | None:
+    """Why ``mechanism`` could accept no Kerberos login (checked at start-up, as Kafka's Kerberos login is), or None.
+
+    The keytab must exist and be readable, and hold a key for the service principal: ``service/server_host`` when
+    the host is configured, else any key (the host is then the one each client dials).
+    """
+    keytab = mechanism.keytab
+    path = _keytab_file(keytab) if keytab is not None else None
+    if path is not None:
+        if not os.path.isfile(path):
+            return f"the keytab {path} does not exist"
+        if not os.access(path, os.R_OK):
+            return f"the keytab {path} is not readable by this process"
+    name = (gssapi.Name(f"{mechanism.service_name}@{mechanism.server_host}", gssapi.NameType.hostbased_service)
+            if mechanism.server_host else None)
+    store: dict[bytes | str, bytes | str] | None = {"keytab": keytab} if keytab is not None else None
+    try:
+        gssapi.Credentials(name=name, usage="accept", mechs=[gssapi.MechType.kerberos], store=store)
+    except GSSError as exc:
+        source = keytab if keytab is not None else "the default keytab (KRB5_KTNAME, else the krb5 configuration's)"
+        who = f"{mechanism.service_name}/{mechanism.server_host}" if mechanism.server_host else "any principal"
+        return f"no key for {who} in {source}: {_describe(exc)}"
+    return None
+
+
+def _keytab_file(keytab: str) -> str | None:
+    """The file a keytab name refers to (``/path``, ``FILE:/path``, ``WRFILE:/path``); None for other kinds."""
+    kind, separator, residual = keytab.partition(":")
+    if not separator or "/" in kind:
+        return keytab
+    return residual if kind.upper() in ("FILE", "WRFILE") else None
 
 
 def _describe(exc: GSSError) -> str:

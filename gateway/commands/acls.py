@@ -510,18 +510,39 @@ CLIENT_DEFAULTS = {"reconnect.backoff.ms": "500", "reconnect.backoff.max.ms": "2
                    "log.connection.close": "false"}
 
 
-class ClientErrors:
-    """confluent-kafka's ``error_cb``: remembers the last error and the first one retrying cannot fix."""
+# librdkafka's errors for a broker it cannot reach (refused, unresolvable, dropped), and its
+# "every broker is down" that follows them.
+_TRANSPORT_ERRORS = frozenset({-195, -193})  # _TRANSPORT, _RESOLVE
+_ALL_BROKERS_DOWN = -187
 
-    def __init__(self) -> None:
+
+class ClientErrors:
+    """confluent-kafka's ``error_cb``: remembers the last error and the first one retrying cannot fix.
+
+    Every broker down (the first connection to the bootstrap address failed) is final too: otherwise the
+    request times out with librdkafka's "Failed while waiting for controller", which hides that nothing
+    listens there.
+    """
+
+    def __init__(self, bootstrap: str = "") -> None:
+        self.bootstrap = bootstrap
         self.last: str | None = None
         self.final: str | None = None
+        self._transport: str | None = None  # why the last connection attempt failed
 
     def __call__(self, error: Any) -> None:
         text = f"{error.name()}: {error.str()}"
         self.last = text
-        if self.final is None and (error.code() in _FINAL_CLIENT_ERRORS or error.fatal()):
+        if error.code() in _TRANSPORT_ERRORS:
+            self._transport = error.str()
+        if self.final is not None:
+            return
+        if error.code() in _FINAL_CLIENT_ERRORS or error.fatal():
             self.final = text
+        elif error.code() == _ALL_BROKERS_DOWN:
+            why = f" ({self._transport})" if self._transport else ""
+            self.final = (f"cannot connect to {self.bootstrap}{why}: is the gateway running, and is this its "
+                          f"listener's address?")
 
 
 class AdminBackend:
@@ -536,7 +557,7 @@ class AdminBackend:
                                    "(pip install confluent-kafka), or use --acl-file") from None
         self.ck: Any = ck  # its stubs disagree with its behaviour (None is a valid filter string)
         self.timeout = timeout
-        self.errors = ClientErrors()
+        self.errors = ClientErrors(bootstrap)
         config: dict[str, Any] = {**CLIENT_DEFAULTS, **(read_properties(command_config) if command_config else {})}
         config.update({"bootstrap.servers": bootstrap, "error_cb": self.errors, "logger": _LIBRDKAFKA_LOG})
         try:
@@ -590,7 +611,9 @@ class AdminBackend:
         while not all(f.done() for f in futures) and time.monotonic() < deadline:
             self.admin.poll(0.1)
             if self.errors.final is not None:
-                raise AclsCommandError(f"cannot connect to the cluster: {self.errors.final}")
+                final = self.errors.final
+                raise AclsCommandError(final if final.startswith("cannot connect") else
+                                       f"cannot connect to the cluster: {final}")
 
     def _results(self, calls: Sequence[tuple[str, Future[Any]]]) -> list[Any]:
         """Each future's result, in order; one AclsCommandError naming every failure."""

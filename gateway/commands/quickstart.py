@@ -209,8 +209,11 @@ def _python_snippet(props: Path) -> str:
   from confluent_kafka import Producer
   conf = dict(line.split("=", 1) for line in open("{props}").read().splitlines()
               if line and not line.startswith("#"))
+  def report(err, msg):
+      print(f"not delivered: {{err}}" if err else
+            f"delivered to {{msg.topic()}} partition {{msg.partition()}} at offset {{msg.offset()}}")
   p = Producer(conf)
-  p.produce("demo-topic", b"hello through ksgate"); p.flush()
+  p.produce("demo-topic", b"hello through ksgate", on_delivery=report); p.flush(30)
   PY"""
 
 
@@ -231,7 +234,7 @@ def usage_text(plan: QuickstartPlan, metrics: str | None = None, config_file: Pa
     if metrics:
         extra.append(f"metrics: http://{metrics}/metrics (health: /healthz, readiness: /readyz)")
     if config_file:
-        extra.append(f"configuration: {config_file} (ksgate run --config {config_file} runs this gateway again)")
+        extra.append(_config_text(plan, config_file, embedded_broker))
     stop = "Press Ctrl-C to stop" + (" (the embedded broker stops with it)." if embedded_broker else ".")
     return f"""
 ksgate is up: clients connect to {plan.bootstrap} ({plan.protocol})
@@ -245,6 +248,22 @@ audit log: {plan.directory}/audit.log
 
 {stop}
 """
+
+
+def _config_text(plan: QuickstartPlan, config_file: Path, embedded_broker: bool) -> str:
+    """Where the effective configuration is, what it is good for, and how to add a user with it."""
+    if embedded_broker:
+        # Its port is this gateway's while the quickstart runs, and its upstream (the embedded broker) dies with it.
+        text = (f"configuration: {config_file} (every key this gateway runs with; its upstream is the embedded "
+                f"broker, which stops with the quickstart: to serve it with `ksgate run --config`, stop the "
+                f"quickstart and set upstream.bootstrap.servers to a broker of yours)")
+    else:
+        text = f"configuration: {config_file} (after Ctrl-C, `ksgate run --config {config_file}` serves it again)"
+    if plan.uses_sasl:
+        text += (f"\nmore users: ksgate users add NAME --config {config_file} (asks for the password), then a "
+                 f"copy of {plan.directory}/alice.properties with its sasl.username and sasl.password, and ACLs "
+                 f"(ksgate acls --acl-file {plan.directory}/acls.json --add ...)")
+    return text
 
 
 def effective_settings(plan: QuickstartPlan, upstream: str, metrics_port: int) -> dict[str, Any]:

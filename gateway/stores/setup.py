@@ -6,9 +6,10 @@ Kerberos or OAuth configured never needs their libraries.
 
 from __future__ import annotations
 
+import logging
 import ssl
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
 from auth.principal_builder import DefaultPrincipalBuilder
@@ -20,6 +21,7 @@ from gateway.session.sasl_stage import ListenerSecurity
 if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
     from gateway.session.authz_view import GatewayAuthorization
+    from gateway.stores.file_acls import FileAclStore
     from gateway.stores.file_tokens import TokenStore
     from gateway.stores.security_topic import SecurityTopic
 
@@ -149,15 +151,30 @@ def _mechanism(name: str, config: GatewayConfig, store: CredentialStore | None,
 
         return build_oauthbearer_from_config(settings)
     if name == "GSSAPI":
-        from auth.sasl.gssapi_mechanism import GssapiMechanism, default_realm
-        from auth.sasl.kerberos_rules import KerberosShortNamer
-
-        return GssapiMechanism(service_name=settings["sasl.kerberos.service.name"],
-                               keytab=settings["ksgate.sasl.kerberos.keytab"],
-                               server_host=settings["ksgate.sasl.kerberos.server.host"],
-                               short_namer=KerberosShortNamer.from_rules(
-                                   default_realm(), settings["sasl.kerberos.principal.to.local.rules"]))
+        return _gssapi(settings)
     raise ConfigError(f"sasl.enabled.mechanisms: unsupported mechanism {name}")
+
+
+def _gssapi(settings: Mapping[str, Any]) -> MechanismFactory:
+    """GSSAPI, with its acceptor credentials checked now: a gateway that could accept no Kerberos login fails
+    at start-up, as Kafka's Kerberos login does, instead of failing each client."""
+    try:
+        from auth.sasl.gssapi_mechanism import GssapiMechanism, acceptor_problem, default_realm
+    except ImportError as exc:
+        raise ConfigError(f"sasl.enabled.mechanisms: GSSAPI needs the gssapi extra: pip install 'ksgate[gssapi]' "
+                          f"(building it needs MIT Kerberos' headers and krb5-config: libkrb5-dev on Debian and "
+                          f"Ubuntu, krb5-devel on Fedora) ({exc})") from None
+    from auth.sasl.kerberos_rules import KerberosShortNamer
+
+    mechanism = GssapiMechanism(service_name=settings["sasl.kerberos.service.name"],
+                                keytab=settings["ksgate.sasl.kerberos.keytab"],
+                                server_host=settings["ksgate.sasl.kerberos.server.host"],
+                                short_namer=KerberosShortNamer.from_rules(
+                                    default_realm(), settings["sasl.kerberos.principal.to.local.rules"]))
+    problem = acceptor_problem(mechanism)
+    if problem is not None:
+        raise ConfigError(f"ksgate.sasl.kerberos.keytab: {problem}")
+    return mechanism
 
 
 def credential_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> CredentialStore | None:
@@ -173,6 +190,17 @@ def credential_store(config: GatewayConfig, topic: SecurityTopic | None = None) 
     store = FileCredentialStore(path)
     store.ensure_decoy_secret()
     return store
+
+
+def _warn_if_missing(store: FileAclStore, allow_if_no_acl: bool) -> None:
+    """An authorizer over an ACL file that does not exist: a misspelt path looks exactly like "no ACLs yet"."""
+    if store.path.exists():
+        return
+    outcome = ("every client may do anything (allow.everyone.if.no.acl.found is true)" if allow_if_no_acl else
+               "every request by anyone but super.users is denied")
+    logging.getLogger("ksgate.authz").warning(
+        "ksgate.acl.file %s does not exist: no ACLs, so %s; check the path, or add ACLs with "
+        "`ksgate acls --acl-file %s --add ...`", store.path, outcome, store.path)
 
 
 def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
@@ -206,6 +234,7 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
         if path is None:
             raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set (where ACLs are kept)")
         store = FileAclStore(path)
+        _warn_if_missing(store, settings["allow.everyone.if.no.acl.found"])
         authorizer.load(store.load())
         store.subscribe(authorizer.apply)
     from gateway.admin.delegation_tokens import TokenSettings

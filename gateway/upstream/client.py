@@ -40,6 +40,28 @@ MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 ErrorSink = Callable[[str], None]
 
 
+# The first byte of a TLS record (alert, handshake): what a TLS listener sends a plaintext client.
+TLS_RECORD_TYPES = frozenset({0x15, 0x16})
+
+
+def tls_failure(exc: BaseException, timeout_s: float) -> str:
+    """What a failed TLS handshake with the upstream means, and what to check (never an empty reason)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"its certificate is not trusted ({exc.verify_message}); check upstream.ssl.truststore.location "
+                f"(the CA that signed the brokers' certificates) and that the certificate names this host "
+                f"(upstream.ssl.endpoint.identification.algorithm)")
+    if isinstance(exc, TimeoutError):
+        return (f"the TLS handshake did not complete within {round(timeout_s * 1000)} ms "
+                f"(upstream.connect.timeout.ms): the listener probably does not speak TLS (a PLAINTEXT listener "
+                f"waits for a Kafka request); check upstream.security.protocol and the port")
+    if isinstance(exc, ssl.SSLError):
+        reason = exc.reason or str(exc)
+        return (f"the TLS handshake failed ({reason}); check that the listener speaks TLS "
+                f"(upstream.security.protocol) and upstream.ssl.* (a broker requiring client certificates "
+                f"needs upstream.ssl.keystore.location)")
+    return f"the connection dropped during the TLS handshake ({exc!r}); check upstream.security.protocol"
+
+
 # Told to the upstream in every ApiVersions of the gateway's own (KIP-511 client software).
 CLIENT_SOFTWARE = {"client_software_name": "ksgate", "client_software_version": "0.1.0"}
 
@@ -62,26 +84,41 @@ class UpstreamClient:
     @classmethod
     async def connect(cls, host: str, port: int, ssl_context: ssl.SSLContext | None,
                       timeout_s: float, on_error: ErrorSink = _ignore) -> UpstreamClient:
+        """TCP first, then TLS: each failure says which step failed and what to check."""
+        where = f"upstream {host}:{port}"
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=ssl_context,
-                                        server_hostname=host if ssl_context else None),
-                timeout_s)
-        except ssl.SSLError as exc:  # a TLS handshake that failed: the same answer on every try
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        except TimeoutError:
             on_error("connect")
-            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}", retriable=False) from None
-        except (TimeoutError, OSError) as exc:
+            raise UpstreamError(f"cannot connect to {where}: no TCP connection within {round(timeout_s * 1000)} ms "
+                                f"(upstream.connect.timeout.ms); check the address and any firewall") from None
+        except OSError as exc:
             on_error("connect")
-            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}") from None
+            raise UpstreamError(f"cannot connect to {where}: {exc.strerror or exc!r}") from None
+        if ssl_context is not None:
+            try:
+                await asyncio.wait_for(writer.start_tls(ssl_context, server_hostname=host), timeout_s)
+            except (ssl.SSLError, TimeoutError, OSError) as exc:
+                writer.transport.abort()
+                on_error("connect")
+                # The same answer on every try (a certificate, a protocol mismatch), but for a dropped link.
+                retriable = not isinstance(exc, (ssl.SSLError, TimeoutError))  # TimeoutError is an OSError
+                raise UpstreamError(f"cannot connect to {where}: {tls_failure(exc, timeout_s)}",
+                                    retriable=retriable) from None
         return cls(reader, writer, timeout_s, on_error)
 
     async def request(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
         correlation_id = self._next_correlation
         self._next_correlation += 1
         self._writer.write(request_frame(api_key, version, correlation_id, body, CLIENT_ID))
-        size = struct.unpack(">i", await self._read(4, api_key))[0]
+        head = await self._read(4, api_key)
+        size = struct.unpack(">i", head)[0]
         if not 0 <= size <= MAX_RESPONSE_BYTES:
             self._on_error("protocol")
+            if head[0] in TLS_RECORD_TYPES and head[1] == 3:  # a TLS record: content type, then version 3.x
+                raise UpstreamError(f"upstream answered {api_key.name} with TLS: its listener expects TLS; set "
+                                    f"upstream.security.protocol to SSL or SASL_SSL (and upstream.ssl.*)",
+                                    retriable=False)
             raise UpstreamError(f"upstream answered {api_key.name} with a frame of {size} bytes: not Kafka")
         data = memoryview(await self._read(size, api_key))
         try:
@@ -97,9 +134,18 @@ class UpstreamClient:
     async def _read(self, n: int, api_key: ApiKey) -> bytes:
         try:
             return await asyncio.wait_for(self._reader.readexactly(n), self._timeout)
-        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-            self._on_error("disconnected")  # closed, or stopped answering, while in use
-            raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
+        except TimeoutError:
+            self._on_error("disconnected")  # stopped answering while in use
+            raise UpstreamError(f"upstream did not answer {api_key.name} within {round(self._timeout * 1000)} ms "
+                                f"(upstream.connect.timeout.ms)") from None
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            self._on_error("disconnected")  # closed while in use
+            if not isinstance(exc, asyncio.IncompleteReadError):
+                raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
+            hint = ("; check upstream.security.protocol (a TLS listener drops a plaintext client)"
+                    if api_key == ApiKey.API_VERSIONS else "")
+            raise UpstreamError(f"upstream closed the connection instead of answering {api_key.name}{hint}") \
+                from None
 
     async def authenticate(self, config: UpstreamConfig) -> None:
         """SASL as the gateway's service principal (after ApiVersions, like any client)."""

@@ -7,11 +7,13 @@ the link (or why there is none) back to the session.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway.context import GatewayContext
 from gateway.transport.upstream_link import UpstreamLink
+from gateway.upstream.client import tls_failure
 from gateway.upstream.login import LinkRequester, UpstreamAuthError, sasl_exchange
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
@@ -33,7 +35,8 @@ async def open_upstream(ctx: GatewayContext, targets: Sequence[tuple[str, int]],
             ), config.connect_timeout_ms / 1000)
         except (TimeoutError, OSError) as exc:
             ctx.metrics.upstream_error("connect")
-            log.warning("upstream_connect_failed", upstream=f"{host}:{port}", error=repr(exc))
+            log.warning("upstream_connect_failed", upstream=f"{host}:{port}",
+                        error=_connect_failure(exc, ctx.upstream_ssl is not None, config.connect_timeout_ms))
             continue
         assert link.transport is not None
         link.transport.set_write_buffer_limits(high=ctx.config.connection_buffer_max_bytes)
@@ -43,6 +46,16 @@ async def open_upstream(ctx: GatewayContext, targets: Sequence[tuple[str, int]],
         return link, f"{host}:{port}"
     ctx.metrics.upstream_error("unreachable")
     raise UpstreamUnavailable("no upstream broker reachable")
+
+
+def _connect_failure(exc: BaseException, tls: bool, timeout_ms: int) -> str:
+    """Why a link could not be opened, never empty (a TimeoutError has no message of its own)."""
+    if isinstance(exc, ssl.SSLError):
+        return tls_failure(exc, timeout_ms / 1000)
+    if isinstance(exc, TimeoutError):
+        step = "a TCP connection and TLS handshake" if tls else "a TCP connection"
+        return f"no {step} within {timeout_ms} ms (upstream.connect.timeout.ms)"
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
 
 
 async def _log_in(ctx: GatewayContext, link: UpstreamLink) -> None:

@@ -11,6 +11,7 @@ from auth.sasl.client import sasl_client
 from gateway.config import UpstreamConfig
 from protocol.api_keys import ApiKey
 from protocol.framing import Frame
+from protocol.kafka_errors import KafkaError
 from protocol.messages import decode_response, request_frame
 
 # The client id of the gateway's own requests (what upstream logs and quotas see).
@@ -27,8 +28,7 @@ async def sasl_exchange(request: Requester, config: UpstreamConfig, authenticate
     client = sasl_client(config.sasl_mechanism, config.sasl_username, config.sasl_password)
     handshake = await request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": config.sasl_mechanism})
     if handshake["error_code"]:
-        raise UpstreamAuthError(f"upstream does not accept {config.sasl_mechanism} "
-                                f"(offers {handshake['mechanisms']})")
+        raise UpstreamAuthError(_handshake_refused(config.sasl_mechanism, handshake))
     token: bytes | None = client.first()
     try:
         while token is not None:
@@ -38,6 +38,20 @@ async def sasl_exchange(request: Requester, config: UpstreamConfig, authenticate
             token = client.respond(bytes(reply["auth_bytes"]))
     except AuthenticationFailed as exc:
         raise UpstreamAuthError(f"upstream failed to authenticate itself: {exc}") from None
+
+
+def _handshake_refused(mechanism: str, handshake: dict[str, Any]) -> str:
+    """The broker's own error, and what it offers: "does not accept" only when it really does not."""
+    code = handshake["error_code"]
+    try:
+        error = f"{KafkaError(code).name} ({code})"
+    except ValueError:
+        error = f"error code {code}"
+    offered = list(handshake.get("mechanisms") or [])
+    if mechanism not in offered:
+        return (f"upstream does not accept SASL mechanism {mechanism}: {error}; it offers {offered or 'none'} "
+                f"(upstream.sasl.mechanism)")
+    return f"upstream refused the SASL handshake for {mechanism}: {error}"
 
 
 class LinkRequester:

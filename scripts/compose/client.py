@@ -1,12 +1,16 @@
 """End-to-end client of scripts/compose-test.sh: drives the compose stack's ksgate with a real Kafka client.
 
-It runs in ksgate's network namespace (localhost:9092 as on the host) and checks: SASL_SSL produce and consume as
-alice, a denied produce as bob, both decisions in the audit log, and /readyz answering 200.  Exit 0 only if all pass.
+It runs in ksgate's network namespace (localhost:9092 as on the host).  As the super user ``admin`` (the password
+``ksgate init`` generated, read from the users volume) it creates the users alice and bob with random passwords
+(AlterUserScramCredentials) and their ACLs (CreateAcls: alice owns topics demo-*, bob may read them), then checks:
+SASL_SSL produce and consume as alice, a denied produce as bob, both decisions in the audit log, and /readyz
+answering 200.  Exit 0 only if all pass.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import time
 import urllib.request
@@ -16,20 +20,64 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 BOOTSTRAP = "localhost:9092"
 CA = "/var/lib/ksgate/certs/ca.pem"
+ADMIN_PASSWORD = Path("/var/lib/ksgate/users/admin.password")  # written by `ksgate init` (the users volume)
 AUDIT = Path("/var/log/ksgate/audit.log")
 READYZ = "http://127.0.0.1:9404/readyz"
 TOPIC = "demo-compose"  # alice owns demo-*; bob may only read it (ksgate init's ACLs)
 DEADLINE_S = 60.0
 
 
+# user -> password: admin's from init's file, alice's and bob's made up by provision() for this run.
+PASSWORDS: dict[str, str] = {}
+
+
 def settings(user: str) -> dict[str, Any]:
     return {"bootstrap.servers": BOOTSTRAP, "security.protocol": "SASL_SSL", "ssl.ca.location": CA,
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": f"{user}-secret",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": PASSWORDS[user],
             "log_level": 4}  # warnings and worse: not Tansu's partition-count notices
+
+
+def demo_acls() -> list[AclBinding]:
+    """The quickstart's: alice ALL on topics demo-*, READ on groups demo-*, IDEMPOTENT_WRITE on the cluster;
+    bob READ and DESCRIBE on topics demo-*, READ on groups demo-*."""
+    prefixed, literal, allow = ResourcePatternType.PREFIXED, ResourcePatternType.LITERAL, AclPermissionType.ALLOW
+    rows = [("alice", ResourceType.TOPIC, "demo-", prefixed, AclOperation.ALL),
+            ("alice", ResourceType.GROUP, "demo-", prefixed, AclOperation.READ),
+            ("alice", ResourceType.BROKER, "kafka-cluster", literal, AclOperation.IDEMPOTENT_WRITE),
+            ("bob", ResourceType.TOPIC, "demo-", prefixed, AclOperation.READ),
+            ("bob", ResourceType.TOPIC, "demo-", prefixed, AclOperation.DESCRIBE),
+            ("bob", ResourceType.GROUP, "demo-", prefixed, AclOperation.READ)]
+    return [AclBinding(resource, name, pattern, f"User:{user}", "*", operation, allow)
+            for user, resource, name, pattern, operation in rows]
+
+
+def provision() -> None:
+    """As admin (the super user): alice and bob with fresh random passwords, and their ACLs (kept if present)."""
+    PASSWORDS["admin"] = ADMIN_PASSWORD.read_text("utf-8").strip()
+    admin = AdminClient(settings("admin"))  # kept referenced: a collected client fails its futures (_DESTROY)
+    for user in ("alice", "bob"):
+        PASSWORDS[user] = secrets.token_urlsafe(18)
+    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                            PASSWORDS[user].encode()) for user in ("alice", "bob")]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(timeout=DEADLINE_S)
+    for future in admin.create_acls(demo_acls(), request_timeout=30).values():
+        future.result(timeout=DEADLINE_S)
 
 
 def create_topic() -> None:
@@ -100,6 +148,9 @@ def check(name: str, test: Callable[[], bool]) -> bool:
 
 def main() -> int:
     value = f"hello through ksgate {uuid.uuid4()}".encode()
+    if not check("admin (init's generated password) creates alice, bob and their ACLs", lambda: provision() is None):
+        print("compose-client: 0 passed, 1 failed", flush=True)
+        return 1
     results = [
         check("alice creates topic demo-compose (SASL_SSL, SCRAM-SHA-512)", lambda: create_topic() is None),
         check("alice produces (allowed)", lambda: produce("alice", value) is None),

@@ -392,3 +392,18 @@ def test_kafka_python_gssapi_client_completes_against_the_server(
     assert isinstance(outcome, Done)
     assert outcome.authorization_id == "alice@KSGATE.TEST"
     assert client.is_done() and client.is_authenticated()
+
+
+def test_acceptor_credentials_are_checked_before_any_client_comes(
+        kerberos_realm: KerberosRealm, alice: KerberosIdentity, krb5_env: None, tmp_path: Path) -> None:
+    """Start-up refuses a keytab that cannot serve (as Kafka's Kerberos login fails), naming what is missing."""
+    from auth.sasl.gssapi_mechanism import acceptor_problem
+
+    assert acceptor_problem(mechanism(kerberos_realm, server_host="localhost")) is None
+    assert acceptor_problem(mechanism(kerberos_realm)) is None  # any key: the host is the one clients dial
+    wrong = acceptor_problem(mechanism(kerberos_realm, alice.keytab, server_host="localhost"))
+    assert wrong is not None and wrong.startswith(f"no key for kafka/localhost in {alice.keytab}: ")
+    missing = tmp_path / "absent.keytab"
+    assert acceptor_problem(mechanism(kerberos_realm, missing)) == f"the keytab {missing} does not exist"
+    assert acceptor_problem(mechanism(kerberos_realm, Path(f"FILE:{missing}"))) == \
+        f"the keytab {missing} does not exist"

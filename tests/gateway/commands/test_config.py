@@ -87,3 +87,24 @@ def test_an_authorizer_needs_an_acl_file_and_super_users_must_be_principals() ->
     config = build_config({**BASE, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                            "ksgate.acl.file": "/tmp/x.json", "super.users": "User:admin;User:ops"})
     assert config.authorization_enabled and config.super_users == ["User:admin", "User:ops"]
+
+
+def test_a_listener_name_the_protocol_map_does_not_map_is_refused() -> None:
+    """A typo in the protocol (SASL_SSSL) once opened a PLAINTEXT listener without a word; Kafka refuses it."""
+    with pytest.raises(ConfigError) as error:
+        build_config({**BASE, "listeners": "SASL_SSSL://127.0.0.1:9092"})
+    assert "SASL_SSSL" in str(error.value) and "listener.security.protocol.map" in str(error.value)
+    assert "did you mean SASL_SSL" in str(error.value)
+
+
+def test_the_protocol_map_gives_listener_names_of_ones_own_their_protocol() -> None:
+    config = build_config({**BASE, "listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9192",
+                           "listener.security.protocol.map": "INTERNAL:PLAINTEXT,external:SASL_PLAINTEXT"})
+    assert [(lst.name, lst.security_protocol) for lst in config.listeners] == [
+        ("INTERNAL", "PLAINTEXT"), ("EXTERNAL", "SASL_PLAINTEXT")]
+
+
+@pytest.mark.parametrize("mapping", ["INTERNAL", "INTERNAL:TLS", "INTERNAL:SSL,INTERNAL:PLAINTEXT"])
+def test_a_malformed_protocol_map_is_refused(mapping: str) -> None:
+    with pytest.raises(ConfigError, match=r"listener\.security\.protocol\.map"):
+        build_config({**BASE, "listeners": "INTERNAL://127.0.0.1:9092", "listener.security.protocol.map": mapping})

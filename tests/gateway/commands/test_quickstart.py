@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.commands.embedded_broker import free_port
+from gateway.commands.quickstart import QuickstartPlan, usage_text
 from tests.harness import free_port_block
 from tests.hosts_file import can_edit_hosts, hosts_entries
 
@@ -133,6 +135,7 @@ def test_the_banner_describes_the_mode_running_and_its_python_snippet_works(tmp_
         done = subprocess.run(["bash", "-c", textwrap.dedent(snippet)], capture_output=True, text=True, timeout=60,
                               env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         assert done.returncode == 0, done.stderr
+        assert re.fullmatch(r"delivered to demo-topic partition \d+ at offset \d+\n", done.stdout), done.stdout
         # /metrics, /healthz and /readyz are on by default, where the banner says
         metrics = _banner_value(banner, "metrics: ")
         assert metrics.startswith("http://127.0.0.1:") and metrics.endswith("/metrics")
@@ -254,3 +257,16 @@ def test_sni_needs_the_tls_listener(tmp_path: Path) -> None:
                            "--sni-domain", SNI_DOMAIN], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "--sni-domain" in done.stderr and "SASL_SSL" in done.stderr
+
+
+def test_the_banner_never_promises_a_config_that_cannot_run_while_or_after_the_quickstart_runs() -> None:
+    """With the embedded broker, `ksgate run --config` finds the port taken (now) or no upstream (after)."""
+    plan = QuickstartPlan(Path("/tmp/qs"), 9092, "SASL_SSL")
+    config = Path("/tmp/qs/gateway.yaml")
+    embedded = usage_text(plan, None, config, embedded_broker=True)
+    assert "runs this gateway again" not in embedded
+    assert "stops with the quickstart" in embedded and "upstream.bootstrap.servers" in embedded
+    external = usage_text(plan, None, config, embedded_broker=False)
+    assert f"after Ctrl-C, `ksgate run --config {config}` serves it again" in external
+    assert f"ksgate users add NAME --config {config}" in embedded
+    assert "users add" not in usage_text(QuickstartPlan(Path("/tmp/qs"), 9092, "PLAINTEXT"), None, config)
