@@ -52,6 +52,9 @@ class Case:
     # Topics the case may create (auto-creation): each comparison waits until both clusters show them settled,
     # since Kafka creates them asynchronously and the next principal would otherwise race the creation.
     settles: tuple[str, ...] = ()
+    # Kafka answers from state its controller publishes asynchronously (delegation tokens): a pair that
+    # differs is asked again, on both sides, until they agree or a bound runs out.
+    eventual: bool = False
 
 
 def _topics_by_name(*names: str) -> Callable[[Names], list[Body]]:
@@ -181,6 +184,17 @@ def _topic_admin_cases() -> list[Case]:
              "topic_partitions": [{"topic": n, "partitions": [0]} for n in ("cf-a", "other")]})),
         Case("describe_cluster", ApiKey.DESCRIBE_CLUSTER, _static({
             "include_cluster_authorized_operations": True, "endpoint_type": 1})),
+        Case("alter_partition_reassignments.cancel_none", ApiKey.ALTER_PARTITION_REASSIGNMENTS, _static({
+            "timeout_ms": 5000, "allow_replication_factor_change": True, "topics": [
+                {"name": n, "partitions": [{"partition_index": 0, "replicas": None}]} for n in ("cf-a", "other")]})),
+        Case("alter_replica_log_dirs.unknown_dir", ApiKey.ALTER_REPLICA_LOG_DIRS, _static({"dirs": [
+            {"path": "/nonexistent", "topics": [{"name": n, "partitions": [0]} for n in ("cf-a", "other")]}]})),
+        Case("update_features.validate", ApiKey.UPDATE_FEATURES, _static({
+            "timeout_ms": 5000, "validate_only": True, "feature_updates": [
+                {"feature": "no.such.feature", "max_version_level": 1, "allow_downgrade": False, "upgrade_type": 1}]})),
+        Case("list_client_metrics_resources", ApiKey.LIST_CLIENT_METRICS_RESOURCES, _static({"resource_types": []})),
+        Case("get_telemetry_subscriptions", ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, _static({
+            "client_instance_id": uuid.UUID(int=0)})),
     ]
 
 
@@ -228,6 +242,10 @@ def _group_cases() -> list[Case]:
             "group_ids": ["cf-g", "other-g", "cf-missing-g"], "include_authorized_operations": True})),
         Case("share_group_describe", ApiKey.SHARE_GROUP_DESCRIBE, _static({
             "group_ids": ["cf-s", "other-s"], "include_authorized_operations": True})),
+        Case("streams_group_describe", ApiKey.STREAMS_GROUP_DESCRIBE, _static({
+            "group_ids": ["cf-st", "other-st"], "include_authorized_operations": True})),
+        Case("describe_share_group_offsets", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, _static({"groups": [
+            {"group_id": g, "topics": [{"topic_name": "cf-a", "partitions": [0]}]} for g in ("cf-s", "other-s")]})),
         Case("delete_groups", ApiKey.DELETE_GROUPS, _static({"groups_names": ["cf-empty-g", "other-g", "cf-g"]})),
     ]
 
@@ -275,7 +293,15 @@ def _security_cases() -> list[Case]:
             "users": [{"name": "cf-full"}, {"name": "cf-nobody"}, {"name": "cf-full"}]})),
         Case("alter_user_scram_credentials.delete_unknown", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, _static({
             "deletions": [{"name": "cf-nobody", "mechanism": 2}], "upsertions": []})),
-        Case("describe_delegation_token", ApiKey.DESCRIBE_DELEGATION_TOKEN, _static({"owners": None})),
+        Case("create_delegation_token", ApiKey.CREATE_DELEGATION_TOKEN, _static({
+            "owner_principal_type": None, "owner_principal_name": None,
+            "renewers": [{"principal_type": "User", "principal_name": "cf-full"}], "max_lifetime_ms": -1})),
+        Case("create_delegation_token.for_other", ApiKey.CREATE_DELEGATION_TOKEN, _static({
+            "owner_principal_type": "User", "owner_principal_name": "cf-none", "renewers": [],
+            "max_lifetime_ms": 3_600_000})),
+        Case("describe_delegation_token", ApiKey.DESCRIBE_DELEGATION_TOKEN, _static({"owners": None}), eventual=True),
+        Case("describe_delegation_token.owner", ApiKey.DESCRIBE_DELEGATION_TOKEN, _static({
+            "owners": [{"principal_type": "User", "principal_name": "cf-full"}]}), eventual=True),
         Case("renew_delegation_token.unknown", ApiKey.RENEW_DELEGATION_TOKEN, _static({
             "hmac": b"\x01" * 32, "renew_period_ms": -1})),
         Case("expire_delegation_token.unknown", ApiKey.EXPIRE_DELEGATION_TOKEN, _static({

@@ -83,9 +83,10 @@ def _ranges(outcome: Outcome) -> dict[int, tuple[int, int]]:
 def _compare(kafka: Side, ksgate: Side, case: Case, version: int, principal: str,
              names: dict[str, Placeholders]) -> Comparison:
     answers = {side.name: _ask(side, case, version, principal) for side in (kafka, ksgate)}
-    for _ in range(_RETRIES):
+    for _ in range(_RETRIES * (5 if case.eventual else 1)):
         found = _diff(case, version, answers, names)
-        waiting = [side for side in (kafka, ksgate) if retriable(answers[side.name].body)]
+        waiting = [side for side in (kafka, ksgate)
+                   if case.eventual or retriable(answers[side.name].body)]
         if not found or not waiting:
             break
         time.sleep(0.2)
