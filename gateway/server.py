@@ -20,10 +20,11 @@ from gateway.edge.acceptor import Acceptor
 from gateway.edge.connection_limits import Admission, ConnectionLimits, Refusal, RefusalSampler, limit_settings
 from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
-from gateway.ops.allocator import keep_large_buffers_on_the_heap
+from gateway.ops.allocator import give_back_free_memory, keep_large_buffers_on_the_heap
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import negotiate
+from gateway.session.request_memory import RequestMemoryBudget
 from gateway.stores.file_tokens import TokenStore
 from gateway.stores.security_topic import SecurityTopic
 from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
@@ -74,6 +75,9 @@ class Gateway:
     STARTUP_RETRY_MAX_S = 5.0
     _upstream_silent: bool = False  # the periodic probe's last attempt failed (logged once per outage)
     _loop: asyncio.AbstractEventLoop | None = None
+    # Request memory released since the last tick beyond which free heap is given back.
+    TRIM_AFTER_BYTES = 16 * 1024 * 1024
+    _released_seen: int = 0
 
     def _policed_apis(self) -> tuple[set[int], set[int]] | None:
         """(APIs with a policy, APIs the gateway serves itself); None when authorization is off."""
@@ -134,6 +138,7 @@ class Gateway:
             await asyncio.sleep(self.ACL_POLL_S)
             tick += 1
             self._close_idle_connections()
+            self._give_back_memory()
             if self.security_topic is not None:
                 self.ctx.metrics.set_store_lag(self.security_topic.lag_seconds())
             if self.ctx.authorization is not None:
@@ -147,6 +152,15 @@ class Gateway:
             for security in self.ctx.security.values():
                 if security.tls is not None:
                     await asyncio.to_thread(security.tls.reload_if_changed)
+
+    def _give_back_memory(self) -> None:
+        """After large requests: drop idle pooled buffers and return free heap to the kernel,
+        so a burst does not leave the process at its peak size (at most once per tick)."""
+        released = self.ctx.request_memory.released
+        dropped = self.ctx.frame_buffers.drop_idle()
+        if dropped or released - self._released_seen >= self.TRIM_AFTER_BYTES:
+            give_back_free_memory()
+        self._released_seen = released
 
     def __post_init__(self) -> None:
         cluster = ClusterView()
@@ -168,6 +182,8 @@ class Gateway:
                                                      self.tokens, self.security_topic)
         cluster.on_new_node.append(self._open_node_listeners)
         self.limits = ConnectionLimits(limit_settings(self.config, _resolve_host), time.monotonic)
+        self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
+        self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)
         self._refusal_audit = RefusalSampler(time.monotonic)
 
     async def start(self) -> None:
