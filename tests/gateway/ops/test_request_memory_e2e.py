@@ -107,7 +107,7 @@ def test_half_sent_large_requests_wait_for_the_budget_and_another_client_is_serv
     try:
         admitted = 2  # two fit under the budget less its reserve for small requests
         senders.push_until(lambda: _state(gateway)[:2] == (admitted * frame_bytes, CONNECTIONS - admitted))
-        in_use, waiting, held = _state(gateway)
+        in_use, _, held = _state(gateway)
         assert in_use <= BUDGET
         assert sum(held) <= BUDGET + CONNECTIONS * FrameReceiver.SCRATCH_BYTES
         assert sorted(held)[: CONNECTIONS - admitted] == [FrameReceiver.SCRATCH_BYTES] * (CONNECTIONS - admitted)
