@@ -14,7 +14,7 @@ Printed: RSS before / peak during / after, the growth against queued.max.request
 small client's p50/p99/max round trip alone and during the flood.  ``--set K=V`` passes gateway
 keys (e.g. ``--set queued.max.request.bytes=-1`` for Kafka's unbounded default).
 
-    PYTHONPATH=. .venv/bin/python bench/request_memory.py [--connections 20] [--size 100000000] [--set K=V]
+    PYTHONPATH=. .venv/bin/python bench/request_memory.py [--connections 20] [--size 100000000] [--send N] [--set K=V]
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def small_client(port: int, control: Connection) -> None:
         time.sleep(PACE_S)
 
 
-def half_send(port: int, connections: int, size: int, rss: list[int], pid: int) -> list[socket.socket]:
-    """Open the connections and push half a ``size`` request on each until none accepts more bytes."""
+def half_send(port: int, connections: int, size: int, send: int, rss: list[int], pid: int) -> list[socket.socket]:
+    """Open the connections and push ``send`` bytes of a ``size`` request on each until none accepts more."""
     socks, left = [], {}
     chunk = memoryview(bytes(4 * MiB))
     for _ in range(connections):
@@ -86,7 +86,7 @@ def half_send(port: int, connections: int, size: int, rss: list[int], pid: int) 
         sock.sendall(struct.pack(">i", size))
         sock.setblocking(False)
         socks.append(sock)
-        left[sock] = size // 2
+        left[sock] = send
     stalled_since = time.monotonic()
     while left and time.monotonic() - stalled_since < 2.0:  # two seconds without progress: all stalled
         _, writable, _ = select.select([], list(left), [], 0.05)
@@ -140,7 +140,8 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace) -> dict[str, Any]
     alone = ours.recv()
     before = rss_bytes(gateway.pid)
     samples: list[int] = []
-    socks = half_send(gateway.port, args.connections, args.size, samples, gateway.pid)
+    send = args.size // 2 if args.send is None else args.send
+    socks = half_send(gateway.port, args.connections, args.size, send, samples, gateway.pid)
     end = time.monotonic() + args.phase
     while time.monotonic() < end:
         samples.append(rss_bytes(gateway.pid))
@@ -156,7 +157,7 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace) -> dict[str, Any]
     budget = args.settings.get("queued.max.request.bytes", 256 * MiB)
     peak = max(samples)
     return {
-        "connections": args.connections, "size": args.size, "queued.max.request.bytes": budget,
+        "connections": args.connections, "size": args.size, "sent": send, "queued.max.request.bytes": budget,
         "rss_before_mib": round(before / MiB, 1), "rss_peak_mib": round(peak / MiB, 1),
         "rss_growth_mib": round((peak - before) / MiB, 1), "rss_after_mib": round(after / MiB, 1),
         "rss_after_vs_before_pct": round(100 * (after - before) / before, 1),
@@ -169,6 +170,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connections", type=int, default=20)
     parser.add_argument("--size", type=int, default=100_000_000, help="announced request size, bytes")
+    parser.add_argument("--send", type=int, default=None, help="bytes of it each sends (default: half)")
     parser.add_argument("--phase", type=float, default=5.0, help="seconds of each measured phase")
     parser.add_argument("--settle", type=float, default=15.0, help="at most this long for RSS to fall after")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
