@@ -40,7 +40,7 @@ class BufferPool:
     socket wrote into it.  Not thread-safe: one pool per event loop.
     """
 
-    __slots__ = ("_buffers", "_held", "_taken", "max_bytes")
+    __slots__ = ("_buffers", "_held", "_takes_seen", "max_bytes", "takes")
 
     GRANULE = 64 * 1024  # sizes are rounded up to this, so similar frames share buffers
 
@@ -48,7 +48,8 @@ class BufferPool:
         self.max_bytes = max_bytes
         self._buffers: list[bytearray] = []
         self._held = 0
-        self._taken = False  # take() was called since the last drop_idle()
+        self.takes = 0  # take() calls, ever
+        self._takes_seen = 0  # ... as of the last drop_idle()
 
     def held(self) -> int:
         """Bytes of buffers the pool keeps (free or in use)."""
@@ -57,7 +58,7 @@ class BufferPool:
     def take(self, size: int) -> bytearray:
         """A buffer of at least ``size`` bytes (contents undefined; at most twice as large)."""
         rounded = -(-size // self.GRANULE) * self.GRANULE
-        self._taken = True
+        self.takes += 1
         best = self._best_free(rounded)
         if best >= 0:
             return self._buffers[best]
@@ -75,8 +76,8 @@ class BufferPool:
 
         Called periodically: a pool that serves steady large traffic keeps its warm buffers,
         one left idle after a burst gives its memory back."""
-        if self._taken:
-            self._taken = False
+        if self.takes != self._takes_seen:
+            self._takes_seen = self.takes
             return 0
         before = self._held
         self._evict_free(self._held)
