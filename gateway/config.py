@@ -189,6 +189,9 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "node.id.max": (_int, 1023),
     "socket.request.max.bytes": (_int, 104_857_600),
     "queued.max.requests": (_int, 500),
+    # Kafka's default is -1 (no limit); ksgate bounds it (README "Memory"): two requests of the
+    # largest default size (socket.request.max.bytes) at once, plus a reserve for small ones.
+    "queued.max.request.bytes": (_int, 256 * 1024 * 1024),
     "connection.buffer.max.bytes": (_int, 4 * 1024 * 1024),
     "shutdown.timeout.ms": (_int, 10_000),
     "connections.max.idle.ms": (_int, 600_000),
@@ -410,6 +413,9 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
                           f"got {settings['ksgate.upstream.startup.timeout.ms']}")
     if settings["node.id.max"] < settings["node.id.min"]:
         raise ConfigError("node.id.max: must not be below node.id.min")
+    if settings["queued.max.request.bytes"] == 0 or settings["queued.max.request.bytes"] < -1:
+        raise ConfigError(f"queued.max.request.bytes: must be positive or -1 (no limit), "
+                          f"got {settings['queued.max.request.bytes']}")
     _check_connection_limits(settings)
     listeners = _listeners(settings, per_listener)
     authorizer = settings["authorizer.class.name"].strip()

@@ -10,6 +10,7 @@ from gateway.config import GatewayConfig, ListenerConfig
 from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import VersionRanges
 from gateway.session.authz_view import GatewayAuthorization
+from gateway.session.request_memory import RequestMemoryBudget
 from gateway.session.sasl_stage import ListenerSecurity
 from gateway.transport.verification_pool import VerificationPool
 from gateway.upstream.cluster_view import ClusterView
@@ -58,6 +59,8 @@ class GatewayContext:
     authorization: GatewayAuthorization | None = None  # None: authorizer.class.name is empty
     # Receive buffers of large requests, reused across connections (one event loop, one pool).
     frame_buffers: BufferPool = field(default_factory=BufferPool)
+    # queued.max.request.bytes: buffers of large requests being received, all connections together.
+    request_memory: RequestMemoryBudget = field(default_factory=RequestMemoryBudget)
     # When an upstream broker last answered (/readyz); the server probes it periodically.
     upstream_health: UpstreamHealth = field(default_factory=lambda: UpstreamHealth(15.0))
     # Failed authentications per client address (ksgate.authentication.failures.*).

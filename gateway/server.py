@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import ssl
 import time
@@ -19,13 +20,22 @@ from auth.tls_handshake import certificate_failure, send_handshake_alerts_to
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 from gateway.context import GatewayContext
 from gateway.edge.acceptor import Acceptor, set_ipv6_only
-from gateway.edge.connection_limits import Admission, ConnectionLimits, Refusal, RefusalSampler, limit_settings
+from gateway.edge.connection_limits import (
+    UNLIMITED,
+    Admission,
+    ConnectionLimits,
+    Refusal,
+    RefusalSampler,
+    limit_settings,
+)
 from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
-from gateway.ops.allocator import keep_large_buffers_on_the_heap
+from gateway.ops.allocator import give_back_free_memory, keep_large_buffers_on_the_heap
+from gateway.ops.descriptors import connections_that_fit, open_files_limit
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import negotiate
+from gateway.session.request_memory import RequestMemoryBudget
 from gateway.session.sasl_stage import record_certificate_failure
 from gateway.stores.file_tokens import TokenStore
 from gateway.stores.security_topic import SecurityTopic
@@ -77,6 +87,10 @@ class Gateway:
     STARTUP_RETRY_MAX_S = 5.0
     _upstream_silent: bool = False  # the periodic probe's last attempt failed (logged once per outage)
     _loop: asyncio.AbstractEventLoop | None = None
+    # Request memory released since the last tick beyond which free heap is given back.
+    TRIM_AFTER_BYTES = 16 * 1024 * 1024
+    _released_seen: int = 0
+    _proxied_pending: int = 0  # accepted on a PROXY-protocol listener, header not read yet
 
     def _policed_apis(self) -> tuple[set[int], set[int]] | None:
         """(APIs with a policy, APIs the gateway serves itself); None when authorization is off."""
@@ -137,6 +151,7 @@ class Gateway:
             await asyncio.sleep(self.ACL_POLL_S)
             tick += 1
             self._close_idle_connections()
+            self._give_back_memory()
             if self.security_topic is not None:
                 self.ctx.metrics.set_store_lag(self.security_topic.lag_seconds())
             if self.ctx.authorization is not None:
@@ -150,6 +165,15 @@ class Gateway:
             for security in self.ctx.security.values():
                 if security.tls is not None:
                     await asyncio.to_thread(security.tls.reload_if_changed)
+
+    def _give_back_memory(self) -> None:
+        """After large requests: drop idle pooled buffers and return free heap to the kernel,
+        so a burst does not leave the process at its peak size (at most once per tick)."""
+        released = self.ctx.request_memory.released
+        dropped = self.ctx.frame_buffers.drop_idle()
+        if dropped or released - self._released_seen >= self.TRIM_AFTER_BYTES:
+            give_back_free_memory()
+        self._released_seen = released
 
     def __post_init__(self) -> None:
         cluster = ClusterView()
@@ -171,6 +195,8 @@ class Gateway:
                                                      self.tokens, self.security_topic)
         cluster.on_new_node.append(self._open_node_listeners)
         self.limits = ConnectionLimits(limit_settings(self.config, _resolve_host), time.monotonic)
+        self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
+        self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)
         self._refusal_audit = RefusalSampler(time.monotonic)
 
     async def start(self) -> None:
@@ -187,6 +213,7 @@ class Gateway:
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_upstream()))
         self._route_server_names()
+        self._fit_connections_to_descriptors()
         for listener in self.config.listeners:
             await self._listen(listener, None)
         # The nodes known now are opened before the gateway counts as started: a node port
@@ -199,6 +226,25 @@ class Gateway:
         log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
                                                for lst in self.config.listeners],
                  nodes=sorted(self.ctx.cluster.nodes))
+
+    def _fit_connections_to_descriptors(self) -> None:
+        """Without max.connections (Kafka's default: none), derive it from the open-files limit,
+        leaving descriptors for upstream sockets, listeners, files and /healthz (known nodes counted)."""
+        limit = open_files_limit()
+        listening = sum(1 if lst.sni is not None else 1 + len(self.ctx.cluster.nodes) for lst in self.config.listeners)
+        fits = connections_that_fit(limit.soft, listening)
+        configured = self.config.settings["max.connections"]
+        if fits is None:
+            return
+        if configured == UNLIMITED:
+            self.limits.settings = dataclasses.replace(self.limits.settings, max_connections=fits)
+            log.info("max_connections_derived", max_connections=fits, open_files_limit=limit.soft,
+                     hint="each client connection holds two descriptors (client, upstream); set max.connections "
+                          "or raise the open-files limit (ulimit -n) to change it")
+        elif configured > fits:
+            log.warning("max_connections_above_open_files_limit", max_connections=configured,
+                        open_files_limit=limit.soft, connections_that_fit=fits,
+                        hint="at the limit, accept() fails and /healthz may stop answering")
 
     async def _load_security_store(self, topic: SecurityTopic) -> None:
         """Replay the security topic before any listener opens: until then nobody can authenticate
@@ -379,14 +425,25 @@ class Gateway:
         once if over a connection limit (no TLS, no Kafka bytes read), otherwise served once its
         TLS handshake (if any) completes."""
         if listener.proxy_protocol:
+            # Until its PROXY header is read the connection is counted nowhere: it still holds a
+            # descriptor, so those waiting count against max.connections (total) here.
+            limit = self.limits.settings.max_connections
+            if self.limits.total + self._proxied_pending >= limit:
+                self._refused(listener.name, address, Refusal("max.connections", limit, "max_connections"))
+                sock.close()
+                return
+            self._proxied_pending += 1
             self._track(self._accept_proxied(listener, node_id, sock, address))
             return
         self._admit(listener, node_id, sock, address)
 
     async def _accept_proxied(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
                               peer: ClientAddress) -> None:
-        client = await proxied_client(sock, peer, listener.proxy_trusted_networks,
-                                      self.config.authentication_timeout_ms / 1000, listener.name)
+        try:
+            client = await proxied_client(sock, peer, listener.proxy_trusted_networks,
+                                          self.config.authentication_timeout_ms / 1000, listener.name)
+        finally:
+            self._proxied_pending -= 1
         if client is not None:  # limits count the client's address, not the balancer's
             self._admit(listener, node_id, sock, client)
 

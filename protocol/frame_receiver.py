@@ -8,8 +8,10 @@ copied out of a per-read ``bytes`` object nor grown by appending.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
+from typing import Protocol
 
 from protocol.errors import DecodeError
 from protocol.framing import Frame, FrameTooLarge
@@ -38,7 +40,7 @@ class BufferPool:
     socket wrote into it.  Not thread-safe: one pool per event loop.
     """
 
-    __slots__ = ("_buffers", "_held", "max_bytes")
+    __slots__ = ("_buffers", "_held", "_takes_seen", "max_bytes", "takes")
 
     GRANULE = 64 * 1024  # sizes are rounded up to this, so similar frames share buffers
 
@@ -46,6 +48,8 @@ class BufferPool:
         self.max_bytes = max_bytes
         self._buffers: list[bytearray] = []
         self._held = 0
+        self.takes = 0  # take() calls, ever
+        self._takes_seen = 0  # ... as of the last drop_idle()
 
     def held(self) -> int:
         """Bytes of buffers the pool keeps (free or in use)."""
@@ -54,6 +58,7 @@ class BufferPool:
     def take(self, size: int) -> bytearray:
         """A buffer of at least ``size`` bytes (contents undefined; at most twice as large)."""
         rounded = -(-size // self.GRANULE) * self.GRANULE
+        self.takes += 1
         best = self._best_free(rounded)
         if best >= 0:
             return self._buffers[best]
@@ -65,6 +70,18 @@ class BufferPool:
         self._buffers.append(fresh)
         self._held += rounded
         return fresh
+
+    def drop_idle(self) -> int:
+        """Let go of the free buffers if nothing was taken since the last call; the bytes let go.
+
+        Called periodically: a pool that serves steady large traffic keeps its warm buffers,
+        one left idle after a burst gives its memory back."""
+        if self.takes != self._takes_seen:
+            self._takes_seen = self.takes
+            return 0
+        before = self._held
+        self._evict_free(self._held)
+        return before - self._held
 
     def _best_free(self, rounded: int) -> int:
         """Index of the smallest free buffer that fits (-1: none)."""
@@ -89,6 +106,18 @@ class BufferPool:
                 i += 1
 
 
+class FrameGate(Protocol):
+    """Asked before a frame gets a buffer of its own (queued.max.request.bytes)."""
+
+    def admit(self, nbytes: int) -> bool:
+        """May a frame of ``nbytes`` (size prefix included) be received now?  False: not yet."""
+        ...
+
+    def complete(self) -> None:
+        """The admitted frame is complete (or the stream was closed)."""
+        ...
+
+
 class FrameReceiver:
     """Frames are memoryview slices of the buffer they were received into.
 
@@ -102,23 +131,37 @@ class FrameReceiver:
     as bytes arrive, so it is at most twice what the peer actually sent.  Before
     authentication the owner sets a small ``prealloc``: a peer that announces a size, or
     sends a few bytes and stalls, costs the gateway next to nothing.
+
+    With a ``gate``, a frame larger than the scratch buffer gets its own buffer only once
+    the gate admits its size; until then ``waiting`` is that size, nothing more is
+    allocated and the owner must stop reading (the gate's later yes goes to ``admitted()``).
+    An admitted frame of MAPPED_BYTES or more gets, at once, an anonymous mapping of its
+    full size (the size was granted, so reserving it is accounted for): the kernel supplies
+    pages only as the socket writes them (resident memory follows the bytes that arrived,
+    with no growth copies) and unmaps them when the frame's last view goes, instead of
+    leaving a hole in the heap.  Without a gate, nothing vouches for a size: buffers double.
     """
 
-    __slots__ = ("_buf", "_cap", "_end", "_failed", "_pool", "_start", "limit", "prealloc")
+    __slots__ = ("_admitted", "_buf", "_cap", "_end", "_failed", "_pool", "_start", "gate", "limit",
+                 "prealloc", "waiting")
 
     SCRATCH_BYTES = 64 * 1024
     MIN_SCRATCH_BYTES = 4 * 1024  # the scratch buffer when prealloc is smaller than SCRATCH_BYTES
     PREALLOC_BYTES = 1024 * 1024
+    MAPPED_BYTES = 16 * 1024 * 1024  # the pool's default size: it would not keep these anyway
 
     def __init__(self, limit: int, prealloc: int = PREALLOC_BYTES, pool: BufferPool | None = None) -> None:
         self.limit = limit  # the largest frame accepted (its size prefix excluded)
         self.prealloc = prealloc
         self._pool = pool  # where buffers larger than the scratch come from, if given
-        self._buf = _EMPTY
+        self._buf: bytearray | mmap.mmap = _EMPTY
         self._cap = 0  # bytes of _buf this frame (or run of small frames) may use
         self._start = 0  # where the first incomplete frame begins in _buf
         self._end = 0  # bytes of _buf filled
         self._failed = False
+        self.gate: FrameGate | None = None
+        self._admitted = False  # the incomplete frame was admitted by the gate
+        self.waiting = 0  # the size of the frame waiting for the gate (0: none)
 
     def buffered(self) -> int:
         """Bytes of an incomplete frame held."""
@@ -139,7 +182,22 @@ class FrameReceiver:
         if not self._cap:
             self._cap = self._scratch_bytes()
             self._buf = bytearray(self._cap)
+        if self._end == self._cap:  # only while waiting for the gate, read although told to pause
+            self._overflow()
         return memoryview(self._buf)[self._end : self._cap]
+
+    def admitted(self) -> None:
+        """The gate said yes to the waiting frame: its buffer can be allocated."""
+        self.waiting, self._admitted = 0, True
+        self._make_room()
+
+    def close(self) -> None:
+        """The stream is over: let go of the buffer and of the gate's admission."""
+        self._buf, self._cap, self._start, self._end, self._failed = _EMPTY, 0, 0, 0, True
+        self.waiting = 0
+        if self._admitted and self.gate is not None:
+            self._admitted = False
+            self.gate.complete()
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """``nbytes`` were written at the start of the last ``get_buffer()``; the frames completed.
@@ -171,6 +229,10 @@ class FrameReceiver:
             frames.append(Frame(view[pos : pos + 4 + size]))
             pos += 4 + size
         self._start = pos
+        if frames and self._admitted:  # the admitted frame is always the first one completed
+            self._admitted = False
+            if self.gate is not None:
+                self.gate.complete()
         return frames
 
     def _make_room(self) -> None:
@@ -183,17 +245,42 @@ class FrameReceiver:
         total = 4 + _SIZE.unpack_from(self._buf, self._start)[0] if have >= 4 else 0
         if self._end < self._cap and self._start + total <= self._cap:
             return  # the frame fits where it started
+        if total > self._scratch_bytes() and not self._admitted and not self._admit(total):
+            return  # not yet: the bytes already here stay where they are
         capacity = self._capacity(total, have)
-        fresh = bytearray(capacity) if self._pool is None or capacity <= self.SCRATCH_BYTES \
-            else self._pool.take(capacity)  # only large buffers are worth pooling
+        fresh: bytearray | mmap.mmap
+        if capacity >= self.MAPPED_BYTES:
+            fresh = mmap.mmap(-1, capacity)
+        elif self._pool is None or capacity <= self.SCRATCH_BYTES:
+            fresh = bytearray(capacity)
+        else:  # only large buffers are worth pooling
+            fresh = self._pool.take(capacity)
         fresh[:have] = memoryview(self._buf)[self._start : self._end]
         self._buf, self._cap, self._start, self._end = fresh, capacity, 0, have
+
+    def _admit(self, total: int) -> bool:
+        if self.waiting:
+            return False  # already asked: admitted() comes when the gate has room
+        if self.gate is None or self.gate.admit(total):
+            self._admitted = True
+            return True
+        self.waiting = total
+        return False
+
+    def _overflow(self) -> None:
+        """Room for a read the owner should have paused: a scratch buffer more, outside the gate."""
+        have = self._end - self._start
+        fresh = bytearray(have + self._scratch_bytes())
+        fresh[:have] = memoryview(self._buf)[self._start : self._end]
+        self._buf, self._cap, self._start, self._end = fresh, len(fresh), 0, have
 
     def _capacity(self, total: int, have: int) -> int:
         """Buffer size for a frame of ``total`` bytes (0: size unknown) of which ``have`` arrived."""
         scratch = self._scratch_bytes()
         if total <= scratch:  # small, or size not known yet: later frames may follow
             return scratch
+        if total >= self.MAPPED_BYTES and self.gate is not None:  # granted, and mapped: pages cost once written
+            return total
         return min(total, max(self.prealloc, 2 * have))
 
     def _scratch_bytes(self) -> int:

@@ -10,6 +10,7 @@ import os
 import signal
 
 from gateway.config import GatewayConfig, parse_metrics_listener
+from gateway.ops.descriptors import raise_open_files_limit
 from gateway.ops.http_endpoints import MetricsServer
 from gateway.ops.logs import get_logger
 from gateway.server import Gateway
@@ -29,6 +30,9 @@ async def serve(config: GatewayConfig, on_started: object = None, worker: int | 
     As worker ``worker`` of several, listeners are shared with SO_REUSEPORT, metrics are
     served on the configured port + the worker index, and the worker stops if orphaned.
     """
+    limit = raise_open_files_limit()  # before anything is opened; max.connections is derived from it
+    if limit.raised_from is not None:
+        get_logger().info("open_files_limit_raised", soft=limit.soft, was=limit.raised_from)
     gateway = Gateway(config, reuse_port=worker is not None)
     http = _metrics_server(config, gateway, worker or 0)
     if worker is not None:

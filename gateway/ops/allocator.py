@@ -1,4 +1,5 @@
-"""Process-wide malloc settings for a relay that moves 64 KiB – 1 MiB buffers (glibc only).
+"""Process-wide malloc settings for a relay that moves 64 KiB – 1 MiB buffers, and giving
+freed heap back to the kernel after a burst (glibc only).
 
 glibc serves an allocation above M_MMAP_THRESHOLD (128 KiB at start) with fresh mmap()ed
 pages and hands heap tops above M_TRIM_THRESHOLD back to the kernel.  For the gateway,
@@ -31,3 +32,17 @@ def keep_large_buffers_on_the_heap() -> bool:
     mallopt.restype = ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+
+
+def give_back_free_memory() -> bool:
+    """glibc's malloc_trim(0): return free heap pages to the kernel, holes included (not only
+    the heap's top), after large buffers below the mmap threshold were freed.  False where
+    there is no malloc_trim."""
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes = (ctypes.c_size_t,)
+    malloc_trim.restype = ctypes.c_int
+    malloc_trim(0)
+    return True

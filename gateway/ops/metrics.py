@@ -418,6 +418,15 @@ class Metrics:
         for kind in self._upstream_kinds.values():
             self.upstream_errors.declare(kind)
 
+    def watch_request_memory(self, in_use: Callable[[], int], waiting: Callable[[], int]) -> None:
+        """Export the request-memory budget (queued.max.request.bytes), read per scrape."""
+        self.registry.collected("gauge", "ksgate_request_memory_bytes",
+                                "Bytes of large requests being received, granted from queued.max.request.bytes.",
+                                (), lambda: [((), in_use())])
+        self.registry.collected("gauge", "ksgate_request_memory_waiting",
+                                "Connections paused until queued.max.request.bytes has room for their next request.",
+                                (), lambda: [((), waiting())])
+
     def traffic(self, listener: str) -> ListenerTraffic:
         """The byte counters of ``listener``, for its connections to add to."""
         traffic = self._traffic.get(listener)

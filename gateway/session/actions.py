@@ -76,6 +76,14 @@ class CancelTimer:
     name: str
 
 
+@dataclass(slots=True, frozen=True)
+class WakeReaders:
+    """Memory this connection released was granted to others: give each ``memory_granted``
+    (call each, soon: never from inside this connection's event)."""
+
+    wakes: tuple[Callable[[], None], ...]
+
+
 @dataclass(slots=True)
 class Close:
     """Close both sockets; after ``delay_s`` (Kafka's failed-authentication delay), writing ``farewell`` first."""
@@ -86,4 +94,4 @@ class Close:
 
 
 Action = (SendToClient | SendToUpstream | OpenUpstream | PauseClientReading | PauseUpstreamReading | RunJob
-          | StartTimer | CancelTimer | Close)
+          | StartTimer | CancelTimer | WakeReaders | Close)

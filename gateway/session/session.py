@@ -17,7 +17,8 @@ actions each event returns (gateway/session/actions.py). The session owns:
 - large requests and responses, decided or rewritten in the worker thread, in their slot;
 - the streaming decision for large responses that need no rewriting;
 - backpressure: reading stops while too many requests are in flight, the upstream socket is
-  full, a password is checked or a large request is decided, and on drain.
+  full, a password is checked or a large request is decided, a large frame waits for
+  request memory (queued.max.request.bytes, once authenticated), and on drain.
 
 Observations (log lines, metrics, audit events) go to the injected sinks of the shared
 context; everything that touches a socket, a thread or a timer is an action.
@@ -44,6 +45,7 @@ from gateway.ops.logs import get_logger
 from gateway.session import actions as act
 from gateway.session.address_rewrite import NodeAddressBook
 from gateway.session.request_context import RequestContext
+from gateway.session.request_memory import ReceiveGate
 from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
 from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal, match_response, needs_decoding, response_pieces
@@ -83,7 +85,9 @@ JobThen = Callable[[Any], None]
 
 
 class ProxySession:
-    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None) -> None:
+    def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
+                 wake: Callable[[], None] | None = None) -> None:
+        """``wake``: how the adapter delivers ``memory_granted`` when another connection frees request memory."""
         self.ctx = ctx
         self.listener = next(lst for lst in ctx.config.listeners if lst.name == listener_name)
         self.security = ctx.security[listener_name]
@@ -91,6 +95,7 @@ class ProxySession:
         self.id = next(_ids)
         self.log = get_logger(conn=self.id, listener=listener_name, node=node_id)
         self.receiver = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
+        self._memory = ReceiveGate(ctx.request_memory, wake)
         self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
         self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response)
         self.principal: KafkaPrincipal | None = None
@@ -143,6 +148,7 @@ class ProxySession:
             self.principal = principal
             self.log = self.log.bind(principal=bounded_name(str(principal)))
             self._count_principal(principal)
+            self.receiver.gate = self._memory
             self._open_upstream()
             return self._take()
         self.authenticator = new_authenticator(self.ctx, self.listener, self.client.host, self.security)
@@ -150,6 +156,11 @@ class ProxySession:
         self.receiver.prealloc = PREALLOC_BEFORE_AUTHENTICATION
         self._out.append(act.StartTimer(_AUTH_TIMER, self.ctx.config.authentication_timeout_ms / 1000))
         return self._take()
+
+    @property
+    def reading_paused(self) -> bool:
+        """Whether the client's socket should be paused now (for the adapter to check it is)."""
+        return self._reading_paused
 
     def receive_buffer(self) -> memoryview:
         return self.receiver.get_buffer()
@@ -169,6 +180,15 @@ class ProxySession:
             return self._take()
         if frames:
             self._handle_frames(frames)
+        if self.receiver.waiting:  # the next frame waits for request memory: pause this reader only
+            self._set_read_paused("memory", True)
+        return self._take()
+
+    def memory_granted(self) -> list[act.Action]:
+        """The frame that waited for request memory has it now: read on."""
+        if not self.closing and self.receiver.waiting:
+            self.receiver.admitted()
+            self._set_read_paused("memory", False)
         return self._take()
 
     def client_write_paused(self, paused: bool) -> list[act.Action]:
@@ -177,6 +197,9 @@ class ProxySession:
 
     def client_lost(self) -> list[act.Action]:
         self.closing = True
+        # The buffer of a frame cut short is freed now, not when the connection object is collected.
+        self.receiver.close()
+        self._memory.complete()
         if self._counted:
             self.ctx.metrics.connection_closed(self.listener.name)
             self._counted = False
@@ -544,6 +567,9 @@ class ProxySession:
             self._out.append(act.CancelTimer(_AUTH_TIMER))
             self.receiver.limit = self.ctx.config.socket_request_max_bytes
             self.receiver.prealloc = FrameReceiver.PREALLOC_BYTES
+            # Only authenticated frames draw on request memory: before that, frames are small
+            # (sasl.server.max.receive.size) and buffered no further ahead than what arrived.
+            self.receiver.gate = self._memory
             self._open_upstream()
 
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
@@ -620,6 +646,8 @@ class ProxySession:
         self._out.append(act.Close(reason))
 
     def _take(self) -> list[act.Action]:
+        if self._memory.woken:
+            self._out.append(act.WakeReaders(tuple(self._memory.take_woken())))
         out, self._out = self._out, []
         return out
 

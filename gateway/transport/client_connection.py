@@ -26,7 +26,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                  on_close: Callable[[ClientConnection], None] | None = None) -> None:
         self.ctx = ctx
         self.client = client  # canonical, made where the connection entered (acceptor or PROXY header)
-        self.session = ProxySession(ctx, listener_name, node_id)
+        self.session = ProxySession(ctx, listener_name, node_id, self._memory_granted)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
         self._on_close = on_close
@@ -39,7 +39,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             act.SendToClient: self._send_to_client, act.SendToUpstream: self._send_to_upstream,
             act.OpenUpstream: self._open_upstream, act.PauseClientReading: self._pause_client,
             act.PauseUpstreamReading: self._pause_upstream, act.RunJob: self._run_job,
-            act.StartTimer: self._start_timer, act.CancelTimer: self._cancel_timer, act.Close: self._close}
+            act.StartTimer: self._start_timer, act.CancelTimer: self._cancel_timer, act.Close: self._close,
+            act.WakeReaders: self._wake_readers}
 
     # --- client socket events ------------------------------------------------------------------
 
@@ -55,6 +56,10 @@ class ClientConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = asyncio.get_running_loop().time()
         self._do(self.session.received(nbytes))
+        # uvloop starts reading after connection_made returns, whatever it asked there (a pause
+        # until the upstream is up): the session's pause is applied again once bytes do arrive.
+        if self.session.reading_paused and (tr := self._writable()) is not None and tr.is_reading():
+            tr.pause_reading()
 
     def pause_writing(self) -> None:
         self._do(self.session.client_write_paused(True))
@@ -142,6 +147,14 @@ class ClientConnection(asyncio.BufferedProtocol):
             else asyncio.get_running_loop().run_in_executor(None, action.work)
         future.add_done_callback(lambda done: self._do(self.session.job_done(job_id, _outcome(done))))
         self._spawn(future)
+
+    def _memory_granted(self) -> None:
+        self._do(self.session.memory_granted())
+
+    def _wake_readers(self, action: act.WakeReaders) -> None:
+        loop = asyncio.get_running_loop()
+        for wake in action.wakes:
+            loop.call_soon(wake)
 
     def _start_timer(self, action: act.StartTimer) -> None:
         self._timers[action.name] = asyncio.get_running_loop().call_later(

@@ -238,3 +238,44 @@ def test_pool_stays_within_max_bytes_and_falls_back_to_ordinary_buffers() -> Non
     del held, extra
     pool.take(1_900_000)  # the free 1 MiB buffers are evicted to make room
     assert pool.held() <= 2 * 1024 * 1024
+
+
+def test_an_idle_pool_lets_its_free_buffers_go_and_a_busy_one_keeps_them() -> None:
+    pool = BufferPool()
+    buffer = pool.take(1_000_000)
+    del buffer
+    assert pool.drop_idle() == 0  # taken from since the last call: still warm
+    assert pool.held() > 0
+    kept = pool.take(1_000_000)
+    pool.drop_idle()
+    assert pool.drop_idle() == 0 and pool.held() == len(kept)  # in use: never dropped
+    del kept
+    assert pool.drop_idle() > 0 and pool.held() == 0
+
+
+class _Yes:
+    def admit(self, nbytes: int) -> bool:
+        return True
+
+    def complete(self) -> None:
+        pass
+
+
+def test_an_admitted_large_frame_is_received_into_one_mapping_of_its_size() -> None:
+    import mmap
+
+    receiver = FrameReceiver(limit=2**30)
+    receiver.gate = _Yes()
+    size = FrameReceiver.MAPPED_BYTES + 10
+    payload = b"r" * size
+    first = receiver.get_buffer()
+    first[:100] = frame(payload)[:100]
+    first.release()
+    assert receiver.buffer_updated(100) == []
+    assert receiver.held() == 4 + size  # the whole frame at once: no growth copies
+    rest = receiver.get_buffer()
+    rest[:] = frame(payload)[100:]
+    rest.release()
+    (big,) = receiver.buffer_updated(4 + size - 100)
+    assert isinstance(big.wire.obj, mmap.mmap)
+    assert bytes(big.payload) == payload

@@ -41,6 +41,8 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     ({"advertised.listeners": "OTHER://h:1"}, "advertised.listeners"),
     ({"upstream.security.protocol": "SASL_GSSAPI"}, "upstream.security.protocol"),
     ({"node.id.min": 5, "node.id.max": 1}, "node.id.max"),
+    ({"queued.max.request.bytes": 0}, "queued.max.request.bytes"),
+    ({"queued.max.request.bytes": -2}, "queued.max.request.bytes"),
     ({"listener.name.plaintext.colour": 1}, "listener.name.plaintext.colour"),
 ])
 def test_invalid_settings_are_refused_with_the_key_named(settings: dict[str, object], named: str) -> None:

@@ -184,3 +184,24 @@ def test_per_ip_limits_count_the_address_in_the_header_not_the_balancers(broker:
             sock.close()
     finally:
         gateway.stop()
+
+
+def test_connections_still_reading_their_proxy_header_count_against_max_connections(broker: EmbeddedBroker) -> None:
+    """They hold descriptors before any address is known: at max.connections, a further one is
+    closed at once instead of joining them."""
+    gateway = GatewayThread(broker.bootstrap, {
+        "listener.name.plaintext.ksgate.proxy.protocol": True,
+        "listener.name.plaintext.ksgate.proxy.protocol.trusted.networks": "127.0.0.2/32",
+        "max.connections": 2}).start()
+    try:
+        stalled = [_from_balancer(gateway) for _ in range(2)]
+        for sock in stalled:
+            sock.sendall(b"PROXY TCP4 ")  # and nothing more
+        third = _from_balancer(gateway)
+        assert _closed(third)
+        value = gateway.call(gateway.gateway.ctx.metrics.connections_refused.value, ("PLAINTEXT", "max_connections"))
+        assert value == 1
+        for sock in (*stalled, third):
+            sock.close()
+    finally:
+        gateway.stop()

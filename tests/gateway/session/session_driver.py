@@ -66,10 +66,14 @@ class Driver:
     closed: act.Close | None = None
     reading_paused: bool = False
     upstream_reading_paused: bool = False
+    wakes: list[Any] = field(default_factory=list)  # WakeReaders' calls, for the test to make
 
     @classmethod
     def connect(cls, gateway: Gateway, listener: str = "PLAINTEXT", upstream_up: bool = True) -> Driver:
-        driver = cls(ProxySession(gateway.ctx, listener, None))
+        def wake() -> None:  # another connection freed request memory for this one's waiting frame
+            driver.record(driver.session.memory_granted())
+
+        driver = cls(ProxySession(gateway.ctx, listener, None, wake=wake))
         driver.record(driver.session.connected(CLIENT))
         if upstream_up and any(isinstance(a, act.OpenUpstream) for a in driver.actions):
             driver.record(driver.session.upstream_ready(f"{UPSTREAM[0]}:{UPSTREAM[1]}"))
@@ -94,6 +98,8 @@ class Driver:
                 self.reading_paused = action.paused
             elif isinstance(action, act.PauseUpstreamReading):
                 self.upstream_reading_paused = action.paused
+            elif isinstance(action, act.WakeReaders):
+                self.wakes.extend(action.wakes)
 
     # --- the client side -------------------------------------------------------------------
 
