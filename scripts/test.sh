@@ -22,8 +22,8 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 # The reference broker (Apache Kafka from Maven Central, scripts/kafka/pom.xml): the `kafka` tests find its jars here.
-KSGATE_KAFKA_LIB=$(bash scripts/kafka/fetch.sh)
-export KSGATE_KAFKA_LIB
+REFERENCE_KAFKA_LIB=$(bash scripts/kafka/fetch.sh)
+export REFERENCE_KAFKA_LIB
 
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null

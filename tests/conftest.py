@@ -22,7 +22,7 @@ from tests.harness import GatewayThread
 TRIPWIRES = {
     "broker": ("KSGATE_TANSU_BIN", "/nonexistent/tansu (broker tests deselected: mark the test pytest.mark.broker)"),
     "spark": ("SPARK_HOME", "/nonexistent/spark (spark tests deselected: mark the test pytest.mark.spark)"),
-    "kafka": ("KSGATE_KAFKA_LIB", "/nonexistent/kafka (kafka tests deselected: mark the test pytest.mark.kafka)"),
+    "kafka": ("REFERENCE_KAFKA_LIB", "/nonexistent/kafka (kafka tests deselected: mark the test pytest.mark.kafka)"),
 }
 # A test that uses one of these fixtures (``broker`` also behind ``gateway``) gets the marker of that name.
 MARKED_FIXTURES = ("broker", "spark", "kafka")
@@ -62,7 +62,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     must not stop or reconfigure it (a test that restarts a broker starts its own)."""
     lib = kafka_lib()
     if lib is None:
-        pytest.skip("no Apache Kafka jars: set KSGATE_KAFKA_LIB (scripts/test.sh does) or make "
+        pytest.skip("no Apache Kafka jars: set REFERENCE_KAFKA_LIB (scripts/test.sh does) or make "
                     "scripts/kafka/fetch.sh runnable (java and mvn on PATH)")
     with KafkaBroker(lib, tmp_path_factory.mktemp("kafka")) as running:
         yield running

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Resolves the reference Apache Kafka (scripts/kafka/pom.xml) from Maven Central into a cache and prints the
 # folder holding its jars (the classpath is that folder's *.jar).  Installs Java 17 and Maven from Debian when
-# missing (as root).  Cache: $KSGATE_KAFKA_CACHE, default ~/.cache/ksgate/kafka; a second run is offline.
+# missing (as root).  Cache: $REFERENCE_KAFKA_CACHE, default ~/.cache/ksgate/kafka; a second run is offline.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${KSGATE_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksgate/kafka}
+cache=${REFERENCE_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksgate/kafka}
 version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/pom.xml")
 lib="$cache/kafka-$version/lib"
 stamp="$lib/.pom.sha256"

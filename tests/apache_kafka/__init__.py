@@ -1,6 +1,6 @@
 """Apache Kafka itself as a test upstream: a single-node KRaft broker on loopback (``KafkaBroker``).
 
-The jars come from scripts/kafka/fetch.sh (KSGATE_KAFKA_LIB); tests reach a shared broker through the
+The jars come from scripts/kafka/fetch.sh (REFERENCE_KAFKA_LIB); tests reach a shared broker through the
 session-scoped ``kafka`` fixture (tests/conftest.py) and are marked ``kafka``.
 """
 

@@ -46,8 +46,8 @@ class KafkaStartError(RuntimeError):
 
 
 def kafka_lib() -> Path | None:
-    """The jar folder: $KSGATE_KAFKA_LIB, else what scripts/kafka/fetch.sh prints (cached), else None."""
-    configured = os.environ.get("KSGATE_KAFKA_LIB")
+    """The jar folder: $REFERENCE_KAFKA_LIB, else what scripts/kafka/fetch.sh prints (cached), else None."""
+    configured = os.environ.get("REFERENCE_KAFKA_LIB")
     if configured:
         return Path(configured)
     script = Path(__file__).resolve().parents[2] / "scripts" / "kafka" / "fetch.sh"

@@ -1,7 +1,7 @@
 """Writes the conformance report: ``python -m tests.conformance --output DIR`` (conformance.md and .json).
 
 Starts both sides itself (two Kafkas and a gateway, on loopback); needs the jars scripts/kafka/fetch.sh
-resolves (KSGATE_KAFKA_LIB, or the fetch script's cache).  Exit status 1 when an undocumented difference
+resolves (REFERENCE_KAFKA_LIB, or the fetch script's cache).  Exit status 1 when an undocumented difference
 remains.
 """
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lib = kafka_lib()
     if lib is None:
-        print("no Apache Kafka jars: run scripts/kafka/fetch.sh or set KSGATE_KAFKA_LIB", file=sys.stderr)
+        print("no Apache Kafka jars: run scripts/kafka/fetch.sh or set REFERENCE_KAFKA_LIB", file=sys.stderr)
         return 2
     args.output.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ksgate-conformance-") as scratch, stage(lib, Path(scratch)) as sides:

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.kafka
 def summary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Summary]:
     lib = kafka_lib()
     if lib is None:
-        pytest.skip("no Apache Kafka jars (KSGATE_KAFKA_LIB; scripts/test.sh sets it)")
+        pytest.skip("no Apache Kafka jars (REFERENCE_KAFKA_LIB; scripts/test.sh sets it)")
     directory = tmp_path_factory.mktemp("conformance")
     with stage(lib, directory) as sides:
         result = summarize(run(sides.kafka, sides.ksgate, all_cases()))

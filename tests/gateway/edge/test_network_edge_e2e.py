@@ -1,5 +1,7 @@
 """Acceptance (#12): every broker on one TLS port by SNI, behind a real HAProxy (TCP mode, TLS passing through,
-send-proxy-v2, from 127.0.0.2 so the balancer's address differs from the client's), with real clients."""
+send-proxy-v2, from 127.0.0.2 so the balancer's address differs from the client's), with real clients.
+
+Every test of the ``edge`` fixture runs twice: with Tansu upstream, and with Apache Kafka (marker ``kafka``)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from auth.cert_tools import issue_cert, make_ca
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port
 from gateway.stores.file_users import FileCredentialStore
+from tests.apache_kafka import KafkaBroker
+from tests.apache_kafka.properties import NODE_ID as KAFKA_NODE
 from tests.haproxy import HAProxy
 from tests.harness import GatewayThread
 from tests.hosts_file import can_edit_hosts, hosts_entries
@@ -40,7 +44,7 @@ from tests.hosts_file import can_edit_hosts, hosts_entries
 DOMAIN = "edge.ksgate.test"
 BOOTSTRAP = f"bootstrap.{DOMAIN}"
 PATTERN = f"broker-{{nodeId}}.{DOMAIN}"
-NODE = 111  # Tansu's node id
+TANSU_NODE = 111
 
 pytestmark = [
     pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)"),
@@ -49,7 +53,8 @@ pytestmark = [
 
 
 class Edge:
-    def __init__(self, broker: EmbeddedBroker, directory: Path) -> None:
+    def __init__(self, upstream: str, node: int, directory: Path) -> None:
+        self.upstream, self.node = upstream, node  # the broker's address and its node id
         ca = make_ca()
         self.ca = ca.write(directory / "ca.pem")
         issue_cert(ca, f"CN={DOMAIN}", dns_names=(DOMAIN, f"*.{DOMAIN}"), ip_addresses=()).write_pem(
@@ -59,7 +64,7 @@ class Edge:
         for user in ("alice", "bob"):
             store.upsert_user(user, f"{user}-secret")
         self.lb_port = free_port()
-        self.gateway = GatewayThread(broker.bootstrap, {
+        self.gateway = GatewayThread(upstream, {
             "ssl.keystore.location": str(directory / "server.pem"), "ssl.key.location": str(directory / "server.key"),
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "ksgate.credentials.file": str(directory / "users.json"),
             "advertised.listeners": f"SASL_SSL://{BOOTSTRAP}:{self.lb_port}",
@@ -81,10 +86,16 @@ class Edge:
         return [json.loads(line) for line in self.audit.read_text().splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def edge(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Edge]:
-    running = Edge(broker, tmp_path_factory.mktemp("edge"))
-    with hosts_entries("127.0.0.1", [BOOTSTRAP, PATTERN.replace("{nodeId}", str(NODE))]):
+@pytest.fixture(scope="module", params=[pytest.param("tansu", marks=pytest.mark.broker),
+                                        pytest.param("kafka", marks=pytest.mark.kafka)])
+def edge(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Edge]:
+    if request.param == "kafka":
+        kafka: KafkaBroker = request.getfixturevalue("kafka")
+        running = Edge(kafka.bootstrap("PLAINTEXT"), KAFKA_NODE, tmp_path_factory.mktemp("edge-kafka"))
+    else:
+        tansu: EmbeddedBroker = request.getfixturevalue("broker")
+        running = Edge(tansu.bootstrap, TANSU_NODE, tmp_path_factory.mktemp("edge"))
+    with hosts_entries("127.0.0.1", [BOOTSTRAP, PATTERN.replace("{nodeId}", str(running.node))]):
         running.gateway.start()
         try:
             with running.balancer:
@@ -131,7 +142,7 @@ def test_kafka_python_produces_and_consumes_through_one_port_by_sni(edge: Edge) 
 def test_metadata_shows_only_broker_names_on_the_balancer_port(edge: Edge) -> None:
     metadata = AdminClient(edge.client("alice")).list_topics(timeout=10)
     assert {(b.id, b.host, b.port) for b in metadata.brokers.values()} == \
-        {(NODE, f"broker-{NODE}.{DOMAIN}", edge.lb_port)}
+        {(edge.node, f"broker-{edge.node}.{DOMAIN}", edge.lb_port)}
 
 
 def test_the_audit_log_shows_the_clients_address_never_the_balancers(edge: Edge) -> None:
@@ -185,8 +196,7 @@ def test_a_real_client_straight_to_the_gateway_port_cannot_bypass_the_balancer(e
         admin.list_topics(timeout=3)
 
 
-def test_two_workers_share_the_sni_port_and_each_routes_by_name(edge: Edge, broker: EmbeddedBroker,
-                                                                 tmp_path: Path) -> None:
+def test_two_workers_share_the_sni_port_and_each_routes_by_name(edge: Edge, tmp_path: Path) -> None:
     port, metrics_base = free_port(), free_port()
     tls = edge.gateway.config.listeners[0].settings
     config = tmp_path / "ksgate.yaml"
@@ -195,15 +205,17 @@ def test_two_workers_share_the_sni_port_and_each_routes_by_name(edge: Edge, brok
         "listener.name.sasl_ssl.ksgate.sni.broker.host.pattern": PATTERN,
         "ssl.keystore.location": tls["ssl.keystore.location"], "ssl.key.location": tls["ssl.key.location"],
         "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(edge.users),
-        "upstream.bootstrap.servers": broker.bootstrap, "ksgate.metrics.listener": f"127.0.0.1:{metrics_base}",
+        "upstream.bootstrap.servers": edge.upstream, "ksgate.metrics.listener": f"127.0.0.1:{metrics_base}",
         "log.level": "WARNING"}))
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "run", "--config", str(config), "--workers", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "gateway.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", "run", "--config", str(config), "--workers", "2"],
+                                stdout=out, stderr=subprocess.STDOUT)
     try:
         for worker in range(2):
             deadline = time.monotonic() + 30
             while not _ready(metrics_base + worker):
-                assert time.monotonic() < deadline, f"worker {worker} never became ready"
+                assert time.monotonic() < deadline, f"worker {worker} never became ready:\n{log.read_text()[-3000:]}"
                 time.sleep(0.1)
         settings = {**edge.client("alice"), "bootstrap.servers": f"{BOOTSTRAP}:{port}"}
         for _ in range(4):  # connections land on either worker; every one routes by name
