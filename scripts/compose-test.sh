@@ -42,9 +42,11 @@ apt_install() {  # packages, only those missing; as root with apt only
 }
 
 setup_podman() {
-  # catatonit backs `init: true`; netavark + aardvark-dns give the compose network its service names.
+  # catatonit backs `init: true`; netavark + aardvark-dns give the compose network its service names; netavark
+  # (1.4, bookworm) programs the bridge's NAT with the iptables command, which podman only Suggests: without it
+  # every RUN of a build fails with "netavark: No such file or directory".
   command -v podman >/dev/null && command -v runc >/dev/null && [ -x /usr/libexec/podman/catatonit ] \
-    || apt_install podman runc catatonit netavark aardvark-dns
+    && command -v iptables >/dev/null || apt_install podman runc catatonit netavark aardvark-dns iptables
   mkdir -p "$STATE" "$RUNTIME"
   # Host quirks: hybrid cgroups need runc (not crun); podman's default nofile ulimit is above the host's hard limit.
   local nofile nproc cgroups=""
