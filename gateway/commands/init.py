@@ -10,6 +10,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.commands.init_upstream import GATEWAY_USER, initialise_upstream
 from gateway.commands.quickstart import CLIENTS, _seed_acls, _tls_files, seed_users
 
 
@@ -49,6 +50,9 @@ def add_init_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     init = subparsers.add_parser("init", help="create a CA, a server certificate, the first users and ACLs (once)")
     init.add_argument("--dir", required=True, metavar="DIR",
                       help="root of the certs/, users/ and acls/ directories (existing files are kept)")
+    init.add_argument("--kafka-host", metavar="HOST",
+                      help="also create, under DIR/kafka/ and DIR/upstream/, a SASL_SSL broker's keystore for HOST "
+                           "and the gateway's SCRAM-SHA-512 password on it (docker-compose.yml's Kafka)")
     init.set_defaults(func=run_init_command)
     return init
 
@@ -60,4 +64,8 @@ def run_init_command(args: argparse.Namespace) -> int:
     print(f"ksgate init: users {', '.join(CLIENTS)} in {layout.users_file} (password <name>-secret: "
           "replace them with `ksgate users add`)")
     print(f"ksgate init: ACLs in {layout.acls_file} (admin is meant as the super user)")
+    if args.kafka_host:
+        upstream = initialise_upstream(Path(args.dir), args.kafka_host)
+        print(f"ksgate init: Kafka's keystore for {args.kafka_host} in {upstream.broker_keystore.parent}, its CA "
+              f"{upstream.gateway_ca}, the gateway's password as {GATEWAY_USER!r} in {upstream.gateway_password}")
     return 0
