@@ -4,7 +4,8 @@
 # Engine: Docker Compose v2 where a Docker engine answers, else podman + podman-compose (installed as root from
 # Debian / PyPI when missing), configured only through files in this script's own directory ($KSGATE_COMPOSE_HOME).
 # Air-gapped (a base image cannot be pulled): a debootstrapped python:3.11-slim stand-in and, instead of apache/kafka,
-# the quickstart extra's embedded broker (scripts/compose/airgap.override.yml).  Usage: bash scripts/compose-test.sh
+# a stand-in with Apache Kafka's jars from Maven Central (scripts/compose/airgap.override.yml, kafka-standin/).
+# Usage: bash scripts/compose-test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -118,6 +119,22 @@ build_standin() {
   rm -rf "$root"
 }
 
+KAFKA_STANDIN_IMAGE=ksgate-compose-kafka:local  # the name airgap.override.yml runs
+build_kafka_standin() {
+  # The jars come from scripts/kafka/fetch.sh's cache (Maven Central; it installs Java and Maven when missing):
+  # copied into a build context of their own next to the Dockerfile and scripts of scripts/compose/kafka-standin.
+  local lib context="$STATE/kafka-standin"
+  lib=$(bash scripts/kafka/fetch.sh) || { log "scripts/kafka/fetch.sh failed"; return 1; }
+  KAFKA_STANDIN_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)
+  rm -rf "$context"; mkdir -p "$context"
+  cp -a scripts/compose/kafka-standin/. "$context/"
+  cp -a "$lib" "$context/lib"
+  log "building the Apache Kafka $KAFKA_STANDIN_VERSION stand-in ($KAFKA_STANDIN_IMAGE)"
+  "$ENGINE" build -t "$KAFKA_STANDIN_IMAGE" "$context" >"$STATE/kafka-build.log" 2>&1 \
+    || { tail -30 "$STATE/kafka-build.log" >&2; return 1; }
+  rm -rf "$context"
+}
+
 choose_images() {
   # The real images whenever they can be pulled; a stand-in only when they cannot.
   if pull "$PYTHON_IMAGE"; then :
@@ -129,8 +146,10 @@ choose_images() {
     build_standin; MODE="air-gapped: $PYTHON_IMAGE stand-in built with debootstrap"
   fi
   if ! pull "$KAFKA_IMAGE" && ! local_image "$KAFKA_IMAGE" >/dev/null; then
+    build_kafka_standin
     FILES+=(-f scripts/compose/airgap.override.yml)
-    MODE="$MODE; upstream: the quickstart extra's embedded broker (Tansu) instead of $KAFKA_IMAGE"
+    MODE="$MODE; upstream: Apache Kafka $KAFKA_STANDIN_VERSION ($KAFKA_STANDIN_IMAGE, jars from Maven Central)"
+    MODE="$MODE instead of $KAFKA_IMAGE"
   fi
   log "images: $MODE"
 }
@@ -156,6 +175,15 @@ wait_healthy() {  # podman 4.3 runs no healthcheck timers without systemd: run t
     sleep 2
   done
   log "$1 did not become healthy"; return 1
+}
+
+run_once() {  # start a one-shot service and wait for it to exit 0
+  local id rc
+  compose up -d --no-deps "$1" >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; return 1; }
+  id=$(container_of "$1")
+  [ -n "$id" ] || { log "$1: no container"; return 1; }
+  rc=$(timeout 180 "$ENGINE" wait "$id") || { log "$1 did not finish"; return 1; }
+  [ "$rc" = 0 ] || { "$ENGINE" logs "$id" 2>&1 | tail -20 >&2; log "$1 exited with $rc"; return 1; }
 }
 
 wait_ready() {  # /readyz on the published metrics port
@@ -199,16 +227,19 @@ choose_images
 [ -n "${KSGATE_COMPOSE_OVERRIDE:-}" ] && FILES+=(-f "$KSGATE_COMPOSE_OVERRIDE")
 log "building the images ($ENGINE)"
 # init runs the image ksgate builds: building it too would build the same image twice, in parallel.
-services=(ksgate client)
-[[ " ${FILES[*]} " == *airgap* ]] && services+=(kafka)
-compose --profile test build "${services[@]}" >"$STATE/build.log" 2>&1 || { tail -40 "$STATE/build.log" >&2; exit 1; }
+compose --profile test build ksgate client >"$STATE/build.log" 2>&1 || { tail -40 "$STATE/build.log" >&2; exit 1; }
 STACK_UP=1
+# One step at a time, each waited for (podman-compose does not wait for depends_on conditions):
 # podman without systemd logs (harmless) errors about healthcheck timers: keep them in up.log.
-log "starting the upstream"
-compose up -d kafka >"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
+log "running init (certificates, users, ACLs, Kafka's keystore and the gateway's password)"
+run_once init
+log "starting Kafka"
+compose up -d --no-deps kafka >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
 wait_healthy kafka
-log "running init and starting ksgate"
-compose up -d >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
+log "registering the gateway's SCRAM credential with Kafka"
+run_once kafka-scram
+log "starting ksgate"
+compose up -d --no-deps ksgate >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
 wait_ready
 log "running the client"
 set +e
