@@ -124,7 +124,8 @@ build_kafka_standin() {
   # The jars come from scripts/kafka/fetch.sh's cache (Maven Central; it installs Java and Maven when missing):
   # copied into a build context of their own next to the Dockerfile and scripts of scripts/compose/kafka-standin.
   local lib context="$STATE/kafka-standin"
-  lib=$(bash scripts/kafka/fetch.sh) || { log "scripts/kafka/fetch.sh failed"; return 1; }
+  lib=$(bash scripts/kafka/fetch.sh 2>"$STATE/kafka-fetch.log") \
+    || { tail -20 "$STATE/kafka-fetch.log" >&2; log "scripts/kafka/fetch.sh failed"; return 1; }
   KAFKA_STANDIN_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)
   rm -rf "$context"; mkdir -p "$context"
   cp -a scripts/compose/kafka-standin/. "$context/"
