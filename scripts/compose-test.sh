@@ -26,7 +26,7 @@ MODE="registry images"
 mkdir -p "$STATE"
 FILES=(-f docker-compose.yml)
 
-log() { printf 'compose-test: %s\n' "$*" >&2; }
+log() { printf 'compose-test: [%3ss] %s\n' "$((SECONDS - STARTED))" "$*" >&2; }
 
 apt_install() {  # packages, only those missing; as root with apt only
   local need=() pkg
