@@ -230,8 +230,9 @@ log "building the images ($ENGINE)"
 # init runs the image ksgate builds: building it too would build the same image twice, in parallel.
 compose --profile test build ksgate client >"$STATE/build.log" 2>&1 || { tail -40 "$STATE/build.log" >&2; exit 1; }
 STACK_UP=1
-# One step at a time, each waited for (podman-compose does not wait for depends_on conditions):
-# podman without systemd logs (harmless) errors about healthcheck timers: keep them in up.log.
+# One step at a time, each waited for here: without systemd, podman 4.3 runs no health checks, so the
+# depends_on conditions cannot order the start.  Its (harmless) errors about healthcheck timers go to up.log.
+: >"$STATE/up.log"
 log "running init (certificates, users, ACLs, Kafka's keystore and the gateway's password)"
 run_once init
 log "starting Kafka"
