@@ -60,6 +60,7 @@ RUN groupadd --system --gid 10001 ksgate \
     && useradd --system --uid 10001 --gid ksgate --no-create-home \
        --home-dir /nonexistent --shell /usr/sbin/nologin ksgate \
     && mkdir -p /var/lib/ksgate/certs /var/lib/ksgate/users /var/lib/ksgate/acls /var/log/ksgate \
+       /var/lib/ksgate/upstream /var/lib/ksgate/kafka \
     && chown -R 10001:10001 /var/lib/ksgate /var/log/ksgate
 # Volumes mounted on these directories start with this (ksgate-owned) content.
 

@@ -4,7 +4,8 @@
 # Engine: Docker Compose v2 where a Docker engine answers, else podman + podman-compose (installed as root from
 # Debian / PyPI when missing), configured only through files in this script's own directory ($KSGATE_COMPOSE_HOME).
 # Air-gapped (a base image cannot be pulled): a debootstrapped python:3.11-slim stand-in and, instead of apache/kafka,
-# the quickstart extra's embedded broker (scripts/compose/airgap.override.yml).  Usage: bash scripts/compose-test.sh
+# a stand-in with Apache Kafka's jars from Maven Central (scripts/compose/airgap.override.yml, kafka-standin/).
+# Usage: bash scripts/compose-test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +26,7 @@ MODE="registry images"
 mkdir -p "$STATE"
 FILES=(-f docker-compose.yml)
 
-log() { printf 'compose-test: %s\n' "$*" >&2; }
+log() { printf 'compose-test: [%3ss] %s\n' "$((SECONDS - STARTED))" "$*" >&2; }
 
 apt_install() {  # packages, only those missing; as root with apt only
   local need=() pkg
@@ -42,9 +43,11 @@ apt_install() {  # packages, only those missing; as root with apt only
 }
 
 setup_podman() {
-  # catatonit backs `init: true`; netavark + aardvark-dns give the compose network its service names.
+  # catatonit backs `init: true`; netavark + aardvark-dns give the compose network its service names; netavark
+  # (1.4, bookworm) programs the bridge's NAT with the iptables command, which podman only Suggests: without it
+  # every RUN of a build fails with "netavark: No such file or directory".
   command -v podman >/dev/null && command -v runc >/dev/null && [ -x /usr/libexec/podman/catatonit ] \
-    || apt_install podman runc catatonit netavark aardvark-dns
+    && command -v iptables >/dev/null || apt_install podman runc catatonit netavark aardvark-dns iptables
   mkdir -p "$STATE" "$RUNTIME"
   # Host quirks: hybrid cgroups need runc (not crun); podman's default nofile ulimit is above the host's hard limit.
   local nofile nproc cgroups=""
@@ -116,6 +119,23 @@ build_standin() {
   rm -rf "$root"
 }
 
+KAFKA_STANDIN_IMAGE=ksgate-compose-kafka:local  # the name airgap.override.yml runs
+build_kafka_standin() {
+  # The jars come from scripts/kafka/fetch.sh's cache (Maven Central; it installs Java and Maven when missing):
+  # copied into a build context of their own next to the Dockerfile and scripts of scripts/compose/kafka-standin.
+  local lib context="$STATE/kafka-standin"
+  lib=$(bash scripts/kafka/fetch.sh 2>"$STATE/kafka-fetch.log") \
+    || { tail -20 "$STATE/kafka-fetch.log" >&2; log "scripts/kafka/fetch.sh failed"; return 1; }
+  KAFKA_STANDIN_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)
+  rm -rf "$context"; mkdir -p "$context"
+  cp -a scripts/compose/kafka-standin/. "$context/"
+  cp -a "$lib" "$context/lib"
+  log "building the Apache Kafka $KAFKA_STANDIN_VERSION stand-in ($KAFKA_STANDIN_IMAGE)"
+  "$ENGINE" build -t "$KAFKA_STANDIN_IMAGE" "$context" >"$STATE/kafka-build.log" 2>&1 \
+    || { tail -30 "$STATE/kafka-build.log" >&2; return 1; }
+  rm -rf "$context"
+}
+
 choose_images() {
   # The real images whenever they can be pulled; a stand-in only when they cannot.
   if pull "$PYTHON_IMAGE"; then :
@@ -127,8 +147,10 @@ choose_images() {
     build_standin; MODE="air-gapped: $PYTHON_IMAGE stand-in built with debootstrap"
   fi
   if ! pull "$KAFKA_IMAGE" && ! local_image "$KAFKA_IMAGE" >/dev/null; then
+    build_kafka_standin
     FILES+=(-f scripts/compose/airgap.override.yml)
-    MODE="$MODE; upstream: the quickstart extra's embedded broker (Tansu) instead of $KAFKA_IMAGE"
+    MODE="$MODE; upstream: Apache Kafka $KAFKA_STANDIN_VERSION ($KAFKA_STANDIN_IMAGE, jars from Maven Central)"
+    MODE="$MODE instead of $KAFKA_IMAGE"
   fi
   log "images: $MODE"
 }
@@ -154,6 +176,15 @@ wait_healthy() {  # podman 4.3 runs no healthcheck timers without systemd: run t
     sleep 2
   done
   log "$1 did not become healthy"; return 1
+}
+
+run_once() {  # start a one-shot service and wait for it to exit 0
+  local id rc
+  compose up -d --no-deps "$1" >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; return 1; }
+  id=$(container_of "$1")
+  [ -n "$id" ] || { log "$1: no container"; return 1; }
+  rc=$(timeout 180 "$ENGINE" wait "$id") || { log "$1 did not finish"; return 1; }
+  [ "$rc" = 0 ] || { "$ENGINE" logs "$id" 2>&1 | tail -20 >&2; log "$1 exited with $rc"; return 1; }
 }
 
 wait_ready() {  # /readyz on the published metrics port
@@ -197,16 +228,20 @@ choose_images
 [ -n "${KSGATE_COMPOSE_OVERRIDE:-}" ] && FILES+=(-f "$KSGATE_COMPOSE_OVERRIDE")
 log "building the images ($ENGINE)"
 # init runs the image ksgate builds: building it too would build the same image twice, in parallel.
-services=(ksgate client)
-[[ " ${FILES[*]} " == *airgap* ]] && services+=(kafka)
-compose --profile test build "${services[@]}" >"$STATE/build.log" 2>&1 || { tail -40 "$STATE/build.log" >&2; exit 1; }
+compose --profile test build ksgate client >"$STATE/build.log" 2>&1 || { tail -40 "$STATE/build.log" >&2; exit 1; }
 STACK_UP=1
-# podman without systemd logs (harmless) errors about healthcheck timers: keep them in up.log.
-log "starting the upstream"
-compose up -d kafka >"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
+# One step at a time, each waited for here: without systemd, podman 4.3 runs no health checks, so the
+# depends_on conditions cannot order the start.  Its (harmless) errors about healthcheck timers go to up.log.
+: >"$STATE/up.log"
+log "running init (certificates, users, ACLs, Kafka's keystore and the gateway's password)"
+run_once init
+log "starting Kafka"
+compose up -d --no-deps kafka >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
 wait_healthy kafka
-log "running init and starting ksgate"
-compose up -d >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
+log "registering the gateway's SCRAM credential with Kafka"
+run_once kafka-scram
+log "starting ksgate"
+compose up -d --no-deps ksgate >>"$STATE/up.log" 2>&1 || { tail -20 "$STATE/up.log" >&2; exit 1; }
 wait_ready
 log "running the client"
 set +e

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from gateway.commands.cli import build_parser
+from gateway.commands.init_upstream import GATEWAY_USER, UpstreamLayout
 from gateway.config import KNOWN_KEYS, GatewayConfig, build_config, flatten, load_config, parse_metrics_listener
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -438,13 +439,13 @@ def test_kafka_is_a_single_kraft_node_not_published(kafka_service: dict[str, Any
     assert kafka_service.get("network_mode") != "host"
     env = environment(kafka_service)
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{env['KAFKA_NODE_ID']}@kafka:9093"
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{env['KAFKA_NODE_ID']}@localhost:9093"
     assert env["KAFKA_CONTROLLER_LISTENER_NAMES"] == "CONTROLLER"
     listeners = dict(item.split("://") for item in env["KAFKA_LISTENERS"].split(","))
-    assert listeners == {"PLAINTEXT": ":9092", "CONTROLLER": ":9093"}
+    assert listeners == {"SASL_SSL": ":9092", "CONTROLLER": "localhost:9093", "INTERNAL": "localhost:9094"}
     protocol_map = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
     assert set(listeners) <= set(protocol_map)
-    assert env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+    assert env["KAFKA_ADVERTISED_LISTENERS"] == "SASL_SSL://kafka:9092,INTERNAL://localhost:9094"
     for key in ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
                 "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"):
         assert env[key] == "1", key
@@ -466,9 +467,13 @@ def test_ksgate_mounts_the_config_the_image_runs(ksgate_service: dict[str, Any],
     assert (COMPOSE.parent / str(mount.source)).resolve() == (ROOT / DOCKER_CONFIG).resolve()
 
 
+# What the ksgate service's entrypoint adds to its environment (from the file init writes).
+ENTRYPOINT_ENV = {"KSGATE_UPSTREAM_SASL_PASSWORD": "read-from-the-upstream-volume"}
+
+
 def _mounted_config(ksgate_service: dict[str, Any], final: Stage) -> GatewayConfig:
     mount = config_mount(ksgate_service, cmd_config_path(final))
-    return load_config(COMPOSE.parent / str(mount.source), env=environment(ksgate_service))
+    return load_config(COMPOSE.parent / str(mount.source), env={**environment(ksgate_service), **ENTRYPOINT_ENV})
 
 
 def test_ksgate_publishes_its_advertised_ports(ksgate_service: dict[str, Any], final: Stage) -> None:
@@ -488,9 +493,68 @@ def test_ksgate_upstream_is_the_kafka_service(ksgate_service: dict[str, Any], fi
                                               kafka_service: dict[str, Any]) -> None:
     config = _mounted_config(ksgate_service, final)
     advertised = environment(kafka_service)["KAFKA_ADVERTISED_LISTENERS"]
-    host, _, port = advertised.split("://")[1].rpartition(":")
+    host, _, port = advertised.split(",")[0].split("://")[1].rpartition(":")
     assert config.upstream.bootstrap_servers == ((host, int(port)),)
     assert config.node_id_min <= int(environment(kafka_service)["KAFKA_NODE_ID"]) <= config.node_id_max
+
+
+def test_every_listener_of_kafka_on_the_network_is_sasl_ssl(kafka_service: dict[str, Any]) -> None:
+    """Only localhost-bound listeners may be PLAINTEXT: what ksgate (or anyone on the network) dials is SASL_SSL."""
+    env = environment(kafka_service)
+    protocol_map = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    for item in env["KAFKA_LISTENERS"].split(","):
+        name, _, address = item.partition("://")
+        if address.rpartition(":")[0] != "localhost":
+            assert protocol_map[name] == "SASL_SSL", f"{name} listens on the network as {protocol_map[name]}"
+    assert env["KAFKA_SASL_ENABLED_MECHANISMS"] == "SCRAM-SHA-512"
+    assert "java.security.auth.login.config=" in env["KAFKA_OPTS"], "apache/kafka refuses SASL without a JAAS file"
+
+
+def test_kafka_reads_the_keystore_and_password_init_writes(compose: dict[str, Any],
+                                                           kafka_service: dict[str, Any]) -> None:
+    """apache/kafka reads KAFKA_SSL_*_FILENAME/_CREDENTIALS from /etc/kafka/secrets: init's kafka-secrets volume."""
+    secrets = PurePosixPath("/etc/kafka/secrets")
+    layout = UpstreamLayout(Path("/var/lib/ksgate"))
+    init_volumes = _named_volumes(compose["services"]["init"])
+    for service in (kafka_service, compose["services"]["kafka-scram"]):
+        volume = _named_volumes(service)[str(secrets)]
+        assert init_volumes[str(layout.broker_keystore.parent)] == volume
+    env = environment(kafka_service)
+    assert env["KAFKA_SSL_KEYSTORE_FILENAME"] == layout.broker_keystore.name
+    assert env["KAFKA_SSL_KEYSTORE_CREDENTIALS"] == env["KAFKA_SSL_KEY_CREDENTIALS"] == \
+        layout.broker_keystore_creds.name
+    assert env["KAFKA_SSL_KEYSTORE_TYPE"] == "PKCS12"
+    jaas = env["KAFKA_OPTS"].split("java.security.auth.login.config=")[1].split()[0]
+    mount = config_mount(kafka_service, jaas)
+    assert "KafkaServer" in (COMPOSE.parent / str(mount.source)).read_text("utf-8")
+    # kafka-scram registers the password of init's file as the SCRAM credential of the user ksgate logs in as.
+    script = compose["services"]["kafka-scram"]["entrypoint"][-1]
+    assert str(secrets / layout.broker_gateway_password.name) in script
+    assert f"--entity-name {GATEWAY_USER} " in script and "SCRAM-SHA-512=[password=" in script
+    assert "localhost:9094" in script and compose["services"]["kafka-scram"]["network_mode"] == "service:kafka"
+
+
+def test_ksgate_verifies_kafka_and_logs_in_with_inits_password(compose: dict[str, Any],
+                                                                ksgate_service: dict[str, Any], final: Stage) -> None:
+    config = _mounted_config(ksgate_service, final).upstream
+    layout = UpstreamLayout(Path("/var/lib/ksgate"))
+    assert config.security_protocol == "SASL_SSL" and config.sasl_mechanism == "SCRAM-SHA-512"
+    assert config.sasl_username == GATEWAY_USER
+    assert config.ssl_truststore_location == str(layout.gateway_ca)
+    assert config.ssl_endpoint_identification_algorithm == "https", "the broker's host name must be checked"
+    volume = _named_volumes(ksgate_service)[str(layout.gateway_ca.parent)]
+    assert _named_volumes(compose["services"]["init"])[str(layout.gateway_ca.parent)] == volume
+    # The entrypoint exports the password file's content and runs the image's own command.
+    shell, flag, script, name = ksgate_service["entrypoint"]
+    assert (shell, flag, name) == ("/bin/sh", "-c", "ksgate")
+    assert f"$(cat {layout.gateway_password})" in script.replace("$$", "$")
+    assert "export KSGATE_UPSTREAM_SASL_PASSWORD=" in script and script.endswith('exec ksgate "$$@"')
+    (cmd,) = final.all("CMD")[-1:]
+    assert ksgate_service["command"] == cmd.exec_form()
+    # Neither the client nor anything else but init and ksgate sees the password's volume.
+    for name_, service in compose["services"].items():
+        if name_ not in ("init", "ksgate"):
+            assert volume not in _named_volumes(service).values(), f"{name_} mounts {volume}"
 
 
 def test_ports_are_quoted_strings_or_mappings(compose: dict[str, Any]) -> None:
@@ -530,8 +594,9 @@ def test_init_service_provisions_the_volumes_ksgate_reads(compose: dict[str, Any
         assert directory in ksgate_volumes, f"{key}: {directory} is not a named volume of ksgate"
         assert init_volumes.get(directory) == ksgate_volumes[directory], f"{key}: init writes elsewhere"
         assert ksgate_volumes[directory] in (compose.get("volumes") or {}), f"{directory}: volume not declared"
-    # Each of certificates, users, ACLs and the audit log has a volume of its own.
-    assert len({ksgate_volumes[d] for d in ksgate_volumes}) == len(ksgate_volumes) >= 4
+    # Each of certificates, users, ACLs, the audit log and the upstream secrets has a volume of its own.
+    assert len({ksgate_volumes[d] for d in ksgate_volumes}) == len(ksgate_volumes) >= 5
+    assert args.kafka_host == "kafka", "init must make the keystore for the host name ksgate dials"
 
 
 def test_client_runs_only_in_the_test_profile_on_ksgates_network(compose: dict[str, Any]) -> None:
@@ -564,23 +629,34 @@ def test_client_reads_the_password_init_generates_from_inits_volume(compose: dic
 AIRGAP = ROOT / "scripts/compose/airgap.override.yml"
 
 
-def test_airgap_override_swaps_only_the_upstream(compose: dict[str, Any], ksgate_service: dict[str, Any],
-                                                  final: Stage) -> None:
+STANDIN = ROOT / "scripts/compose/kafka-standin"
+
+
+def test_airgap_override_swaps_only_the_kafka_image(compose: dict[str, Any]) -> None:
+    """The stand-in takes the official image's place and nothing else: same variables, volumes and health check."""
     override = yaml.safe_load(AIRGAP.read_text("utf-8"))
-    assert set(override["services"]) == {"kafka", "ksgate"}
-    kafka = override["services"]["kafka"]
-    # Relative paths of an override resolve against the project directory (the first file's).
-    build = kafka["build"]
-    assert (COMPOSE.parent / build["context"] / build["dockerfile"]).is_file()
-    assert kafka["healthcheck"]["test"], "ksgate waits for the upstream's health"
-    assert set(override["services"]["ksgate"]) == {"environment"}
-    merged = {**environment(ksgate_service), **environment(override["services"]["ksgate"])}
-    mount = config_mount(ksgate_service, cmd_config_path(final))
-    config = load_config(COMPOSE.parent / str(mount.source), env=merged)
-    assert config.node_id_min <= 111 <= config.node_id_max, "Tansu's node id is outside node.id.min..max"
-    published = {(p.published, p.target) for p in parse_ports(ksgate_service.get("ports") or [])}
-    node_port = config.node_port(config.listeners[0], 111)
-    assert (node_port, node_port) in published
+    assert override["services"] == {"kafka": {"image": "ksgate-compose-kafka:local"},
+                                    "kafka-scram": {"image": "ksgate-compose-kafka:local"}}
+    assert compose["services"]["kafka-scram"]["image"] == compose["services"]["kafka"]["image"]
+    script = (ROOT / "scripts/compose-test.sh").read_text("utf-8")
+    assert "KAFKA_STANDIN_IMAGE=ksgate-compose-kafka:local" in script
+
+
+def test_kafka_standin_has_what_the_compose_file_runs(compose: dict[str, Any], kafka_service: dict[str, Any]) -> None:
+    """Every /opt/kafka/bin tool the compose file calls exists in the stand-in, and its CMD is apache/kafka's."""
+    stages = parse_dockerfile((STANDIN / "Dockerfile").read_text("utf-8"))
+    copied = {dest: sources for _, sources, dest in copy_sources(stages[-1])}
+    assert copied["/opt/kafka/bin/"] == ["bin/"] and copied["/opt/kafka/libs/"] == ["lib/"]
+    (cmd,) = stages[-1].all("CMD")[-1:]
+    assert cmd.exec_form() == ["/etc/kafka/docker/run"]
+    assert "run" in copied["/etc/kafka/docker/"]
+    commands = kafka_service["healthcheck"]["test"] + " " + compose["services"]["kafka-scram"]["entrypoint"][-1]
+    tools = set(re.findall(r"/opt/kafka/bin/([\w.-]+)", commands))
+    assert tools == {"kafka-broker-api-versions.sh", "kafka-configs.sh"}
+    for tool in tools | {"kafka-storage.sh", "kafka-server-start.sh"}:
+        assert (STANDIN / "bin" / tool).stat().st_mode & 0o111, f"{tool} is missing or not executable"
+    user = stages[-1].all("USER")[-1].args
+    assert user != "root" and user != "0", "the stand-in runs as root (the official image does not)"
 
 
 # --- configs/ -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from authz.acl_json import encode_acl_file
+from gateway.commands.init_upstream import GATEWAY_USER, initialise_upstream
 from gateway.commands.quickstart import _tls_files
 from gateway.stores.file_acls import write_atomically
 from gateway.stores.file_users import FileCredentialStore
@@ -85,6 +86,9 @@ def add_init_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                                               "(once)")
     init.add_argument("--dir", required=True, metavar="DIR",
                       help="root of the certs/, users/ and acls/ directories (existing files are kept)")
+    init.add_argument("--kafka-host", metavar="HOST",
+                      help="also create, under DIR/kafka/ and DIR/upstream/, a SASL_SSL broker's keystore for HOST "
+                           "and the gateway's SCRAM-SHA-512 password on it (docker-compose.yml's Kafka)")
     init.set_defaults(func=run_init_command)
     return init
 
@@ -101,4 +105,8 @@ def run_init_command(args: argparse.Namespace) -> int:
               f"password is in {layout.password_file} unless you removed it)")
     print(f"ksgate init: ACLs in {layout.acls_file} (add users with `ksgate users add NAME --config ...`, "
           f"their ACLs with `ksgate acls`)")
+    if args.kafka_host:
+        upstream = initialise_upstream(Path(args.dir), args.kafka_host)
+        print(f"ksgate init: Kafka's keystore for {args.kafka_host} in {upstream.broker_keystore.parent}, its CA "
+              f"{upstream.gateway_ca}, the gateway's password as {GATEWAY_USER!r} in {upstream.gateway_password}")
     return 0

@@ -3,14 +3,19 @@
 It runs in ksgate's network namespace (localhost:9092 as on the host).  As the super user ``admin`` (the password
 ``ksgate init`` generated, read from the users volume) it creates the users alice and bob with random passwords
 (AlterUserScramCredentials) and their ACLs (CreateAcls: alice owns topics demo-*, bob may read them), then checks:
-SASL_SSL produce and consume as alice, a denied produce as bob, both decisions in the audit log, and /readyz
-answering 200.  Exit 0 only if all pass.
+SASL_SSL produce and consume as alice, a denied produce as bob, both decisions in the audit log, /readyz answering
+200, and the upstream leg: the cluster behind ksgate is the compose file's Kafka, whose listener answers neither
+plaintext nor TLS without SASL.  Exit 0 only if all pass.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
+import ssl
+import struct
 import sys
 import time
 import urllib.request
@@ -40,6 +45,7 @@ AUDIT = Path("/var/log/ksgate/audit.log")
 READYZ = "http://127.0.0.1:9404/readyz"
 TOPIC = "demo-compose"  # alice owns demo-*; bob may only read it (ksgate init's ACLs)
 DEADLINE_S = 60.0
+UPSTREAM = ("kafka", 9092)  # the broker's SASL_SSL listener, reachable from ksgate's network namespace
 
 
 # user -> password: admin's from init's file, alice's and bob's made up by provision() for this run.
@@ -49,7 +55,7 @@ PASSWORDS: dict[str, str] = {}
 def settings(user: str) -> dict[str, Any]:
     return {"bootstrap.servers": BOOTSTRAP, "security.protocol": "SASL_SSL", "ssl.ca.location": CA,
             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": PASSWORDS[user],
-            "log_level": 4}  # warnings and worse: not Tansu's partition-count notices
+            "log_level": 4}  # warnings and worse
 
 
 def demo_acls() -> list[AclBinding]:
@@ -136,6 +142,48 @@ def readyz_status() -> int:
         return status
 
 
+def cluster_id() -> str | None:
+    """The cluster id ksgate's Metadata reports (the upstream's)."""
+    admin = AdminClient(settings("alice"))
+    return admin.list_topics(timeout=DEADLINE_S).cluster_id
+
+
+def _request(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    """A Kafka request frame with a v1 header and a null client id."""
+    message = struct.pack(">hhih", api_key, version, correlation_id, -1) + body
+    return struct.pack(">i", len(message)) + message
+
+
+def _answer(sock: socket.socket) -> int | None:
+    """The correlation id of the response on ``sock``, or None if the broker closed, reset or stayed silent."""
+    received = b""
+    try:
+        while len(received) < 8:
+            chunk = sock.recv(8 - len(received))
+            if not chunk:
+                return None
+            received += chunk
+    except (OSError, ssl.SSLError):  # reset, TLS alert, timeout
+        return None
+    correlation_id: int = struct.unpack(">i", received[4:8])[0]
+    return correlation_id
+
+
+def upstream_requires_sasl_ssl(address: tuple[str, int] = UPSTREAM) -> bool:
+    """kafka:9092 answers no plaintext request, completes a TLS handshake, and then refuses Metadata before SASL."""
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(_request(18, 0, 1))  # ApiVersions v0 in plaintext
+        if _answer(sock) is not None:
+            return False
+    # Not verified: the client has no business with the upstream's CA; the handshake alone shows TLS.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(address, timeout=10) as raw, context.wrap_socket(raw) as tls:
+        tls.sendall(_request(3, 0, 2, struct.pack(">i", 0)))  # Metadata v0 (all topics) without authenticating
+        return _answer(tls) is None
+
+
 def check(name: str, test: Callable[[], bool]) -> bool:
     try:
         ok = test()
@@ -160,6 +208,9 @@ def main() -> int:
         check("audit log: alice's WRITE ALLOWED", lambda: audit_has("User:alice", "ALLOWED")),
         check("audit log: bob's WRITE DENIED", lambda: audit_has("User:bob", "DENIED")),
         check("/readyz answers 200", lambda: readyz_status() == 200),
+        check(f"the upstream is the compose file's Kafka (cluster id {os.environ['KAFKA_CLUSTER_ID']})",
+              lambda: cluster_id() == os.environ["KAFKA_CLUSTER_ID"]),
+        check("the upstream's listener is SASL_SSL (no plaintext, no request before SASL)", upstream_requires_sasl_ssl),
     ]
     passed = sum(results)
     # The plain closing-line form ("N passed, N failed") that CI's summary reader recognises.
