@@ -49,15 +49,26 @@ class Failure:
 
 
 @dataclass(slots=True, frozen=True)
+class HashClaim:
+    """Whose attempt a costly hash checks: the gateway budgets hashes per address, fairly by user."""
+
+    source: str  # the client's address
+    user: str  # the name the client claimed
+    known: bool  # whether that user has a credential (if not, no correct password can wait behind it)
+
+
+@dataclass(slots=True, frozen=True)
 class Verify:
     """Costly, pure work (a password hash) that must not run on the gateway's event loop.
 
     ``job`` may run on any thread and touches no shared state; its result goes to
-    ``resume``, on the caller's thread, which says what follows.
+    ``resume``, on the caller's thread, which says what follows.  ``claim``: whom the hash
+    is for, when the gateway should budget it (None: run it as soon as a thread is free).
     """
 
     job: Callable[[], bytes]
     resume: Callable[[bytes], Outcome]
+    claim: HashClaim | None = None
 
 
 Outcome = Challenge | Done | Failure | Verify

@@ -23,6 +23,7 @@ from auth.sasl.mechanism import (
     Challenge,
     Done,
     Failure,
+    HashClaim,
     MechanismFactory,
     Outcome,
     SaslContext,
@@ -83,9 +84,11 @@ class Close:
 @dataclass(slots=True, frozen=True)
 class Verifying:
     """Run ``job`` off the event loop, then feed its result to ``on_verified`` (or call
-    ``on_verification_refused`` if it cannot run); the connection reads no frames meanwhile."""
+    ``on_verification_refused`` if it cannot run); the connection reads no frames meanwhile.
+    ``claim``: whom the hash is for, so the gateway can budget it (auth.hash_budget)."""
 
     job: Callable[[], bytes]
+    claim: HashClaim | None = None
 
 
 Step = Respond | Authenticated | Close | Verifying
@@ -101,9 +104,6 @@ class SaslServerConfig:
     # PLAIN sends the password in clear; Kafka allows it anywhere, ksgate only on TLS
     # unless the operator says otherwise (ksgate.sasl.plain.allow.insecure).
     allow_plain_without_tls: bool = False
-    # Whether attempts from this client host are refused before any credential check
-    # (auth.login_throttle); None: never.
-    refuse_source: Callable[[str], bool] | None = None
 
 
 def claimed_user(mechanism: str, first_token: bytes) -> str | None:
@@ -285,10 +285,8 @@ class SaslServerAuthenticator:
         assert self._server is not None
         if self._attempted_user is None and self._mechanism_name is not None:
             self._attempted_user = claimed_user(self._mechanism_name, token)
-        refuse = self._config.refuse_source
-        if refuse is not None and refuse(self._context.client_host):  # before any credential work
-            return Failure(f"too many failed authentications from {self._context.client_host}",
-                           self._generic_failure_message(), failure_class="throttled")
+        # No address is refused for its failures (one client's stale password would lock out every
+        # user behind the same NAT): costly hashes are budgeted per address by the gateway instead.
         return self._server.evaluate(token)
 
     # --- costly verification, run by the gateway off its event loop ----------------------
@@ -296,7 +294,7 @@ class SaslServerAuthenticator:
     def _settle(self, outcome: Outcome, step_for: _StepFor) -> Step:
         if isinstance(outcome, Verify):
             self._verifying = (outcome, step_for)
-            return Verifying(outcome.job)
+            return Verifying(outcome.job, outcome.claim)
         return step_for(outcome)
 
     def on_verified(self, result: bytes) -> Step:

@@ -84,15 +84,11 @@ def record_login(ctx: GatewayContext, listener: ListenerConfig, client: tuple[st
 
 def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: tuple[str, int],
                          authenticator: SaslServerAuthenticator | None, step: Close) -> None:
-    throttle = ctx.login_throttle
-    if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
+    if step.failure_class == "throttled":  # a flood of one user's guesses: not a warning per attempt
         log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
     else:
         log.warning("authentication_failed", reason=step.reason, mechanism_failure=step.authentication_failure)
     ctx.counters.authentication_failures += 1
-    if step.failure_class == "bad_credentials" and throttle.record_failure(client[0]):
-        log.warning("authentication_throttled", client_host=client[0], failures=throttle.limit,
-                    window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
     mechanism = authenticator.mechanism if authenticator else None
     ctx.metrics.authentication(mechanism, step.failure_class)
     if ctx.authorization is not None:
