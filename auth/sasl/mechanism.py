@@ -41,11 +41,14 @@ class Failure:
     """Authentication failed. ``reason`` is logged, never sent; the client gets a generic message.
 
     ``failure_class`` is the short, stable class audit and metrics record (auth.sasl.server.Close).
+    ``quiet``: a repeat answered from memory (the same password already failed), logged at debug
+    so that a client retrying a stale password does not flood the log; audited all the same.
     """
 
     reason: str
     client_message: str = "Authentication failed: Invalid username or password"
     failure_class: str = "bad_credentials"
+    quiet: bool = False
 
 
 @dataclass(slots=True, frozen=True)

@@ -105,7 +105,7 @@ class _PlainServer:
         if stored is not None and self._cache.verified(username, mac, stored):
             return _authorized(authzid, username)
         if self._refuted.refuted(username, mac, stored):  # the same wrong password again: no hash
-            return _wrong(username, stored)
+            return _wrong(username, stored, repeated=True)
         credential = stored if stored is not None else self._decoy
 
         def job() -> bytes:  # PBKDF2 releases the GIL: the gateway runs this on a worker thread
@@ -123,10 +123,12 @@ class _PlainServer:
         return Verify(job, resume, HashClaim(self._client_host, username, stored is not None))
 
 
-def _wrong(username: str, stored: PlainCredential | None) -> Failure:
-    if stored is None:
-        return Failure(f"unknown user {username!r}", INVALID_CREDENTIALS_MESSAGE)
-    return Failure(f"invalid password for {username!r}", INVALID_CREDENTIALS_MESSAGE)
+def _wrong(username: str, stored: PlainCredential | None, repeated: bool = False) -> Failure:
+    what = f"unknown user {username!r}" if stored is None else f"invalid password for {username!r}"
+    if repeated:
+        return Failure(f"{what} (a password that already failed: not hashed again)", INVALID_CREDENTIALS_MESSAGE,
+                       quiet=True)
+    return Failure(what, INVALID_CREDENTIALS_MESSAGE)
 
 
 def _authorized(authzid: str, username: str) -> Done | Failure:

@@ -79,6 +79,7 @@ class Close:
     # A short, stable class for audit and metrics: bad_credentials, nonce_mismatch, unsupported_mechanism,
     # illegal_state, reauthentication_refused, malformed, throttled, overloaded.
     failure_class: str = "illegal_state"
+    quiet: bool = False  # logged at debug (a repeat, or an answer without a hash under a flood); audited anyway
 
 
 @dataclass(slots=True, frozen=True)
@@ -259,7 +260,7 @@ class SaslServerAuthenticator:
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
                 return Close(outcome.reason, reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
-                             authentication_failure=True, failure_class=outcome.failure_class)
+                             authentication_failure=True, failure_class=outcome.failure_class, quiet=outcome.quiet)
             final = outcome.final
             return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, None, final, lifetime),
                                   lambda message: reply(KafkaError.SASL_AUTHENTICATION_FAILED, message, b""))
@@ -274,7 +275,8 @@ class SaslServerAuthenticator:
                 return Respond(_framed(outcome.data))
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
-                return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class)
+                return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class,
+                             quiet=outcome.quiet)
             final = outcome.final
             # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
             return self._complete(outcome, lambda _lifetime: _framed(final), lambda _message: None)
@@ -305,12 +307,12 @@ class SaslServerAuthenticator:
         verify, step_for = pending
         return self._settle(verify.resume(result), step_for)
 
-    def on_verification_refused(self, reason: str, failure_class: str) -> Step:
+    def on_verification_refused(self, reason: str, failure_class: str, quiet: bool = False) -> Step:
         """The job of the last Verifying step could not run (e.g. the pool is full): fail closed."""
         pending, self._verifying = self._verifying, None
         if pending is None:
             return self._fail_state("verification refused without a pending verification")
-        return pending[1](Failure(reason, self._generic_failure_message(), failure_class=failure_class))
+        return pending[1](Failure(reason, self._generic_failure_message(), failure_class=failure_class, quiet=quiet))
 
     def _generic_failure_message(self) -> str:
         """Kafka's text for a mechanism failure that carries no message of its own."""

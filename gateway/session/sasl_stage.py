@@ -84,8 +84,8 @@ def record_login(ctx: GatewayContext, listener: ListenerConfig, client: tuple[st
 
 def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: tuple[str, int],
                          authenticator: SaslServerAuthenticator | None, step: Close) -> None:
-    if step.failure_class == "throttled":  # a flood of one user's guesses: not a warning per attempt
-        log.debug("authentication_failed", reason=step.reason, mechanism_failure=True)
+    if step.quiet:  # a repeat, or answered unhashed under a flood: not a warning per attempt (audited below)
+        log.debug("authentication_failed", reason=step.reason, mechanism_failure=step.authentication_failure)
     else:
         log.warning("authentication_failed", reason=step.reason, mechanism_failure=step.authentication_failure)
     ctx.counters.authentication_failures += 1

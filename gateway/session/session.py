@@ -519,7 +519,7 @@ class ProxySession:
         assert authenticator is not None
         self._waiting_for = None
         if isinstance(result, act.HashSkipped):
-            self._apply_step(authenticator.on_verification_refused(result.reason, result.failure_class))
+            self._apply_step(authenticator.on_verification_refused(result.reason, result.failure_class, quiet=True))
         elif isinstance(result, act.QueueFull):
             self._apply_step(authenticator.on_verification_refused(
                 "the credential verification queue is full (ksgate.authentication.verification.queue.size)",

@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 
 from auth.hash_budget import Admission, HashBudget
 from auth.sasl.mechanism import HashClaim
+from gateway.ops.logs import get_logger
 from gateway.session.actions import HashSkipped, QueueFull
 from gateway.transport.verification_pool import VerificationPool
 
 Done = Callable[[bytes | BaseException], None]
+log = get_logger(component="hash_budget")
+WARNING_INTERVAL_S = 10.0  # at most one warning this often: a flood must not flood the log
 
 _SKIP_REASONS = {
     Admission.UNKNOWN_USER: ("unknown user {user!r}, not hashed: {source} is over its hash budget "
@@ -41,6 +44,8 @@ class HashScheduler:
         self.pool = pool
         self.budget: HashBudget[_Waiting] = budget if budget is not None else HashBudget()
         self._timer: asyncio.TimerHandle | None = None
+        self._over_budget = 0  # attempts delayed or answered unhashed since the last warning
+        self._warned_at = float("-inf")
 
     def submit(self, claim: HashClaim | None, job: Callable[[], bytes], done: Done,
                wanted: Callable[[], bool] = lambda: True) -> None:
@@ -55,10 +60,12 @@ class HashScheduler:
             self._skip(offer.displaced, Admission.USER_QUEUE_FULL)
         if offer.admission is Admission.NOW:
             self._start(job, done)
-        elif offer.admission is Admission.WAIT:
+            return
+        if offer.admission is Admission.WAIT:
             self._arm()
         else:
             self._skip(ticket, offer.admission)
+        self._note_over_budget(claim)
 
     def close(self) -> None:
         """At shutdown: nothing more is started; the pool drops what it queued."""
@@ -77,6 +84,17 @@ class HashScheduler:
         text, failure_class = _SKIP_REASONS[admission]
         reason = text.format(user=ticket.claim.user, source=ticket.claim.source)
         asyncio.get_running_loop().call_soon(ticket.done, HashSkipped(reason, failure_class))
+
+    def _note_over_budget(self, claim: HashClaim) -> None:
+        self._over_budget += 1
+        now = asyncio.get_running_loop().time()
+        if now - self._warned_at >= WARNING_INTERVAL_S:
+            log.warning("hash_budget_exceeded", client_host=claim.source, attempted_user=claim.user,
+                        over_budget_attempts=self._over_budget, waiting=self.budget.waiting(),
+                        hint="PLAIN attempts from this address are delayed (known users) or answered "
+                             "without a hash (unknown users); see ksgate.authentication.hash.*")
+            self._over_budget = 0
+            self._warned_at = now
 
     def _arm(self) -> None:
         """One timer for every address: at the earliest moment one of them has a token again."""

@@ -183,10 +183,11 @@ def test_a_wrong_password_is_never_cached_as_verified_and_its_repeats_cost_no_ha
     cache = VerifiedPasswordCache()
     _, mechanism = _mechanism({"alice": "s3cret"}, cache)
     derive = CountingDerive(monkeypatch)
-    for _ in range(30):  # a client retrying a stale password
+    for attempt in range(30):  # a client retrying a stale password
         outcome = run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0wrong"))
         assert isinstance(outcome, Failure) and outcome.failure_class == "bad_credentials"
         assert outcome.client_message == INVALID_CREDENTIALS_MESSAGE
+        assert outcome.quiet == (attempt > 0)  # repeats are logged at debug (and audited as any failure)
     assert derive.calls == 1 and len(cache) == 0
     assert isinstance(mechanism.create(CONTEXT).evaluate(b"\0alice\0other"), Verify)  # another password: hashed
     assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret")) == Done(authorization_id="alice")
