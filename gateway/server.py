@@ -166,7 +166,8 @@ class Gateway:
                        settings["ksgate.authentication.hash.burst.per.ip"],
                        settings["ksgate.authentication.hash.queue.per.ip"],
                        settings["ksgate.authentication.hash.queue.per.user"],
-                       settings["ksgate.authentication.hash.max.tracked.ips"]))
+                       settings["ksgate.authentication.hash.max.tracked.ips"]),
+            self.ctx.metrics.password_hashed)
         self.ctx.security = build_security(self.config, credentials, self.tokens)
         self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
                                                      self.tokens, self.security_topic)

@@ -58,6 +58,9 @@ class HashClaim:
     source: str  # the client's address
     user: str  # the name the client claimed
     known: bool  # whether that user has a credential (if not, no correct password can wait behind it)
+    # Equal, non-empty keys mean the very same hash (same user, password and credential): computed once.
+    # Opaque (a keyed MAC of the password, never the password); empty: never shared.
+    key: bytes = b""
 
 
 @dataclass(slots=True, frozen=True)

@@ -120,7 +120,9 @@ class _PlainServer:
             self._refuted.forget(username, mac)
             return _authorized(authzid, username)
 
-        return Verify(job, resume, HashClaim(self._client_host, username, stored is not None))
+        # The credential's salt (and the user) in the key: a changed credential never shares a stale hash.
+        key = b"%d:%d:%s%s%s" % (credential.iterations, len(credential.salt), credential.salt, username.encode(), mac)
+        return Verify(job, resume, HashClaim(self._client_host, username, stored is not None, key))
 
 
 def _wrong(username: str, stored: PlainCredential | None, repeated: bool = False) -> Failure:

@@ -529,7 +529,6 @@ class ProxySession:
             self._apply_step(authenticator.on_verification_refused(
                 f"credential verification failed: {result!r}", "illegal_state"))
         else:
-            self.ctx.metrics.password_hashed()
             self._apply_step(authenticator.on_verified(result))
         self._stop_waiting("verifying")
 

@@ -2,6 +2,8 @@
 
 A hash within budget goes to the verification pool at once; one over budget waits (a timer hands it
 to the pool when its address has a token again), or is answered unhashed when the budget says so.
+Attempts that would compute the very same hash (the same user, password and credential: pods behind
+one NAT restarting together, a client retrying on several connections) share one.
 """
 
 from __future__ import annotations
@@ -30,20 +32,27 @@ _SKIP_REASONS = {
 
 
 @dataclass(slots=True, eq=False)  # identity: a ticket is found again by ``is``
-class _Waiting:
+class _Hash:
+    """One hash to compute, and every connection waiting for it (with whether it still waits)."""
+
     claim: HashClaim
     job: Callable[[], bytes] = field(repr=False)
-    done: Done = field(repr=False)
-    wanted: Callable[[], bool] = field(repr=False)
+    waiters: list[tuple[Done, Callable[[], bool]]] = field(default_factory=list, repr=False)
+
+    def wanted(self) -> bool:
+        return any(still() for _, still in self.waiters)
 
 
 class HashScheduler:
     """Runs on the event loop; ``pool`` does the hashing, ``budget`` decides when."""
 
-    def __init__(self, pool: VerificationPool, budget: HashBudget[_Waiting] | None = None) -> None:
+    def __init__(self, pool: VerificationPool, budget: HashBudget[_Hash] | None = None,
+                 on_hashed: Callable[[], None] = lambda: None) -> None:
         self.pool = pool
-        self.budget: HashBudget[_Waiting] = budget if budget is not None else HashBudget()
+        self.budget: HashBudget[_Hash] = budget if budget is not None else HashBudget()
+        self._on_hashed = on_hashed  # once per hash computed (ksgate_password_hashes_total), shared or not
         self._timer: asyncio.TimerHandle | None = None
+        self._by_key: dict[bytes, _Hash] = {}  # hashes waiting or running, by HashClaim.key
         self._over_budget = 0  # attempts delayed or answered unhashed since the last warning
         self._warned_at = float("-inf")
 
@@ -54,12 +63,18 @@ class HashScheduler:
         if claim is None:
             self._start(job, done)
             return
-        ticket = _Waiting(claim, job, done, wanted)
+        same = self._by_key.get(claim.key) if claim.key else None
+        if same is not None:  # the same hash is already waiting or running: its result serves both
+            same.waiters.append((done, wanted))
+            return
+        ticket = _Hash(claim, job, [(done, wanted)])
+        if claim.key:
+            self._by_key[claim.key] = ticket
         offer = self.budget.offer(claim.source, claim.user, claim.known, ticket)
         if offer.displaced is not None:
             self._skip(offer.displaced, Admission.USER_QUEUE_FULL)
         if offer.admission is Admission.NOW:
-            self._start(job, done)
+            self._run(ticket)
             return
         if offer.admission is Admission.WAIT:
             self._arm()
@@ -77,13 +92,27 @@ class HashScheduler:
     # --- helpers ----------------------------------------------------------------------------
 
     def _start(self, job: Callable[[], bytes], done: Done) -> None:
-        if not self.pool.submit(job, done):
+        def hashed(result: bytes | BaseException) -> None:
+            if isinstance(result, bytes):
+                self._on_hashed()
+            done(result)
+
+        if not self.pool.submit(job, hashed):
             asyncio.get_running_loop().call_soon(done, QueueFull())
 
-    def _skip(self, ticket: _Waiting, admission: Admission) -> None:
+    def _run(self, ticket: _Hash) -> None:
+        self._start(ticket.job, lambda result: self._finish(ticket, result))
+
+    def _finish(self, ticket: _Hash, result: bytes | BaseException) -> None:
+        if self._by_key.get(ticket.claim.key) is ticket:
+            del self._by_key[ticket.claim.key]
+        for done, _ in ticket.waiters:
+            done(result)
+
+    def _skip(self, ticket: _Hash, admission: Admission) -> None:
         text, failure_class = _SKIP_REASONS[admission]
         reason = text.format(user=ticket.claim.user, source=ticket.claim.source)
-        asyncio.get_running_loop().call_soon(ticket.done, HashSkipped(reason, failure_class))
+        asyncio.get_running_loop().call_soon(self._finish, ticket, HashSkipped(reason, failure_class))
 
     def _note_over_budget(self, claim: HashClaim) -> None:
         self._over_budget += 1
@@ -111,7 +140,14 @@ class HashScheduler:
 
     def _release(self) -> None:
         self._timer = None
-        # A connection that closed while it waited gives its turn to the next (no token spent).
-        for ticket in self.budget.due(lambda waiting: waiting.wanted()):
-            self._start(ticket.job, ticket.done)
+        # A hash nobody waits for any more (every connection closed) gives its turn to the next.
+        for ticket in self.budget.due(self._still_wanted):
+            self._run(ticket)
         self._arm()
+
+    def _still_wanted(self, ticket: _Hash) -> bool:
+        if ticket.wanted():
+            return True
+        if self._by_key.get(ticket.claim.key) is ticket:
+            del self._by_key[ticket.claim.key]
+        return False

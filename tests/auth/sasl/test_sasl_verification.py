@@ -146,15 +146,23 @@ def test_cheap_mechanisms_see_every_token_whatever_failed_before() -> None:
     assert isinstance(m.on_frame(_authenticate(b"client-first")), Authenticated)
 
 
-def test_a_plain_verification_says_whom_the_hash_is_for() -> None:
-    m = _machine(_plain())
+def _claim(plain: PlainMechanism, token: bytes) -> HashClaim:
+    m = _machine(plain)
     m.on_frame(_handshake(1, "PLAIN"))
-    step = m.on_frame(_authenticate(b"\0alice\0s3cret"))
-    assert isinstance(step, Verifying) and step.claim == HashClaim("192.0.2.7", "alice", known=True)
-    m = _machine(_plain())
-    m.on_frame(_handshake(1, "PLAIN"))
-    step = m.on_frame(_authenticate(b"\0mallory\0guess"))
-    assert isinstance(step, Verifying) and step.claim == HashClaim("192.0.2.7", "mallory", known=False)
+    step = m.on_frame(_authenticate(token))
+    assert isinstance(step, Verifying) and step.claim is not None
+    return step.claim
+
+
+def test_a_plain_verification_says_whom_the_hash_is_for_and_which_hash_it_is() -> None:
+    plain = _plain()
+    alice = _claim(plain, b"\0alice\0s3cret")
+    assert (alice.source, alice.user, alice.known) == ("192.0.2.7", "alice", True)
+    mallory = _claim(plain, b"\0mallory\0guess")
+    assert (mallory.source, mallory.user, mallory.known) == ("192.0.2.7", "mallory", False)
+    assert alice.key and alice.key == _claim(plain, b"\0alice\0s3cret").key  # the same hash: shareable
+    assert alice.key != _claim(plain, b"\0alice\0other").key
+    assert b"s3cret" not in alice.key  # a keyed MAC, never the password
 
 
 def test_a_budget_refusal_fails_closed_with_its_class_and_the_claimed_user() -> None:

@@ -140,3 +140,25 @@ def test_a_reauthentication_hashed_off_the_loop_keeps_responses_in_order(broker:
     finally:
         client.close()
         uncached.stop()
+
+
+def test_many_connections_with_the_same_password_over_budget_share_one_hash_and_all_get_in(
+        broker: EmbeddedBroker, credentials: Path) -> None:
+    """More than the per-user queue (pods of one service behind a NAT, restarting together): one hash."""
+    running = _gateway(broker, credentials, **{"ksgate.authentication.hash.rate.per.ip": 2,
+                                               "ksgate.authentication.hash.burst.per.ip": 1,
+                                               "ksgate.authentication.hash.queue.per.user": 2})
+    clients = [WireClient(running.bootstrap) for _ in range(10)]
+    try:
+        assert _plain_login(running, "alice", "wrong")["error_code"] == 58  # spends the token
+        for client in clients:
+            client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"})
+                        + request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": b"\0alice\0alice-secret"}))
+        for client in clients:
+            client.read_response(ApiKey.SASL_HANDSHAKE, 1)
+            assert client.read_response(ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == 0
+        assert _hashes(running) == 2  # the wrong password, then alice's once for all ten
+    finally:
+        for client in clients:
+            client.close()
+        running.stop()

@@ -14,11 +14,13 @@ from gateway.transport.verification_pool import VerificationPool
 Result = bytes | BaseException
 
 
-def _run(rate: float, claims: list[tuple[HashClaim, bool]]) -> tuple[list[Result], list[str]]:
+def _run(rate: float, claims: list[tuple[HashClaim, bool]], queue_per_user: int = 8
+         ) -> tuple[list[Result], list[str]]:
     """Submit one hash per claim (bool: its connection still wants it); the results in claim order
     and the order in which the jobs ran."""
     async def main() -> tuple[list[Result], list[str]]:
-        scheduler = HashScheduler(VerificationPool(threads=1, queue_size=16), HashBudget(rate, burst=1))
+        scheduler = HashScheduler(VerificationPool(threads=1, queue_size=16),
+                                  HashBudget(rate, burst=1, queue_per_user=queue_per_user))
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Result]] = []
         ran: list[str] = []
@@ -70,3 +72,18 @@ def test_a_hash_without_a_claim_is_not_budgeted() -> None:
         return list(done)
 
     assert asyncio.run(main()) == [b"x"] * 3
+
+
+def test_the_same_hash_wanted_by_many_connections_is_computed_once_and_none_is_turned_away() -> None:
+    """Pods behind one NAT restarting together, as one user with one password: far more than the
+    per-user queue, yet one hash, and every one of them gets its answer."""
+    same = HashClaim("10.0.0.1", "app", True, key=b"app-password-mac")
+    results, ran = _run(50, [(same, True)] * 30, queue_per_user=2)
+    assert ran == ["app"]
+    assert results == [b"app"] * 30
+
+
+def test_different_passwords_of_one_user_are_not_shared() -> None:
+    results, ran = _run(1000, [(HashClaim("10.0.0.1", "app", True, key=b"one"), True),
+                               (HashClaim("10.0.0.1", "app", True, key=b"two"), True)])
+    assert ran == ["app", "app"] and results == [b"app", b"app"]
