@@ -65,7 +65,8 @@ class HashBudget(Generic[Ticket]):
     ``rate_per_s <= 0`` disables the budget (every hash runs at once).
     """
 
-    __slots__ = ("_clock", "_sources", "burst", "max_tracked_ips", "queue_per_ip", "queue_per_user", "rate_per_s")
+    __slots__ = ("_busy", "_clock", "_sources", "burst", "max_tracked_ips", "queue_per_ip", "queue_per_user",
+                 "rate_per_s")
 
     def __init__(self, rate_per_s: float = DEFAULT_RATE_PER_IP, burst: float = DEFAULT_BURST_PER_IP,
                  queue_per_ip: int = DEFAULT_QUEUE_PER_IP, queue_per_user: int = DEFAULT_QUEUE_PER_USER,
@@ -78,6 +79,7 @@ class HashBudget(Generic[Ticket]):
         self.max_tracked_ips = max(1, max_tracked_ips)
         self._clock = clock_ms
         self._sources: OrderedDict[str, _Source[Ticket]] = OrderedDict()  # least recently used first
+        self._busy: dict[str, _Source[Ticket]] = {}  # the addresses with tickets waiting (timers visit only these)
 
     def __len__(self) -> int:
         """Addresses tracked now."""
@@ -87,7 +89,7 @@ class HashBudget(Generic[Ticket]):
         """Tickets waiting for a token (from ``source``, or from every address)."""
         if source is not None:
             return self._sources[source].size if source in self._sources else 0
-        return sum(s.size for s in self._sources.values())
+        return sum(s.size for s in self._busy.values())
 
     def offer(self, source: str, user: str, known: bool, ticket: Ticket) -> Offer[Ticket]:
         """A hash wanted for ``user``'s attempt from ``source``; ``known``: the user has a credential."""
@@ -114,13 +116,14 @@ class HashBudget(Generic[Ticket]):
             line = state.waiting[user] = deque()
         line.append(ticket)
         state.size += 1
+        self._busy[source] = state
         return Offer(Admission.WAIT, displaced)
 
     def due(self, wanted: Callable[[Ticket], bool] = lambda _ticket: True) -> list[Ticket]:
         """Waiting tickets whose address has a token now, to hash now; round-robin by user.
         A ticket no longer ``wanted`` (its connection closed) is dropped without spending a token."""
         ready: list[Ticket] = []
-        for state in [s for s in self._sources.values() if s.size]:
+        for source, state in list(self._busy.items()):
             self._refill(state)
             while state.size and state.tokens >= 1:
                 user, line = next(iter(state.waiting.items()))
@@ -133,6 +136,8 @@ class HashBudget(Generic[Ticket]):
                     state.waiting.move_to_end(user)  # its next ticket goes behind every other user's
                 else:
                     del state.waiting[user]
+            if not state.size:
+                del self._busy[source]
         return ready
 
     def next_due_ms(self) -> float | None:
@@ -141,7 +146,7 @@ class HashBudget(Generic[Ticket]):
             return None
         now = self._clock()
         waits = [max(0.0, (1 - s.tokens) * 1000 / self.rate_per_s - (now - s.updated_ms))
-                 for s in self._sources.values() if s.size]
+                 for s in self._busy.values()]
         return min(waits) if waits else None
 
     # --- helpers ----------------------------------------------------------------------------
