@@ -75,6 +75,9 @@ class Verify:
     job: Callable[[], bytes]
     resume: Callable[[bytes], Outcome]
     claim: HashClaim | None = None
+    # What the client is told if the gateway answers without running ``job`` (over budget, pool full):
+    # the mechanism's usual failure text, so that such an answer reads like any failure. None: Kafka's generic one.
+    refusal_message: str | None = None
 
 
 Outcome = Challenge | Done | Failure | Verify

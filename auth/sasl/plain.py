@@ -122,7 +122,8 @@ class _PlainServer:
 
         # The credential's salt (and the user) in the key: a changed credential never shares a stale hash.
         key = b"%d:%d:%s%s%s" % (credential.iterations, len(credential.salt), credential.salt, username.encode(), mac)
-        return Verify(job, resume, HashClaim(self._client_host, username, stored is not None, key))
+        return Verify(job, resume, HashClaim(self._client_host, username, stored is not None, key),
+                      INVALID_CREDENTIALS_MESSAGE)
 
 
 def _wrong(username: str, stored: PlainCredential | None, repeated: bool = False) -> Failure:

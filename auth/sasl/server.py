@@ -312,7 +312,9 @@ class SaslServerAuthenticator:
         pending, self._verifying = self._verifying, None
         if pending is None:
             return self._fail_state("verification refused without a pending verification")
-        return pending[1](Failure(reason, self._generic_failure_message(), failure_class=failure_class, quiet=quiet))
+        verify, step_for = pending
+        message = verify.refusal_message or self._generic_failure_message()
+        return step_for(Failure(reason, message, failure_class=failure_class, quiet=quiet))
 
     def _generic_failure_message(self) -> str:
         """Kafka's text for a mechanism failure that carries no message of its own."""

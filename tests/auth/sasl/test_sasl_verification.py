@@ -8,7 +8,7 @@ from auth.credentials import PlainCredential
 from auth.principal import KafkaPrincipal
 from auth.principal_builder import DefaultPrincipalBuilder
 from auth.sasl.mechanism import Challenge, Done, HashClaim, SaslContext, Verify
-from auth.sasl.plain import PlainMechanism, plain_credential
+from auth.sasl.plain import INVALID_CREDENTIALS_MESSAGE, PlainMechanism, plain_credential
 from auth.sasl.server import (
     Authenticated,
     Close,
@@ -174,6 +174,8 @@ def test_a_budget_refusal_fails_closed_with_its_class_and_the_claimed_user() -> 
     assert closed.frame is not None
     cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
     assert (cid, body["error_code"]) == (6, KafkaError.SASL_AUTHENTICATION_FAILED)
+    # Word for word what a hashed failure says: an unhashed answer must not read differently.
+    assert body["error_message"] == INVALID_CREDENTIALS_MESSAGE
     assert m.attempted_user == "mallory"  # still audited with the claimed name
 
 
