@@ -1,21 +1,26 @@
-"""What a failed-login flood costs the gateway, and what it does to another client's latency.
+"""What a failed-login flood costs the gateway, and what it does to other clients of the same address.
 
 A benchmark, not a test.  It starts an embedded Tansu broker and, per scenario, a gateway
 process (``ksgate run``, as bench/throughput.py does) with a SASL_PLAINTEXT listener offering
 PLAIN.  A small client logs in as a real user first, then sends ApiVersions and Metadata
 requests one at a time (paced) on that connection and records each round trip: for a few
 seconds alone (baseline), then while a second process floods the gateway for --seconds with
-failed PLAIN logins over the raw wire (unknown users, many connections at once, each one
-SaslHandshake + SaslAuthenticate, read until the gateway closes it).
+failed PLAIN logins over the raw wire (many connections at once, each one SaslHandshake +
+SaslAuthenticate, read until the gateway closes it).  Near the end of the flood, users who
+have not logged in yet (so their first login needs a hash) log in from the same address, one
+after the other: their login times show whether the flood locks or slows them out.
 
 Printed per scenario: flood attempts/s, the gateway process's CPU per attempt over the flood
 (all its threads, so PBKDF2 on the verification pool counts too; raw, and net of the CPU
-rate the baseline phase used), and the small client's p50/p99/max alone and under the flood.
+rate the baseline phase used), the small client's p50/p99/max alone and under the flood,
+and the fresh logins' outcome and max time.
 
-Scenarios: ``throttled`` (the gateway's default login throttle) and ``unthrottled``
-(``ksgate.authentication.failures.per.ip: 0``: every attempt is hashed, on the pool).
+Scenarios: ``default`` (unknown users, a new one each attempt), ``known`` (a known user, bob,
+a new wrong password each attempt: a brute force), ``stale`` (bob's one stale password,
+retried) and ``unbudgeted`` (unknown users with ``ksgate.authentication.hash.rate.per.ip: 0``:
+every attempt is hashed, on the pool).
 
-    .venv/bin/python bench/login_flood.py [--seconds 10] [--concurrency 64] [--scenario throttled] [--set K=V]
+    .venv/bin/python bench/login_flood.py [--seconds 10] [--concurrency 64] [--scenario default] [--set K=V]
 """
 
 from __future__ import annotations
@@ -49,7 +54,14 @@ from protocol.messages import decode_response, request_frame  # noqa: E402
 from tests.wire_client import read_frame  # noqa: E402
 
 USER, PASSWORD = "alice", "alice-secret"
-SCENARIOS = {"throttled": {}, "unthrottled": {"ksgate.authentication.failures.per.ip": 0}}
+FRESH_USERS = 5  # users logging in for the first time during the flood
+# scenario → (gateway settings, flood kind)
+SCENARIOS: dict[str, tuple[dict[str, Any], str]] = {
+    "default": ({}, "unknown"),
+    "known": ({}, "known"),
+    "stale": ({}, "stale"),
+    "unbudgeted": ({"ksgate.authentication.hash.rate.per.ip": 0}, "unknown"),
+}
 
 
 # --- the small client: one authenticated connection, one request at a time ----------------
@@ -67,11 +79,10 @@ class SmallClient:
         assert cid == self.cid, (cid, self.cid)
         return response
 
-    def login(self) -> None:
+    def login(self, user: str = USER, password: str = PASSWORD) -> bool:
         assert self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        answer = self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{USER}\0{PASSWORD}".encode()})
-        if answer["error_code"] != 0:
-            raise RuntimeError(f"the small client could not log in: {answer}")
+        answer = self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+        return bool(answer["error_code"] == 0)
 
     def round_trips(self, seconds: float, pace_s: float) -> list[float]:
         """Alternating ApiVersions (answered by the gateway) and Metadata (relayed): ms each."""
@@ -97,13 +108,15 @@ class SmallClient:
 
 # --- the flood: another process, many raw connections each failing one PLAIN login ---------
 
-def _flood_frames(n: int) -> bytes:
-    token = f"\0mallory-{n}\0guess-{n}".encode()
+def _flood_frames(n: int, kind: str) -> bytes:
+    user = "bob" if kind in ("known", "stale") else f"mallory-{n}"
+    guess = "stale-password" if kind == "stale" else f"guess-{n}"
+    token = f"\0{user}\0{guess}".encode()
     return (request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"})
             + request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": token}))
 
 
-async def _flood(address: tuple[str, int], seconds: float, concurrency: int) -> tuple[int, int]:
+async def _flood(address: tuple[str, int], seconds: float, concurrency: int, kind: str) -> tuple[int, int]:
     done = errors = 0
     deadline = time.monotonic() + seconds
     counter = iter(range(1 << 62))
@@ -113,7 +126,7 @@ async def _flood(address: tuple[str, int], seconds: float, concurrency: int) -> 
         while time.monotonic() < deadline:
             try:
                 reader, writer = await asyncio.open_connection(*address)
-                writer.write(_flood_frames(next(counter)))
+                writer.write(_flood_frames(next(counter), kind))
                 received = 0
                 while chunk := await reader.read(65536):
                     received += len(chunk)
@@ -130,7 +143,7 @@ async def _flood(address: tuple[str, int], seconds: float, concurrency: int) -> 
     return done, errors
 
 
-def flood_process(address: tuple[str, int], seconds: float, concurrency: int,
+def flood_process(address: tuple[str, int], seconds: float, concurrency: int, kind: str,
                   ready: Any, go: Any, out: SimpleQueue[tuple[int, int, float]]) -> None:
     try:
         import uvloop
@@ -141,7 +154,7 @@ def flood_process(address: tuple[str, int], seconds: float, concurrency: int,
     ready.set()
     go.wait()
     start = time.perf_counter()
-    done, errors = asyncio.run(_flood(address, seconds, concurrency))
+    done, errors = asyncio.run(_flood(address, seconds, concurrency, kind))
     out.put((done, errors, time.perf_counter() - start))
 
 
@@ -164,6 +177,8 @@ class ScenarioResult:
     flood_p99_ms: float
     flood_max_ms: float
     small_requests_in_flood: int
+    fresh_logins_ok: int  # of FRESH_USERS first logins from the same address during the flood
+    fresh_login_max_ms: float
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -171,18 +186,36 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def fresh_logins(address: tuple[str, int]) -> tuple[int, float]:
+    """Users who never logged in before log in, one after the other: how many got in, the slowest (ms)."""
+    ok, slowest = 0, 0.0
+    for i in range(FRESH_USERS):
+        start = time.perf_counter()
+        client = SmallClient(address)
+        try:
+            ok += client.login(f"fresh-{i}", f"fresh-{i}-secret")
+        except OSError:
+            pass  # closed or timed out: not logged in
+        finally:
+            client.close()
+        slowest = max(slowest, (time.perf_counter() - start) * 1000)
+    return ok, slowest
+
+
 def run_scenario(name: str, broker: EmbeddedBroker, workdir: Path, credentials: Path,
                  args: argparse.Namespace) -> ScenarioResult:
+    settings, kind = SCENARIOS[name]
     extra = {"sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(credentials),
              "ksgate.sasl.plain.allow.insecure": True, "ksgate.acl.file": str(workdir / "acls.json"),
              "allow.everyone.if.no.acl.found": True, "ksgate.audit.log.file": str(workdir / f"audit-{name}.log"),
-             **SCENARIOS[name], **parse_settings(args.set)}
+             **settings, **parse_settings(args.set)}
     scenario_dir = workdir / name
     scenario_dir.mkdir()
     with SaslGatewayProcess(broker.bootstrap, scenario_dir, extra) as gateway:
         address = ("127.0.0.1", gateway.port)
         small = SmallClient(address)
-        small.login()
+        if not small.login():
+            raise RuntimeError("the small client could not log in")
         small.round_trips(0.5, args.pace_ms / 1000)  # warm-up
         cpu0, wall0 = cpu_seconds(gateway.pid), time.perf_counter()
         baseline = small.round_trips(args.baseline_seconds, args.pace_ms / 1000)
@@ -190,15 +223,17 @@ def run_scenario(name: str, broker: EmbeddedBroker, workdir: Path, credentials: 
 
         spawn = multiprocessing.get_context("spawn")
         ready, go, out = spawn.Event(), spawn.Event(), spawn.SimpleQueue()
-        flooder = spawn.Process(target=flood_process, args=(address, args.seconds, args.concurrency, ready, go, out),
-                                daemon=True)
+        flooder = spawn.Process(target=flood_process,
+                                args=(address, args.seconds, args.concurrency, kind, ready, go, out), daemon=True)
         flooder.start()
         try:
             if not ready.wait(30):
                 raise RuntimeError("the flood process did not start")
             cpu1, wall1 = cpu_seconds(gateway.pid), time.perf_counter()
             go.set()
-            during = small.round_trips(args.seconds, args.pace_ms / 1000)
+            during = small.round_trips(args.seconds * 0.7, args.pace_ms / 1000)
+            fresh_ok, fresh_max = fresh_logins(address)  # the flood still runs
+            during += small.round_trips(max(0.0, wall1 + args.seconds - time.perf_counter()), args.pace_ms / 1000)
             attempts, errors, flood_s = out.get()
             cpu2, wall2 = cpu_seconds(gateway.pid), time.perf_counter()
         finally:
@@ -218,7 +253,8 @@ def run_scenario(name: str, broker: EmbeddedBroker, workdir: Path, credentials: 
         gateway_cpu_pct_baseline=round(100 * baseline_rate, 1),
         baseline_p50_ms=round(statistics.median(baseline), 2), baseline_p99_ms=round(percentile(baseline, 0.99), 2),
         flood_p50_ms=round(statistics.median(during), 2), flood_p99_ms=round(percentile(during, 0.99), 2),
-        flood_max_ms=round(max(during), 2), small_requests_in_flood=len(during))
+        flood_max_ms=round(max(during), 2), small_requests_in_flood=len(during),
+        fresh_logins_ok=fresh_ok, fresh_login_max_ms=round(fresh_max, 1))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -243,18 +279,22 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ksgate-flood-") as tmp:
         workdir = Path(tmp)
         credentials = workdir / "users.json"
-        FileCredentialStore(credentials).upsert_user(USER, PASSWORD, mechanisms=("PLAIN",))
+        store = FileCredentialStore(credentials)
+        for user, password in [(USER, PASSWORD), ("bob", "bob-secret"),
+                               *((f"fresh-{i}", f"fresh-{i}-secret") for i in range(FRESH_USERS))]:
+            store.upsert_user(user, password, mechanisms=("PLAIN",))
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
             for name in args.scenario or list(SCENARIOS):
                 print(f"scenario {name} …", file=sys.stderr)
                 results.append(run_scenario(name, broker, workdir, credentials, args))
     print(f"{'scenario':<12} {'att/s':>7} {'cpu ms/att':>10} {'net':>6} {'gw cpu%':>7} "
-          f"{'base p50/p99':>13} {'flood p50/p99/max (ms)':>23}")
+          f"{'base p50/p99':>13} {'flood p50/p99/max (ms)':>23} {'fresh logins ok, max ms':>24}")
     for r in results:
         print(f"{r.scenario:<12} {r.attempts_per_s:>7.0f} {r.gateway_cpu_ms_per_attempt:>10.3f} "
               f"{r.gateway_cpu_ms_per_attempt_net:>6.3f} {r.gateway_cpu_pct_flood:>7.1f} "
               f"{r.baseline_p50_ms:>6.2f}/{r.baseline_p99_ms:<6.2f} "
-              f"{r.flood_p50_ms:>7.2f}/{r.flood_p99_ms:.2f}/{r.flood_max_ms:.2f}")
+              f"{r.flood_p50_ms:>7.2f}/{r.flood_p99_ms:.2f}/{r.flood_max_ms:.2f} "
+              f"{r.fresh_logins_ok:>14}/{FRESH_USERS}, {r.fresh_login_max_ms:.0f}")
     print(f"load average after: {loadavg()} (other processes on the machine share its cores)")
     if args.json:
         print(json.dumps({"machine": info, "pid": os.getpid(), "results": [asdict(r) for r in results],

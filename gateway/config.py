@@ -148,6 +148,15 @@ def _int(key: str, v: Any) -> int:
         raise ConfigError(f"{key}: expected an integer, got {v!r}") from None
 
 
+def _float(key: str, v: Any) -> float:
+    if isinstance(v, bool):
+        raise ConfigError(f"{key}: expected a number, got {v!r}")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected a number, got {v!r}") from None
+
+
 def _str(key: str, v: Any) -> str:
     if not isinstance(v, (str, int)):
         raise ConfigError(f"{key}: expected a string, got {v!r}")
@@ -207,9 +216,16 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "connections.max.reauth.ms": (_int, 0),
     "connection.failed.authentication.delay.ms": (_int, 100),
     "ksgate.authentication.timeout.ms": (_int, 10_000),
+    # Deprecated (DEPRECATED_KEYS): accepted, ignored, warned about at start.
     "ksgate.authentication.failures.per.ip": (_int, 10),
     "ksgate.authentication.failures.window.ms": (_int, 60_000),
     "ksgate.authentication.failures.max.tracked.ips": (_int, 10_000),
+    # PLAIN's password hashes per client address (auth.hash_budget); rate 0: no budget.
+    "ksgate.authentication.hash.rate.per.ip": (_float, 20.0),
+    "ksgate.authentication.hash.burst.per.ip": (_int, 20),
+    "ksgate.authentication.hash.queue.per.ip": (_int, 256),
+    "ksgate.authentication.hash.queue.per.user": (_int, 8),
+    "ksgate.authentication.hash.max.tracked.ips": (_int, 10_000),
     "ksgate.authentication.verification.threads": (_int, 1),
     "ksgate.authentication.verification.queue.size": (_int, 256),
     "ksgate.authentication.plain.cache.size": (_int, 10_000),
@@ -417,6 +433,7 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         raise ConfigError(f"queued.max.request.bytes: must be positive or -1 (no limit), "
                           f"got {settings['queued.max.request.bytes']}")
     _check_connection_limits(settings)
+    _check_hash_budget(settings)
     listeners = _listeners(settings, per_listener)
     authorizer = settings["authorizer.class.name"].strip()
     if authorizer and authorizer.rsplit(".", 1)[-1] != "StandardAuthorizer":
@@ -454,10 +471,27 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
     )
 
 
+
+# Keys still accepted but without effect: the gateway logs this hint at start when one is set.
+DEPRECATED_KEYS = {
+    key: "ignored since the per-address login throttle was removed (it refused correct passwords of "
+         "every user behind the address); PLAIN's hashes are budgeted by ksgate.authentication.hash.*"
+    for key in ("ksgate.authentication.failures.per.ip", "ksgate.authentication.failures.window.ms",
+                "ksgate.authentication.failures.max.tracked.ips")
+}
+
 def _check_positive(settings: Mapping[str, Any], *keys: str) -> None:
     for key in keys:
         if settings[key] <= 0:
             raise ConfigError(f"{key}: must be positive, got {settings[key]}")
+
+
+def _check_hash_budget(settings: Mapping[str, Any]) -> None:
+    if settings["ksgate.authentication.hash.rate.per.ip"] < 0:
+        raise ConfigError("ksgate.authentication.hash.rate.per.ip: must not be negative (0 disables the budget), "
+                          f"got {settings['ksgate.authentication.hash.rate.per.ip']}")
+    _check_positive(settings, "ksgate.authentication.hash.burst.per.ip", "ksgate.authentication.hash.queue.per.ip",
+                    "ksgate.authentication.hash.queue.per.user", "ksgate.authentication.hash.max.tracked.ips")
 
 
 def _check_connection_limits(settings: Mapping[str, Any]) -> None:

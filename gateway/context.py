@@ -5,13 +5,13 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
-from auth.login_throttle import LoginThrottle
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import VersionRanges
 from gateway.session.authz_view import GatewayAuthorization
 from gateway.session.request_memory import RequestMemoryBudget
 from gateway.session.sasl_stage import ListenerSecurity
+from gateway.transport.hash_scheduler import HashScheduler
 from gateway.transport.verification_pool import VerificationPool
 from gateway.upstream.cluster_view import ClusterView
 from gateway.upstream.health import UpstreamHealth
@@ -63,10 +63,9 @@ class GatewayContext:
     request_memory: RequestMemoryBudget = field(default_factory=RequestMemoryBudget)
     # When an upstream broker last answered (/readyz); the server probes it periodically.
     upstream_health: UpstreamHealth = field(default_factory=lambda: UpstreamHealth(15.0))
-    # Failed authentications per client address (ksgate.authentication.failures.*).
-    login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
-    # Where password hashes run, off the event loop (ksgate.authentication.verification.*).
-    verification_pool: VerificationPool = field(default_factory=VerificationPool)
+    # Where password hashes run, off the event loop (ksgate.authentication.verification.*), and
+    # when: within each client address's budget (ksgate.authentication.hash.*).
+    hashes: HashScheduler = field(default_factory=lambda: HashScheduler(VerificationPool()))
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

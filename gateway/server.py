@@ -13,11 +13,11 @@ from functools import partial
 from typing import Any
 
 from auth.client_address import ClientAddress
-from auth.login_throttle import LoginThrottle
+from auth.hash_budget import HashBudget
 from auth.sasl.mechanism import wall_clock_ms
 from auth.tls import TlsConfigError
 from auth.tls_handshake import certificate_failure, send_handshake_alerts_to
-from gateway.config import ConfigError, GatewayConfig, ListenerConfig
+from gateway.config import DEPRECATED_KEYS, ConfigError, GatewayConfig, ListenerConfig
 from gateway.context import GatewayContext
 from gateway.edge.acceptor import Acceptor, set_ipv6_only
 from gateway.edge.connection_limits import (
@@ -41,6 +41,7 @@ from gateway.stores.file_tokens import TokenStore
 from gateway.stores.security_topic import SecurityTopic
 from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
 from gateway.transport.client_connection import ClientConnection
+from gateway.transport.hash_scheduler import HashScheduler
 from gateway.transport.verification_pool import VerificationPool
 from gateway.upstream.client import (
     CLIENT_SOFTWARE,
@@ -185,12 +186,16 @@ class Gateway:
         credentials = credential_store(self.config, self.security_topic)
         self.tokens = token_store(self.config, self.security_topic)
         settings = self.config.settings
-        self.ctx.login_throttle = LoginThrottle(settings["ksgate.authentication.failures.per.ip"],
-                                                settings["ksgate.authentication.failures.window.ms"],
-                                                settings["ksgate.authentication.failures.max.tracked.ips"])
-        self.ctx.verification_pool = VerificationPool(settings["ksgate.authentication.verification.threads"],
-                                                      settings["ksgate.authentication.verification.queue.size"])
-        self.ctx.security = build_security(self.config, credentials, self.tokens, self.ctx.login_throttle.refuses)
+        self.ctx.hashes = HashScheduler(
+            VerificationPool(settings["ksgate.authentication.verification.threads"],
+                             settings["ksgate.authentication.verification.queue.size"]),
+            HashBudget(settings["ksgate.authentication.hash.rate.per.ip"],
+                       settings["ksgate.authentication.hash.burst.per.ip"],
+                       settings["ksgate.authentication.hash.queue.per.ip"],
+                       settings["ksgate.authentication.hash.queue.per.user"],
+                       settings["ksgate.authentication.hash.max.tracked.ips"]),
+            self.ctx.metrics.password_hashed)
+        self.ctx.security = build_security(self.config, credentials, self.tokens)
         self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
                                                      self.tokens, self.security_topic)
         cluster.on_new_node.append(self._open_node_listeners)
@@ -204,6 +209,8 @@ class Gateway:
         # per-read bytes, smaller frames) come from the warm heap too (a process-wide setting).
         keep_large_buffers_on_the_heap()
         self._loop = asyncio.get_running_loop()
+        for key in sorted(DEPRECATED_KEYS.keys() & self.config.raw.keys()):
+            log.warning("deprecated_config_key", key=key, hint=DEPRECATED_KEYS[key])
         if self.ctx.authorization is None:
             log.warning("authorization_disabled", hint="authorizer.class.name is empty: every authenticated "
                         "client may do anything; set it to StandardAuthorizer to enforce ACLs")
@@ -549,7 +556,7 @@ class Gateway:
             conn.close()
         for server in self._servers.values():
             await server.wait_closed()
-        self.ctx.verification_pool.close()
+        self.ctx.hashes.close()
         if self.ctx.authorization is not None:
             self.ctx.authorization.audit.close()
         if self.security_topic is not None:

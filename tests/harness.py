@@ -59,9 +59,6 @@ class GatewayThread:
             "upstream.bootstrap.servers": upstream,
             f"listener.name.{protocol.lower()}.node.port.base": free_port_block(),
             "shutdown.timeout.ms": 3000,
-            # Every test client is 127.0.0.1 and many tests fail logins on purpose: the login
-            # throttle's tests set their own limit (tests/gateway/edge/test_login_floods_e2e.py).
-            "ksgate.authentication.failures.per.ip": 1000,
         }
         settings.update(extra or {})
         self.config: GatewayConfig = build_config(settings)

@@ -41,11 +41,26 @@ class Failure:
     """Authentication failed. ``reason`` is logged, never sent; the client gets a generic message.
 
     ``failure_class`` is the short, stable class audit and metrics record (auth.sasl.server.Close).
+    ``quiet``: a repeat answered from memory (the same password already failed), logged at debug
+    so that a client retrying a stale password does not flood the log; audited all the same.
     """
 
     reason: str
     client_message: str = "Authentication failed: Invalid username or password"
     failure_class: str = "bad_credentials"
+    quiet: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class HashClaim:
+    """Whose attempt a costly hash checks: the gateway budgets hashes per address, fairly by user."""
+
+    source: str  # the client's address
+    user: str  # the name the client claimed
+    known: bool  # whether that user has a credential (if not, no correct password can wait behind it)
+    # Equal, non-empty keys mean the very same hash (same user, password and credential): computed once.
+    # Opaque (a keyed MAC of the password, never the password); empty: never shared.
+    key: bytes = b""
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,11 +68,16 @@ class Verify:
     """Costly, pure work (a password hash) that must not run on the gateway's event loop.
 
     ``job`` may run on any thread and touches no shared state; its result goes to
-    ``resume``, on the caller's thread, which says what follows.
+    ``resume``, on the caller's thread, which says what follows.  ``claim``: whom the hash
+    is for, when the gateway should budget it (None: run it as soon as a thread is free).
     """
 
     job: Callable[[], bytes]
     resume: Callable[[bytes], Outcome]
+    claim: HashClaim | None = None
+    # What the client is told if the gateway answers without running ``job`` (over budget, pool full):
+    # the mechanism's usual failure text, so that such an answer reads like any failure. None: Kafka's generic one.
+    refusal_message: str | None = None
 
 
 Outcome = Challenge | Done | Failure | Verify

@@ -10,7 +10,8 @@ import hmac
 import secrets
 
 from auth.credentials import CredentialStore, PlainCredential
-from auth.sasl.mechanism import Done, Failure, Outcome, SaslContext, SaslMechanismServer, Verify
+from auth.sasl.mechanism import Done, Failure, HashClaim, Outcome, SaslContext, SaslMechanismServer, Verify
+from auth.sasl.refuted_passwords import RefutedPasswordCache
 from auth.sasl.verified_passwords import VerifiedPasswordCache
 
 # 4096 PBKDF2-SHA512 rounds (SCRAM's minimum) take about 4 ms here, on a worker thread of the
@@ -42,9 +43,11 @@ def plain_credential(password: str, salt: bytes | None = None,
 class PlainMechanism:
     """MechanismFactory for PLAIN."""
 
-    def __init__(self, store: CredentialStore, cache: VerifiedPasswordCache | None = None) -> None:
+    def __init__(self, store: CredentialStore, cache: VerifiedPasswordCache | None = None,
+                 refuted: RefutedPasswordCache | None = None) -> None:
         self._store = store
         self._cache = cache if cache is not None else VerifiedPasswordCache()
+        self._refuted = refuted if refuted is not None else RefutedPasswordCache(self._cache.max_entries)
         # Unknown users are checked against this random stand-in, so they cost the same work.
         size = hashlib.new(_HASH_NAME).digest_size
         self._decoy = PlainCredential(secrets.token_bytes(PLAIN_SALT_BYTES), secrets.token_bytes(size),
@@ -55,7 +58,7 @@ class PlainMechanism:
         return "PLAIN"
 
     def create(self, context: SaslContext) -> SaslMechanismServer:
-        return _PlainServer(self._store, self._decoy, self._cache)
+        return _PlainServer(self._store, self._decoy, self._cache, self._refuted, context.client_host)
 
     def __repr__(self) -> str:
         return "PlainMechanism()"
@@ -63,12 +66,16 @@ class PlainMechanism:
 
 class _PlainServer:
     """PLAIN is a single message: authzid NUL authcid NUL passwd.  The password check is a
-    Verify step (the hash runs off the caller's thread) unless the cache already vouches for it."""
+    Verify step (the hash runs off the caller's thread) unless a cache already knows the verdict:
+    verified (a reconnect) or refuted (a stale password retried)."""
 
-    def __init__(self, store: CredentialStore, decoy: PlainCredential, cache: VerifiedPasswordCache) -> None:
+    def __init__(self, store: CredentialStore, decoy: PlainCredential, cache: VerifiedPasswordCache,
+                 refuted: RefutedPasswordCache, client_host: str) -> None:
         self._store = store
         self._decoy = decoy
         self._cache = cache
+        self._refuted = refuted
+        self._client_host = client_host
         self._used = False
 
     def evaluate(self, token: bytes) -> Outcome:
@@ -94,9 +101,11 @@ class _PlainServer:
         except Exception as exc:  # a broken store must fail this attempt, not the connection handler
             return Failure(f"credential lookup failed: {exc!r}",
                            "Authentication failed: credentials for user could not be verified")
-        mac = self._cache.password_mac(password) if stored is not None else b""
+        mac = self._cache.password_mac(password)
         if stored is not None and self._cache.verified(username, mac, stored):
             return _authorized(authzid, username)
+        if self._refuted.refuted(username, mac, stored):  # the same wrong password again: no hash
+            return _wrong(username, stored, repeated=True)
         credential = stored if stored is not None else self._decoy
 
         def job() -> bytes:  # PBKDF2 releases the GIL: the gateway runs this on a worker thread
@@ -104,14 +113,25 @@ class _PlainServer:
 
         def resume(computed: bytes) -> Outcome:
             matches = hmac.compare_digest(computed, credential.hash)
-            if stored is None:
-                return Failure(f"unknown user {username!r}", INVALID_CREDENTIALS_MESSAGE)
-            if not matches:
-                return Failure(f"invalid password for {username!r}", INVALID_CREDENTIALS_MESSAGE)
+            if stored is None or not matches:
+                self._refuted.remember(username, mac, stored)
+                return _wrong(username, stored)
             self._cache.remember(username, mac, stored)
+            self._refuted.forget(username, mac)
             return _authorized(authzid, username)
 
-        return Verify(job, resume)
+        # The credential's salt (and the user) in the key: a changed credential never shares a stale hash.
+        key = b"%d:%d:%s%s%s" % (credential.iterations, len(credential.salt), credential.salt, username.encode(), mac)
+        return Verify(job, resume, HashClaim(self._client_host, username, stored is not None, key),
+                      INVALID_CREDENTIALS_MESSAGE)
+
+
+def _wrong(username: str, stored: PlainCredential | None, repeated: bool = False) -> Failure:
+    what = f"unknown user {username!r}" if stored is None else f"invalid password for {username!r}"
+    if repeated:
+        return Failure(f"{what} (a password that already failed: not hashed again)", INVALID_CREDENTIALS_MESSAGE,
+                       quiet=True)
+    return Failure(what, INVALID_CREDENTIALS_MESSAGE)
 
 
 def _authorized(authzid: str, username: str) -> Done | Failure:

@@ -23,6 +23,7 @@ from auth.sasl.mechanism import (
     Challenge,
     Done,
     Failure,
+    HashClaim,
     MechanismFactory,
     Outcome,
     SaslContext,
@@ -78,14 +79,17 @@ class Close:
     # A short, stable class for audit and metrics: bad_credentials, nonce_mismatch, unsupported_mechanism,
     # illegal_state, reauthentication_refused, malformed, throttled, overloaded.
     failure_class: str = "illegal_state"
+    quiet: bool = False  # logged at debug (a repeat, or an answer without a hash under a flood); audited anyway
 
 
 @dataclass(slots=True, frozen=True)
 class Verifying:
     """Run ``job`` off the event loop, then feed its result to ``on_verified`` (or call
-    ``on_verification_refused`` if it cannot run); the connection reads no frames meanwhile."""
+    ``on_verification_refused`` if it cannot run); the connection reads no frames meanwhile.
+    ``claim``: whom the hash is for, so the gateway can budget it (auth.hash_budget)."""
 
     job: Callable[[], bytes]
+    claim: HashClaim | None = None
 
 
 Step = Respond | Authenticated | Close | Verifying
@@ -101,9 +105,6 @@ class SaslServerConfig:
     # PLAIN sends the password in clear; Kafka allows it anywhere, ksgate only on TLS
     # unless the operator says otherwise (ksgate.sasl.plain.allow.insecure).
     allow_plain_without_tls: bool = False
-    # Whether attempts from this client host are refused before any credential check
-    # (auth.login_throttle); None: never.
-    refuse_source: Callable[[str], bool] | None = None
 
 
 def claimed_user(mechanism: str, first_token: bytes) -> str | None:
@@ -259,7 +260,7 @@ class SaslServerAuthenticator:
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
                 return Close(outcome.reason, reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
-                             authentication_failure=True, failure_class=outcome.failure_class)
+                             authentication_failure=True, failure_class=outcome.failure_class, quiet=outcome.quiet)
             final = outcome.final
             return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, None, final, lifetime),
                                   lambda message: reply(KafkaError.SASL_AUTHENTICATION_FAILED, message, b""))
@@ -274,7 +275,8 @@ class SaslServerAuthenticator:
                 return Respond(_framed(outcome.data))
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
-                return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class)
+                return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class,
+                             quiet=outcome.quiet)
             final = outcome.final
             # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
             return self._complete(outcome, lambda _lifetime: _framed(final), lambda _message: None)
@@ -285,10 +287,8 @@ class SaslServerAuthenticator:
         assert self._server is not None
         if self._attempted_user is None and self._mechanism_name is not None:
             self._attempted_user = claimed_user(self._mechanism_name, token)
-        refuse = self._config.refuse_source
-        if refuse is not None and refuse(self._context.client_host):  # before any credential work
-            return Failure(f"too many failed authentications from {self._context.client_host}",
-                           self._generic_failure_message(), failure_class="throttled")
+        # No address is refused for its failures (one client's stale password would lock out every
+        # user behind the same NAT): costly hashes are budgeted per address by the gateway instead.
         return self._server.evaluate(token)
 
     # --- costly verification, run by the gateway off its event loop ----------------------
@@ -296,7 +296,7 @@ class SaslServerAuthenticator:
     def _settle(self, outcome: Outcome, step_for: _StepFor) -> Step:
         if isinstance(outcome, Verify):
             self._verifying = (outcome, step_for)
-            return Verifying(outcome.job)
+            return Verifying(outcome.job, outcome.claim)
         return step_for(outcome)
 
     def on_verified(self, result: bytes) -> Step:
@@ -307,12 +307,14 @@ class SaslServerAuthenticator:
         verify, step_for = pending
         return self._settle(verify.resume(result), step_for)
 
-    def on_verification_refused(self, reason: str, failure_class: str) -> Step:
+    def on_verification_refused(self, reason: str, failure_class: str, quiet: bool = False) -> Step:
         """The job of the last Verifying step could not run (e.g. the pool is full): fail closed."""
         pending, self._verifying = self._verifying, None
         if pending is None:
             return self._fail_state("verification refused without a pending verification")
-        return pending[1](Failure(reason, self._generic_failure_message(), failure_class=failure_class))
+        verify, step_for = pending
+        message = verify.refusal_message or self._generic_failure_message()
+        return step_for(Failure(reason, message, failure_class=failure_class, quiet=quiet))
 
     def _generic_failure_message(self) -> str:
         """Kafka's text for a mechanism failure that carries no message of its own."""

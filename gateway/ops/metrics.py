@@ -59,8 +59,9 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 # Answer → denied (nothing relayed), Refuse → refused (connection closed).
 AUTHZ_OUTCOMES = ("allowed", "partial", "denied", "refused")
 # "success", or auth.sasl.server.Close.failure_class, or "timeout" (authentication.timeout.ms).
-# nonce_mismatch: SCRAM's client-final nonce was not this exchange's; throttled: refused unchecked after too
-# many failures from the address; overloaded: the password-verification queue was full.
+# nonce_mismatch: SCRAM's client-final nonce was not this exchange's; throttled: answered unhashed because
+# the same user from the same address already had its share of attempts waiting for a hash
+# (auth.hash_budget); overloaded: the password-verification queue was full.
 AUTH_OUTCOMES = ("success", "bad_credentials", "nonce_mismatch", "unsupported_mechanism", "illegal_state",
                  "reauthentication_refused", "malformed", "timeout", "throttled", "overloaded",
                  # a client certificate refused in the TLS handshake (auth/tls_handshake.py)
@@ -392,8 +393,9 @@ class Metrics:
             self.scram_legacy_nonces.declare((mechanism,))
         self.password_hashes = r.counter(
             "ksgate_password_hashes_total",
-            "Password hashes (SASL/PLAIN's PBKDF2) computed on the verification threads; logins the "
-            "verified-password cache vouched for and throttled attempts compute none.")
+            "Password hashes (SASL/PLAIN's PBKDF2) computed on the verification threads, once however many "
+            "connections wait for the same one; cached verdicts and attempts answered over the hash budget "
+            "compute none.")
         self.connections_refused = r.counter(
             "ksgate_connections_refused_total",
             "Client connections closed at accept, before TLS, by the limit they hit (max.connections, "

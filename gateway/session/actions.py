@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from auth.sasl.mechanism import HashClaim
 from gateway.session.response_queue import WireBytes
 
 
@@ -54,6 +55,19 @@ class QueueFull(Exception):
     """The job's pool refused it (its queue is full); reported as the job's result."""
 
 
+class HashSkipped(Exception):
+    """The hash budget answered the attempt without hashing (auth.hash_budget); the job's result.
+
+    ``failure_class`` is what audit and metrics record: ``bad_credentials`` for a user that does
+    not exist (nothing to check), ``throttled`` when the same user already had its share waiting.
+    """
+
+    def __init__(self, reason: str, failure_class: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.failure_class = failure_class
+
+
 @dataclass(slots=True)
 class RunJob:
     """Run ``work`` off the event loop, then report ``job_done(job_id, result or exception)``."""
@@ -61,6 +75,7 @@ class RunJob:
     job_id: int
     kind: JobKind
     work: Callable[[], Any] = field(repr=False)
+    claim: HashClaim | None = None  # VERIFY: whom the hash is for, to budget it per address and user
 
 
 @dataclass(slots=True, frozen=True)

@@ -86,17 +86,14 @@ def record_login(ctx: GatewayContext, listener: ListenerConfig, client: ClientAd
 
 def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: ClientAddress,
                          authenticator: SaslServerAuthenticator | None, step: Close) -> None:
-    throttle = ctx.login_throttle
-    if step.failure_class == "throttled":  # one warning when the throttle engages, not one per attempt
-        log.debug("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS), mechanism_failure=True)
+    if step.quiet:  # a repeat, or answered unhashed under a flood: not a warning per attempt (audited below)
+        log.debug("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS),
+                  mechanism_failure=step.authentication_failure)
     else:
         # The reason may quote the user name the client claimed, whatever its size or content.
         log.warning("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS),
                     mechanism_failure=step.authentication_failure)
     ctx.counters.authentication_failures += 1
-    if step.failure_class == "bad_credentials" and throttle.record_failure(client.host):
-        log.warning("authentication_throttled", client_host=client.host, failures=throttle.limit,
-                    window_ms=throttle.window_ms)  # not throttled/overloaded: those checked nothing
     mechanism = authenticator.mechanism if authenticator else None
     ctx.metrics.authentication(mechanism, step.failure_class)
     if ctx.authorization is not None:

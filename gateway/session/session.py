@@ -35,7 +35,7 @@ from typing import Any
 from auth.client_address import ClientAddress
 from auth.principal import KafkaPrincipal
 from auth.sasl.first_frame import diagnose_non_kafka
-from auth.sasl.mechanism import wall_clock_ms
+from auth.sasl.mechanism import HashClaim, wall_clock_ms
 from auth.sasl.server import Authenticated, Close, Respond, SaslServerAuthenticator, Step, Verifying
 from gateway.admin.handlers import OffLoop
 from gateway.context import GatewayContext
@@ -531,7 +531,7 @@ class ProxySession:
             self._authenticated(step)
         elif isinstance(step, Verifying):
             self._wait_for("verifying")
-            self._job(act.JobKind.VERIFY, step.job, self._verified)
+            self._job(act.JobKind.VERIFY, step.job, self._verified, step.claim)
         else:
             assert isinstance(step, Close)
             self._refuse_authentication(step)
@@ -541,7 +541,9 @@ class ProxySession:
         authenticator = self.authenticator
         assert authenticator is not None
         self._waiting_for = None
-        if isinstance(result, act.QueueFull):
+        if isinstance(result, act.HashSkipped):
+            self._apply_step(authenticator.on_verification_refused(result.reason, result.failure_class, quiet=True))
+        elif isinstance(result, act.QueueFull):
             self._apply_step(authenticator.on_verification_refused(
                 "the credential verification queue is full (ksgate.authentication.verification.queue.size)",
                 "overloaded"))
@@ -550,7 +552,6 @@ class ProxySession:
             self._apply_step(authenticator.on_verification_refused(
                 f"credential verification failed: {result!r}", "illegal_state"))
         else:
-            self.ctx.metrics.password_hashed()
             self._apply_step(authenticator.on_verified(result))
         self._stop_waiting("verifying")
 
@@ -596,10 +597,10 @@ class ProxySession:
             targets = (address,) if address else ()
         self._out.append(act.OpenUpstream(targets))
 
-    def _job(self, kind: act.JobKind, work: Callable[[], Any], then: JobThen) -> None:
+    def _job(self, kind: act.JobKind, work: Callable[[], Any], then: JobThen, claim: HashClaim | None = None) -> None:
         job_id = next(self._job_ids)
         self._jobs[job_id] = then
-        self._out.append(act.RunJob(job_id, kind, work))
+        self._out.append(act.RunJob(job_id, kind, work, claim))
 
     def _wait_for(self, reason: str) -> None:
         self._waiting_for = reason

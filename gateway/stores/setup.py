@@ -27,11 +27,9 @@ if TYPE_CHECKING:
 
 
 def build_security(config: GatewayConfig, store: CredentialStore | None,
-                   tokens: TokenStore | None = None,
-                   refuse_source: Callable[[str], bool] | None = None) -> dict[str, ListenerSecurity]:
-    """``refuse_source``: the login throttle's "refuse this client address unchecked" test."""
+                   tokens: TokenStore | None = None) -> dict[str, ListenerSecurity]:
     short_name = _kerberos_short_namer(config.settings["sasl.kerberos.principal.to.local.rules"])
-    return {listener.name: _listener_security(config, listener, short_name, store, tokens, refuse_source)
+    return {listener.name: _listener_security(config, listener, short_name, store, tokens)
             for listener in config.listeners}
 
 
@@ -98,8 +96,7 @@ def _kerberos_short_namer(rules: str) -> Callable[[str], str]:
 
 
 def _listener_security(config: GatewayConfig, listener: ListenerConfig, short_name: Callable[[str], str],
-                       store: CredentialStore | None, tokens: TokenStore | None,
-                       refuse_source: Callable[[str], bool] | None = None) -> ListenerSecurity:
+                       store: CredentialStore | None, tokens: TokenStore | None) -> ListenerSecurity:
     builder = DefaultPrincipalBuilder(ssl_mapper=_ssl_mapper(listener), kerberos_short_name=short_name)
     security = ListenerSecurity(principal_builder=builder)
     if listener.uses_tls:
@@ -109,8 +106,7 @@ def _listener_security(config: GatewayConfig, listener: ListenerConfig, short_na
         security.sasl = SaslServerConfig(
             mechanisms=mechanisms, principal_builder=builder,
             connections_max_reauth_ms=config.connections_max_reauth_ms,
-            allow_plain_without_tls=bool(config.settings["ksgate.sasl.plain.allow.insecure"]),
-            refuse_source=refuse_source)
+            allow_plain_without_tls=bool(config.settings["ksgate.sasl.plain.allow.insecure"]))
     return security
 
 

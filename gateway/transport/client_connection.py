@@ -136,12 +136,11 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _run_job(self, action: act.RunJob) -> None:
         job_id = action.job_id
-        if action.kind is act.JobKind.VERIFY:  # the bounded pool: it may refuse the job
+        if action.kind is act.JobKind.VERIFY:  # budgeted per address, on the bounded pool: may be refused
             def verified(result: Any) -> None:
                 self._do(self.session.job_done(job_id, result))
 
-            if not self.ctx.verification_pool.submit(action.work, verified):
-                asyncio.get_running_loop().call_soon(verified, act.QueueFull())
+            self.ctx.hashes.submit(action.claim, action.work, verified, lambda: not self.session.closing)
             return
         future = run_large(action.work) if action.kind is act.JobKind.LARGE \
             else asyncio.get_running_loop().run_in_executor(None, action.work)

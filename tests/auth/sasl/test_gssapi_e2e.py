@@ -15,8 +15,10 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from gateway.commands.embedded_broker import EmbeddedBroker
+from protocol.api_keys import ApiKey
 from tests.harness import GatewayThread
 from tests.kerberos import KerberosIdentity, KerberosRealm
+from tests.wire_client import WireClient, request_frame
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +80,35 @@ def test_librdkafka_gssapi_via_kcat_lists_gateway_brokers_and_round_trips(
     _kcat(gssapi_gateway, alice, "-P", "-t", topic, stdin=b"one\ntwo\nthree\n")
     out = _kcat(gssapi_gateway, alice, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
     assert sorted(out.split()) == ["one", "three", "two"]
+
+
+def test_thirty_failed_gssapi_logins_from_an_address_do_not_lock_alice_out(
+        broker: EmbeddedBroker, kerberos_realm: KerberosRealm, alice: KerberosIdentity) -> None:
+    """Issue #18, item 1, for GSSAPI: garbage tokens from 127.0.0.1, then alice from the same address.
+    The old per-address throttle key is set at its old default: it must be ignored."""
+    service = kerberos_realm.identity("kafka/localhost")
+    patch = pytest.MonkeyPatch()
+    for key, value in kerberos_realm.env(client=alice, service=service).items():
+        patch.setenv(key, value)
+    gateway = GatewayThread(broker.bootstrap, {
+        "sasl.enabled.mechanisms": "GSSAPI", "ksgate.sasl.kerberos.keytab": str(service.keytab),
+        "ksgate.sasl.kerberos.server.host": "localhost", "connection.failed.authentication.delay.ms": 20,
+        "ksgate.authentication.failures.per.ip": 10}, protocol="SASL_PLAINTEXT", advertised_host="localhost").start()
+    try:
+        for attempt in range(30):
+            client = WireClient(gateway.bootstrap)
+            try:
+                client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "GSSAPI"}))
+                client.read_response(ApiKey.SASL_HANDSHAKE, 1)
+                client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": b"forged-%d" % attempt}))
+                assert client.read_response(ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == 58
+            finally:
+                client.close()
+        producer = KafkaProducer(bootstrap_servers=gateway.bootstrap, security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="GSSAPI", sasl_kerberos_service_name="kafka")
+        producer.send(f"krb-lockout-{uuid.uuid4().hex[:6]}", b"x").get(timeout=20)
+        producer.close()
+        assert gateway.call(lambda: gateway.gateway.ctx.counters.authenticated.get("User:alice", 0)) >= 1
+    finally:
+        gateway.stop()
+        patch.undo()

@@ -178,15 +178,38 @@ def test_a_second_login_with_the_same_password_is_not_hashed_again(monkeypatch: 
     assert derive.calls == 1
 
 
-def test_a_wrong_password_is_never_cached_and_is_hashed_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_password_is_never_cached_as_verified_and_its_repeats_cost_no_hash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     cache = VerifiedPasswordCache()
     _, mechanism = _mechanism({"alice": "s3cret"}, cache)
     derive = CountingDerive(monkeypatch)
-    for _ in range(3):
-        assert isinstance(run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0wrong")), Failure)
-    assert derive.calls == 3 and len(cache) == 0
-    run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret"))
-    assert isinstance(mechanism.create(CONTEXT).evaluate(b"\0alice\0wrong"), Verify)  # other password: hashed
+    for attempt in range(30):  # a client retrying a stale password
+        outcome = run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0wrong"))
+        assert isinstance(outcome, Failure) and outcome.failure_class == "bad_credentials"
+        assert outcome.client_message == INVALID_CREDENTIALS_MESSAGE
+        assert outcome.quiet == (attempt > 0)  # repeats are logged at debug (and audited as any failure)
+    assert derive.calls == 1 and len(cache) == 0
+    assert isinstance(mechanism.create(CONTEXT).evaluate(b"\0alice\0other"), Verify)  # another password: hashed
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0s3cret")) == Done(authorization_id="alice")
+
+
+def test_a_refuted_password_is_checked_again_once_the_credential_changes() -> None:
+    store, mechanism = _mechanism({"alice": "old"})
+    assert isinstance(run_inline(mechanism.create(CONTEXT).evaluate(b"\0alice\0new")), Failure)
+    assert isinstance(mechanism.create(CONTEXT).evaluate(b"\0alice\0new"), Failure)  # remembered: no Verify
+    store.users["alice"] = plain_credential("new", iterations=FAST)  # the operator set it
+    outcome = mechanism.create(CONTEXT).evaluate(b"\0alice\0new")
+    assert isinstance(outcome, Verify) and run_inline(outcome) == Done(authorization_id="alice")
+
+
+def test_an_unknown_users_repeated_guess_is_hashed_once_until_the_user_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    store, mechanism = _mechanism({})
+    derive = CountingDerive(monkeypatch)
+    for _ in range(5):
+        assert isinstance(run_inline(mechanism.create(CONTEXT).evaluate(b"\0carol\0pw")), Failure)
+    assert derive.calls == 1
+    store.users["carol"] = plain_credential("pw", iterations=FAST)
+    assert run_inline(mechanism.create(CONTEXT).evaluate(b"\0carol\0pw")) == Done(authorization_id="carol")
 
 
 def test_a_changed_credential_invalidates_the_cached_login() -> None:

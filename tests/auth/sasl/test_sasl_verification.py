@@ -1,4 +1,4 @@
-"""The SASL state machine's off-loop verification step and its throttle check, driven without threads."""
+"""The SASL state machine's off-loop verification step, driven without threads; no address is ever refused."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import struct
 from auth.credentials import PlainCredential
 from auth.principal import KafkaPrincipal
 from auth.principal_builder import DefaultPrincipalBuilder
-from auth.sasl.mechanism import Challenge, Done, SaslContext, Verify
-from auth.sasl.plain import PlainMechanism, plain_credential
+from auth.sasl.mechanism import Challenge, Done, HashClaim, SaslContext, Verify
+from auth.sasl.plain import INVALID_CREDENTIALS_MESSAGE, PlainMechanism, plain_credential
 from auth.sasl.server import (
     Authenticated,
     Close,
@@ -39,10 +39,9 @@ def _plain(cache: VerifiedPasswordCache | None = None) -> PlainMechanism:
     return PlainMechanism(Store({"alice": plain_credential("s3cret", iterations=1000)}), cache)
 
 
-def _machine(*mechanisms: object, refused: set[str] | None = None) -> SaslServerAuthenticator:
-    blocked = refused if refused is not None else set()
+def _machine(*mechanisms: object) -> SaslServerAuthenticator:
     config = SaslServerConfig({m.name: m for m in mechanisms},  # type: ignore[attr-defined]
-                              DefaultPrincipalBuilder(), refuse_source=blocked.__contains__)
+                              DefaultPrincipalBuilder())
     return SaslServerAuthenticator(config, SaslContext("SASL_SSL", "192.0.2.7", True),
                                    lambda cid, v: struct.pack(">ii", 4, cid))
 
@@ -116,31 +115,68 @@ def test_a_cached_login_needs_no_verification_step() -> None:
     assert isinstance(second.on_frame(_authenticate(b"\0alice\0s3cret")), Authenticated)
 
 
-def test_a_throttled_source_is_refused_before_the_mechanism_sees_the_token() -> None:
-    server = ScriptedServer([(b"client-first", Challenge(b"server-first"))])
-    m = _machine(ScriptedMechanism("SCRAM-SHA-512", lambda: server), refused={"192.0.2.7"})
+def _fail_plain(plain: PlainMechanism, password: bytes) -> Close:
+    m = _machine(plain)
+    m.on_frame(_handshake(1, "PLAIN"))
+    step = m.on_frame(_authenticate(b"\0bob\0" + password))
+    closed = m.on_verified(step.job()) if isinstance(step, Verifying) else step
+    assert isinstance(closed, Close) and closed.failure_class == "bad_credentials"
+    return closed
+
+
+def test_no_number_of_failures_from_an_address_refuses_another_users_right_password() -> None:
+    plain = _plain()
+    for attempt in range(30):  # bob guesses from 192.0.2.7, as a stale client would retry
+        _fail_plain(plain, f"guess-{attempt}".encode())
+    m = _machine(plain)
+    m.on_frame(_handshake(1, "PLAIN"))
+    step = m.on_frame(_authenticate(b"\0alice\0s3cret"))
+    assert isinstance(step, Verifying)  # checked, not refused
+    assert isinstance(m.on_verified(step.job()), Authenticated)
+
+
+def test_cheap_mechanisms_see_every_token_whatever_failed_before() -> None:
+    failing = ScriptedMechanism("SCRAM-SHA-512", lambda: ScriptedServer([(b"client-first", Challenge(b"x"))]))
+    for _ in range(30):
+        m = _machine(failing)
+        m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+        assert isinstance(m.on_frame(_authenticate(b"client-first")), Respond)
+    m = _machine(_user_done())
     m.on_frame(_handshake(1, "SCRAM-SHA-512"))
-    closed = m.on_frame(_authenticate(b"client-first", cid=6))
+    assert isinstance(m.on_frame(_authenticate(b"client-first")), Authenticated)
+
+
+def _claim(plain: PlainMechanism, token: bytes) -> HashClaim:
+    m = _machine(plain)
+    m.on_frame(_handshake(1, "PLAIN"))
+    step = m.on_frame(_authenticate(token))
+    assert isinstance(step, Verifying) and step.claim is not None
+    return step.claim
+
+
+def test_a_plain_verification_says_whom_the_hash_is_for_and_which_hash_it_is() -> None:
+    plain = _plain()
+    alice = _claim(plain, b"\0alice\0s3cret")
+    assert (alice.source, alice.user, alice.known) == ("192.0.2.7", "alice", True)
+    mallory = _claim(plain, b"\0mallory\0guess")
+    assert (mallory.source, mallory.user, mallory.known) == ("192.0.2.7", "mallory", False)
+    assert alice.key and alice.key == _claim(plain, b"\0alice\0s3cret").key  # the same hash: shareable
+    assert alice.key != _claim(plain, b"\0alice\0other").key
+    assert b"s3cret" not in alice.key  # a keyed MAC, never the password
+
+
+def test_a_budget_refusal_fails_closed_with_its_class_and_the_claimed_user() -> None:
+    m = _machine(_plain())
+    m.on_frame(_handshake(1, "PLAIN"))
+    assert isinstance(m.on_frame(_authenticate(b"\0mallory\0guess", cid=6)), Verifying)
+    closed = m.on_verification_refused("over budget", "throttled")
     assert isinstance(closed, Close) and closed.failure_class == "throttled" and closed.authentication_failure
-    assert server.seen == []  # no credential work at all
     assert closed.frame is not None
     cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
     assert (cid, body["error_code"]) == (6, KafkaError.SASL_AUTHENTICATION_FAILED)
-    assert "192.0.2.7" not in (body["error_message"] or "")
-
-
-def test_a_throttled_source_is_refused_even_with_the_right_password() -> None:
-    m = _machine(_plain(), refused={"192.0.2.7"})
-    m.on_frame(_handshake(1, "PLAIN"))
-    closed = m.on_frame(_authenticate(b"\0alice\0s3cret"))
-    assert isinstance(closed, Close) and closed.failure_class == "throttled"
-    assert m.attempted_user == "alice"  # still audited with the claimed name
-
-
-def test_other_sources_are_not_throttled() -> None:
-    m = _machine(_user_done(), refused={"198.51.100.1"})
-    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
-    assert isinstance(m.on_frame(_authenticate(b"client-first")), Authenticated)
+    # Word for word what a hashed failure says: an unhashed answer must not read differently.
+    assert body["error_message"] == INVALID_CREDENTIALS_MESSAGE
+    assert m.attempted_user == "mallory"  # still audited with the claimed name
 
 
 def _user_done() -> ScriptedMechanism:

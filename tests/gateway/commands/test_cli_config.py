@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port
-from gateway.config import KNOWN_KEYS, ConfigError, env_names, environment_overrides, load_config
+from gateway.config import (
+    DEPRECATED_KEYS,
+    KNOWN_KEYS,
+    ConfigError,
+    build_config,
+    env_names,
+    environment_overrides,
+    load_config,
+)
 from tests.harness import free_port_block
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -191,3 +199,21 @@ def test_a_running_gateway_logs_only_json_lines(tmp_path: Path, broker: Embedded
     # The credential store logs through the standard library: rendered the same way.
     stdlib = [line for line in lines if line.get("logger") == "ksgate.auth"]
     assert stdlib and "does not exist yet" in str(stdlib[0]["event"])
+
+
+def test_the_old_login_throttle_keys_are_accepted_and_flagged_as_deprecated() -> None:
+    old = {"ksgate.authentication.failures.per.ip": 10, "ksgate.authentication.failures.window.ms": 60000,
+           "ksgate.authentication.failures.max.tracked.ips": 100}
+    config = build_config({"upstream.bootstrap.servers": "127.0.0.1:9092", **old})
+    assert sorted(DEPRECATED_KEYS.keys() & config.raw.keys()) == sorted(old)  # what the gateway warns about at start
+    assert all("ksgate.authentication.hash" in hint for hint in DEPRECATED_KEYS.values())
+
+
+@pytest.mark.parametrize("key, value", [("ksgate.authentication.hash.rate.per.ip", -1),
+                                        ("ksgate.authentication.hash.burst.per.ip", 0),
+                                        ("ksgate.authentication.hash.queue.per.user", 0),
+                                        ("ksgate.authentication.hash.queue.per.ip", 0),
+                                        ("ksgate.authentication.hash.max.tracked.ips", 0)])
+def test_hash_budget_settings_out_of_range_stop_start_up(key: str, value: int) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        build_config({"upstream.bootstrap.servers": "127.0.0.1:9092", key: value})

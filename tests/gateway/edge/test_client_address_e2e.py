@@ -205,32 +205,35 @@ def test_an_ipv6_only_listener_refuses_ipv4_and_serves_ipv6(broker: EmbeddedBrok
     _assert_host_acls_applied(gateway, errors, "::1", denied, allowed)
 
 
-# --- the login throttle counts one address, however it was spelled ------------------------------------------
+# --- the password-hash budget counts one address, however it was spelled -----------------------------------
 
-def test_the_login_throttle_counts_a_mapped_and_a_plain_ipv4_client_as_one_address(
+def test_the_hash_budget_counts_a_mapped_and_a_plain_ipv4_client_as_one_address(
         broker: EmbeddedBroker, tmp_path: Path) -> None:
     credentials = tmp_path / "users.json"
     FileCredentialStore(credentials).upsert_user("alice", "alice-secret", mechanisms=("PLAIN",))
     gateway = GatewayThread(broker.bootstrap, {
         "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(credentials),
         "ksgate.sasl.plain.allow.insecure": True, "connection.failed.authentication.delay.ms": 0,
-        "ksgate.authentication.failures.per.ip": 2, "ksgate.authentication.failures.window.ms": 600_000,
+        # One hash per address, then one every 100 s: a second spelling of the address would get a token of its own.
+        "ksgate.authentication.hash.rate.per.ip": 0.01, "ksgate.authentication.hash.burst.per.ip": 1,
         "listener.name.sasl_plaintext.ksgate.proxy.protocol": True,
         "listener.name.sasl_plaintext.ksgate.proxy.protocol.trusted.networks": f"{BALANCER}/32"},
         protocol="SASL_PLAINTEXT").start()
     try:
-        for header in (f"PROXY TCP6 ::ffff:{CLIENT} ::ffff:10.0.0.1 40001 9092\r\n".encode(),
-                       _v2_inet6(f"::ffff:{CLIENT}", 40002),
-                       f"PROXY TCP4 {CLIENT} 10.0.0.1 40003 9092\r\n".encode()):
-            assert _wrong_plain_login(gateway, header) == 58  # SASL_AUTHENTICATION_FAILED
+        headers = (f"PROXY TCP6 ::ffff:{CLIENT} ::ffff:10.0.0.1 40001 9092\r\n".encode(),
+                   _v2_inet6(f"::ffff:{CLIENT}", 40002),
+                   f"PROXY TCP4 {CLIENT} 10.0.0.1 40003 9092\r\n".encode())
+        for attempt, header in enumerate(headers):  # unknown users: over budget they are answered unhashed
+            assert _wrong_plain_login(gateway, header, f"mallory-{attempt}") == 58  # SASL_AUTHENTICATION_FAILED
+        hashes = gateway.call(lambda: gateway.gateway.ctx.metrics.password_hashes.value())
     finally:
         gateway.stop()
+    assert hashes == 1  # the address's one token, spent by the first spelling
     events = [json.loads(line) for line in (gateway.directory / "audit.log").read_text().splitlines() if line]
-    failures = [(e["client_host"], e["failure"]) for e in events if e["event"] == "authentication"]
-    assert failures == [(CLIENT, "bad_credentials"), (CLIENT, "bad_credentials"), (CLIENT, "throttled")]
+    assert [e["client_host"] for e in events if e["event"] == "authentication"] == [CLIENT] * 3
 
 
-def _wrong_plain_login(gateway: GatewayThread, header: bytes) -> int:
+def _wrong_plain_login(gateway: GatewayThread, header: bytes, user: str) -> int:
     sock = socket.socket()
     sock.bind((BALANCER, 0))
     sock.settimeout(10)
@@ -241,7 +244,7 @@ def _wrong_plain_login(gateway: GatewayThread, header: bytes) -> int:
     try:
         client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"}))
         assert client.read_response(ApiKey.SASL_HANDSHAKE, 1)[1]["error_code"] == 0
-        client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": b"\0alice\0wrong"}))
+        client.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": f"\0{user}\0wrong".encode()}))
         return int(client.read_response(ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"])
     finally:
         client.close()

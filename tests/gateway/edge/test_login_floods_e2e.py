@@ -1,8 +1,7 @@
-"""Acceptance: login floods through a real gateway: hashes off the loop, cached logins, per-address throttle.
+"""Acceptance: login floods through a real gateway: hashes off the loop, cached logins, a per-address budget.
 
-Every client here is 127.0.0.1, so the throttle is tested as it acts on one address: once the
-address is throttled, a correct password is refused too (fail closed, as Kafka refuses a
-quota-exceeded client whatever it sends).
+Every client here is 127.0.0.1, so the budget is tested as it acts on one address: over it, unknown
+users are answered unhashed and known users wait their turn; nobody's right password is refused.
 """
 
 from __future__ import annotations
@@ -38,9 +37,10 @@ def _gateway(broker: EmbeddedBroker, credentials: Path, **extra: object) -> Gate
 
 
 @pytest.fixture
-def throttled_gateway(broker: EmbeddedBroker, credentials: Path) -> Iterator[GatewayThread]:
-    running = _gateway(broker, credentials, **{"ksgate.authentication.failures.per.ip": LIMIT,
-                                               "ksgate.authentication.failures.window.ms": 600_000})
+def budgeted_gateway(broker: EmbeddedBroker, credentials: Path) -> Iterator[GatewayThread]:
+    # One hash at once, then one every 100 s: over budget from the second attempt on.
+    running = _gateway(broker, credentials, **{"ksgate.authentication.hash.rate.per.ip": 0.01,
+                                               "ksgate.authentication.hash.burst.per.ip": 1})
     yield running
     running.stop()
 
@@ -73,20 +73,17 @@ def _audited_failures(gateway: GatewayThread) -> list[str | None]:
     return [e["failure"] for e in events if e["event"] == "authentication" and e["decision"] == "FAILED"]
 
 
-def test_after_n_failures_the_address_is_refused_without_hashing_and_audited_throttled(
-        throttled_gateway: GatewayThread) -> None:
+def test_over_budget_unknown_users_are_answered_unhashed_and_a_repeated_password_is_not_hashed_again(
+        budgeted_gateway: GatewayThread) -> None:
+    assert _plain_login(budgeted_gateway, "alice", "wrong")["error_code"] == 58
+    assert _hashes(budgeted_gateway) == 1  # the budget's one token
     for attempt in range(LIMIT):
-        assert _plain_login(throttled_gateway, "alice", f"wrong-{attempt}")["error_code"] == 58
-    assert _hashes(throttled_gateway) == LIMIT  # each failure paid one PBKDF2, on the pool
-    assert _plain_login(throttled_gateway, "mallory", "guess")["error_code"] == 58
-    assert _hashes(throttled_gateway) == LIMIT  # the (N+1)th was refused before any hashing
-    # fail closed: while the address is throttled, the right password is refused too, unhashed
-    assert _plain_login(throttled_gateway, "alice", "alice-secret")["error_code"] == 58
-    assert _hashes(throttled_gateway) == LIMIT
-    assert _audited_failures(throttled_gateway) == ["bad_credentials"] * LIMIT + ["throttled"] * 2
-    metrics = throttled_gateway.call(lambda: throttled_gateway.gateway.ctx.metrics.render())
-    assert 'ksgate_authentications_total{mechanism="PLAIN",outcome="throttled"} 2\n' in metrics
-    assert f'ksgate_authentications_total{{mechanism="PLAIN",outcome="bad_credentials"}} {LIMIT}\n' in metrics
+        assert _plain_login(budgeted_gateway, f"mallory-{attempt}", "guess")["error_code"] == 58
+        assert _plain_login(budgeted_gateway, "alice", "wrong")["error_code"] == 58  # the refuted cache answers
+    assert _hashes(budgeted_gateway) == 1
+    assert _audited_failures(budgeted_gateway) == ["bad_credentials"] * (1 + 2 * LIMIT)
+    metrics = budgeted_gateway.call(lambda: budgeted_gateway.gateway.ctx.metrics.render())
+    assert f'ksgate_authentications_total{{mechanism="PLAIN",outcome="bad_credentials"}} {1 + 2 * LIMIT}\n' in metrics
 
 
 def test_a_real_client_logs_in_and_its_reconnects_use_the_cache(gateway: GatewayThread) -> None:
@@ -143,3 +140,25 @@ def test_a_reauthentication_hashed_off_the_loop_keeps_responses_in_order(broker:
     finally:
         client.close()
         uncached.stop()
+
+
+def test_many_connections_with_the_same_password_over_budget_share_one_hash_and_all_get_in(
+        broker: EmbeddedBroker, credentials: Path) -> None:
+    """More than the per-user queue (pods of one service behind a NAT, restarting together): one hash."""
+    running = _gateway(broker, credentials, **{"ksgate.authentication.hash.rate.per.ip": 2,
+                                               "ksgate.authentication.hash.burst.per.ip": 1,
+                                               "ksgate.authentication.hash.queue.per.user": 2})
+    clients = [WireClient(running.bootstrap) for _ in range(10)]
+    try:
+        assert _plain_login(running, "alice", "wrong")["error_code"] == 58  # spends the token
+        for client in clients:
+            client.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"})
+                        + request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, {"auth_bytes": b"\0alice\0alice-secret"}))
+        for client in clients:
+            client.read_response(ApiKey.SASL_HANDSHAKE, 1)
+            assert client.read_response(ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == 0
+        assert _hashes(running) == 2  # the wrong password, then alice's once for all ten
+    finally:
+        for client in clients:
+            client.close()
+        running.stop()
