@@ -21,17 +21,25 @@ from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.messages import decode_response, request_frame
 
+# Why the upstream did not serve the gateway, as logs and /readyz name it: "tls" (the handshake
+# failed: a certificate not trusted, a host name it does not cover, our certificate refused),
+# "authentication" (our SASL credentials refused), "unreachable" (no connection, no answer),
+# "protocol" (an answer that is not Kafka).
+UPSTREAM_CAUSES = ("tls", "authentication", "unreachable", "protocol")
+
 
 class UpstreamError(ConnectionError):
     """The upstream broker could not be reached or answered something unusable.
 
     ``retriable``: trying again later may help (nothing listening yet, a dropped link); False
     when the upstream refused the gateway itself (its certificate, its credentials).
+    ``cause``: one of UPSTREAM_CAUSES.
     """
 
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
+    def __init__(self, message: str, *, retriable: bool = True, cause: str = "unreachable") -> None:
         super().__init__(message)
         self.retriable = retriable
+        self.cause = cause
 
 
 # The gateway's own requests get small answers (the security store's Fetch is the largest).
@@ -69,7 +77,8 @@ class UpstreamClient:
                 timeout_s)
         except ssl.SSLError as exc:  # a TLS handshake that failed: the same answer on every try
             on_error("connect")
-            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}", retriable=False) from None
+            raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}", retriable=False,
+                                cause="tls") from None
         except (TimeoutError, OSError) as exc:
             on_error("connect")
             raise UpstreamError(f"cannot connect to upstream {host}:{port}: {exc}") from None
@@ -82,7 +91,8 @@ class UpstreamClient:
         size = struct.unpack(">i", await self._read(4, api_key))[0]
         if not 0 <= size <= MAX_RESPONSE_BYTES:
             self._on_error("protocol")
-            raise UpstreamError(f"upstream answered {api_key.name} with a frame of {size} bytes: not Kafka")
+            raise UpstreamError(f"upstream answered {api_key.name} with a frame of {size} bytes: not Kafka",
+                                cause="protocol")
         data = memoryview(await self._read(size, api_key))
         try:
             got, response = decode_response(data, api_key, version)
@@ -91,7 +101,8 @@ class UpstreamClient:
             raise
         if got != correlation_id:
             self._on_error("protocol")
-            raise UpstreamError(f"upstream answered correlation id {got}, expected {correlation_id}")
+            raise UpstreamError(f"upstream answered correlation id {got}, expected {correlation_id}",
+                                cause="protocol")
         return response
 
     async def _read(self, n: int, api_key: ApiKey) -> bytes:
@@ -121,10 +132,18 @@ class NoBootstrapAnswered:
 
     errors: list[str] = field(default_factory=list)
     retriable: bool = True  # False once an upstream refused the gateway itself (TLS, credentials)
+    # The first refusal's cause (UPSTREAM_CAUSES) if a server refused the gateway, else the first error's.
+    cause: str = "unreachable"
 
     @property
     def reason(self) -> str:
         return "; ".join(self.errors)
+
+    def add(self, error: str, cause: str, retriable: bool) -> None:
+        if not self.errors or (self.retriable and not retriable):
+            self.cause = cause
+        self.errors.append(error)
+        self.retriable = self.retriable and retriable
 
 
 async def first_answering_bootstrap(
@@ -144,16 +163,18 @@ async def first_answering_bootstrap(
         try:
             client = await UpstreamClient.connect(host, port, ssl_context, timeout_s, on_error)
         except UpstreamError as exc:
-            failed.errors.append(str(exc))
-            failed.retriable = failed.retriable and exc.retriable
+            failed.add(str(exc), exc.cause, exc.retriable)
             continue
         reached = True
         try:
             versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
             return await then(client, versions)
-        except (UpstreamError, UpstreamAuthError, DecodeError) as exc:
-            failed.errors.append(str(exc))
-            failed.retriable = failed.retriable and isinstance(exc, UpstreamError) and exc.retriable
+        except UpstreamError as exc:
+            failed.add(str(exc), exc.cause, exc.retriable)
+        except UpstreamAuthError as exc:
+            failed.add(str(exc), "authentication", False)
+        except DecodeError as exc:
+            failed.add(str(exc), "protocol", False)
         finally:
             await client.close()
     if not reached:
