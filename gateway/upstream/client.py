@@ -108,6 +108,15 @@ class UpstreamClient:
     async def _read(self, n: int, api_key: ApiKey) -> bytes:
         try:
             return await asyncio.wait_for(self._reader.readexactly(n), self._timeout)
+        except ssl.SSLError as exc:
+            if not _is_tls_refusal(exc):
+                self._on_error("disconnected")
+                raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
+            # TLS 1.3: the broker checks our certificate after the handshake has completed on our
+            # side, so its refusal arrives as an alert on the first read; the same on every try.
+            self._on_error("connect")
+            raise UpstreamError(f"upstream refused the TLS connection: {exc}", retriable=False,
+                                cause="tls") from None
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
             self._on_error("disconnected")  # closed, or stopped answering, while in use
             raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
@@ -124,6 +133,12 @@ class UpstreamClient:
         self._writer.close()
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+
+
+def _is_tls_refusal(exc: ssl.SSLError) -> bool:
+    """An alert from the peer (e.g. SSLV3_ALERT_BAD_CERTIFICATE, TLSV13_ALERT_CERTIFICATE_REQUIRED),
+    not a connection that merely ended (SSLEOFError, SSLZeroReturnError)."""
+    return not isinstance(exc, ssl.SSLEOFError | ssl.SSLZeroReturnError) and "ALERT" in (exc.reason or "")
 
 
 @dataclass(slots=True)

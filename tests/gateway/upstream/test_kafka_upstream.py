@@ -3,6 +3,7 @@ certificate and host name verified; what clients see; and what the operator sees
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +14,13 @@ from confluent_kafka.admin import AdminClient
 
 from auth.cert_tools import issue_cert, make_ca
 from gateway.upstream.client import UpstreamError
+from protocol.api_keys import ApiKey
 from tests.apache_kafka import KafkaBroker, kafka_lib
 from tests.apache_kafka.broker import GATEWAY_USER
 from tests.apache_kafka.clients import create_topic, read_back, round_trip
 from tests.harness import GatewayProcess, GatewayThread
 from tests.hosts_file import can_edit_hosts, hosts_entries
+from tests.wire_client import WireClient, request_frame
 
 MODES = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "SSL")
 # Short, so that a refused upstream shows on /readyz within a few seconds.
@@ -175,3 +178,58 @@ def test_a_broker_restart_mid_produce_loses_no_acknowledged_record(own_kafka: Ka
         assert sorted(read) == sorted(acknowledged)  # nothing lost, nothing twice (idempotence)
     finally:
         gateway.stop()
+
+
+def test_a_refused_client_certificate_fails_start_up_at_once_as_a_tls_refusal(kafka: KafkaBroker) -> None:
+    # TLS 1.3: the handshake completes on our side and the broker's refusal comes as an alert on
+    # the first read; retrying cannot help, so start-up must not wait out its timeout.
+    address, settings = upstream_settings(kafka, "SSL")
+    del settings["upstream.ssl.keystore.location"], settings["upstream.ssl.key.location"]
+    with pytest.raises(UpstreamError) as refused:
+        GatewayThread(address, {**settings, "ksgate.upstream.startup.timeout.ms": 5000}).start()
+    assert not refused.value.retriable and refused.value.cause == "tls"
+    assert "CERTIFICATE" in str(refused.value)
+
+
+def test_a_client_certificate_the_broker_stops_trusting_turns_readyz_503_while_clients_keep_connecting(
+        own_kafka: KafkaBroker, tmp_path: Path) -> None:
+    address, settings = upstream_settings(own_kafka, "SSL")
+    with GatewayProcess(address, tmp_path, {
+            **settings, "ksgate.readiness.upstream.timeout.ms": READINESS_TIMEOUT_MS}) as gateway:
+        gateway.wait_readyz(200)
+        other_ca = make_ca("CN=a CA that did not sign the gateway").write(tmp_path / "other-ca.pem")
+        own_kafka.alter_broker_config({"listener.name.ssl.ssl.truststore.location": str(other_ca)})
+        # Each client connection opens an upstream link whose TLS handshake succeeds on our side:
+        # that must not count as the upstream answering.
+        stop = threading.Event()
+        clients = threading.Thread(target=_connect_until, args=(gateway.bootstrap, stop), daemon=True)
+        clients.start()
+        try:
+            body = gateway.wait_readyz(503)
+        finally:
+            stop.set()
+            clients.join(10)
+        assert "CERTIFICATE" in body
+        failures = gateway.events("upstream_probe_failed")
+        assert len(failures) == 1, failures
+        assert failures[0]["cause"] == "tls"
+
+
+def _connect_until(bootstrap: str, stop: threading.Event) -> None:
+    """New client connections, each sending Metadata, until ``stop``."""
+    while not stop.is_set():
+        try:
+            client = WireClient(bootstrap, timeout_s=2.0)
+        except OSError:
+            continue
+        try:
+            client.send(request_frame(ApiKey.METADATA, 12, 1, {
+                "topics": [], "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False,
+            }, "probe"))
+            client.read_frame()
+        except OSError:
+            pass
+        finally:
+            client.sock.close()
+        stop.wait(0.05)
