@@ -41,13 +41,24 @@ def upstream_settings(kafka: KafkaBroker, mode: str, user: str = GATEWAY_USER,
         "upstream.sasl.username": user, "upstream.sasl.password": password or kafka.users[user]}
 
 
-@pytest.fixture
-def own_kafka(tmp_path: Path, kafka: KafkaBroker) -> Iterator[KafkaBroker]:
-    """A broker this test may reconfigure, stop and restart (``kafka``, shared, must stay as it is;
-    depending on it also gives the skip when there are no jars)."""
+def _another_broker(directory: Path) -> KafkaBroker:
     lib = kafka_lib()
     assert lib is not None
-    with KafkaBroker(lib, tmp_path / "own-kafka") as running:
+    return KafkaBroker(lib, directory)
+
+
+@pytest.fixture
+def own_kafka(tmp_path: Path, kafka: KafkaBroker) -> Iterator[KafkaBroker]:
+    """A broker this test may stop and restart (``kafka``, shared, must stay as it is; depending
+    on it also gives the skip when there are no jars)."""
+    with _another_broker(tmp_path / "own-kafka") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def spare_kafka(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Iterator[KafkaBroker]:
+    """A broker whose listeners these tests reconfigure, each one listener and restoring it after."""
+    with _another_broker(tmp_path_factory.mktemp("spare-kafka")) as running:
         yield running
 
 
@@ -124,18 +135,22 @@ def test_a_rotated_service_credential_turns_readyz_503_with_one_log_line_naming_
 
 
 def test_an_untrusted_broker_certificate_turns_readyz_503_with_one_log_line_naming_it(
-        own_kafka: KafkaBroker, tmp_path: Path) -> None:
-    address, settings = upstream_settings(own_kafka, "SCRAM-SHA-512")
+        spare_kafka: KafkaBroker, tmp_path: Path) -> None:
+    address, settings = upstream_settings(spare_kafka, "SCRAM-SHA-512")
     with GatewayProcess(address, tmp_path, {
             **settings, "ksgate.readiness.upstream.timeout.ms": READINESS_TIMEOUT_MS}) as gateway:
         gateway.wait_readyz(200)
         # The broker's certificate is replaced by one with the same names from a CA ksgate does not trust.
         rogue = issue_cert(make_ca("CN=another CA"), "CN=localhost", dns_names=("localhost",),
                            ip_addresses=("127.0.0.1",))
-        keystore = own_kafka.tls / "rogue-keystore.pem"
+        keystore = tmp_path / "rogue-keystore.pem"
         keystore.write_bytes(rogue.key_pem() + rogue.chain_pem())
-        own_kafka.alter_broker_config({"listener.name.sasl_ssl.ssl.keystore.location": str(keystore)})
-        body = gateway.wait_readyz(503)
+        key = "listener.name.sasl_ssl.ssl.keystore.location"
+        spare_kafka.alter_broker_config({key: str(keystore)}, listener="PLAINTEXT")
+        try:
+            body = gateway.wait_readyz(503)
+        finally:
+            spare_kafka.alter_broker_config({key: str(spare_kafka.tls / "broker-keystore.pem")}, listener="PLAINTEXT")
         assert "CERTIFICATE_VERIFY_FAILED" in body
         failures = gateway.events("upstream_probe_failed")
         assert len(failures) == 1, failures
@@ -192,13 +207,14 @@ def test_a_refused_client_certificate_fails_start_up_at_once_as_a_tls_refusal(ka
 
 
 def test_a_client_certificate_the_broker_stops_trusting_turns_readyz_503_while_clients_keep_connecting(
-        own_kafka: KafkaBroker, tmp_path: Path) -> None:
-    address, settings = upstream_settings(own_kafka, "SSL")
+        spare_kafka: KafkaBroker, tmp_path: Path) -> None:
+    address, settings = upstream_settings(spare_kafka, "SSL")
     with GatewayProcess(address, tmp_path, {
             **settings, "ksgate.readiness.upstream.timeout.ms": READINESS_TIMEOUT_MS}) as gateway:
         gateway.wait_readyz(200)
         other_ca = make_ca("CN=a CA that did not sign the gateway").write(tmp_path / "other-ca.pem")
-        own_kafka.alter_broker_config({"listener.name.ssl.ssl.truststore.location": str(other_ca)})
+        key = "listener.name.ssl.ssl.truststore.location"
+        spare_kafka.alter_broker_config({key: str(other_ca)}, listener="PLAINTEXT")
         # Each client connection opens an upstream link whose TLS handshake succeeds on our side:
         # that must not count as the upstream answering.
         stop = threading.Event()
@@ -209,6 +225,7 @@ def test_a_client_certificate_the_broker_stops_trusting_turns_readyz_503_while_c
         finally:
             stop.set()
             clients.join(10)
+            spare_kafka.alter_broker_config({key: str(spare_kafka.ca)}, listener="PLAINTEXT")
         assert "CERTIFICATE" in body
         failures = gateway.events("upstream_probe_failed")
         assert len(failures) == 1, failures
