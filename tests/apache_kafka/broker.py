@@ -85,6 +85,8 @@ class KafkaBroker:
     directory: Path
     users: dict[str, str] = field(default_factory=lambda: {
         GATEWAY_USER: secrets.token_hex(12), CLIENT_USER: secrets.token_hex(12)})
+    # More server.properties (or overrides), e.g. {"listener.name.sasl_ssl.connections.max.reauth.ms": "2000"}.
+    extra_properties: dict[str, str] = field(default_factory=dict)
     layout: BrokerLayout = field(init=False)
     started_in_s: float = field(default=0.0, init=False)  # the latest start's wall time, for reports
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
@@ -321,5 +323,5 @@ class KafkaBroker:
         super_users = ["User:ANONYMOUS", f"User:{GATEWAY_USER}", self.gateway_principal]
         self.layout.server_properties.write_text(server_properties(
             self.layout, super_users=super_users, plain_users=self.users,
-            keystore=self.tls / "broker-keystore.pem", truststore=self.ca))
+            keystore=self.tls / "broker-keystore.pem", truststore=self.ca, extra=self.extra_properties))
         self.layout.log4j2.write_text(log4j2_properties(self.layout.log_dir / "server.log"))

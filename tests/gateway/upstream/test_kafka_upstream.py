@@ -4,6 +4,7 @@ certificate and host name verified; what clients see; and what the operator sees
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -250,3 +251,35 @@ def _connect_until(bootstrap: str, stop: threading.Event) -> None:
         finally:
             client.sock.close()
         stop.wait(0.05)
+
+
+@pytest.mark.xfail(strict=True, reason="KIP-368: ksgate's upstream links never re-authenticate, so a broker with "
+                   "connections.max.reauth.ms closes them at the deadline and each client on one is disconnected")
+def test_client_connections_outlive_the_brokers_reauthentication_deadline(
+        kafka: KafkaBroker, tmp_path: Path) -> None:
+    lib = kafka_lib()
+    assert lib is not None
+    deadline_ms = 1500
+    with KafkaBroker(lib, tmp_path / "reauth-kafka", extra_properties={
+            "listener.name.sasl_ssl.connections.max.reauth.ms": str(deadline_ms)}) as broker:
+        address, settings = upstream_settings(broker, "SCRAM-SHA-512")
+        gateway = GatewayThread(address, settings).start()
+        try:
+            client = WireClient(gateway.bootstrap)
+            began = time.monotonic()
+            answers = 0
+            # One client connection, one request every 100 ms, for twice the deadline.
+            while time.monotonic() - began < 2 * deadline_ms / 1000:
+                client.send(request_frame(ApiKey.METADATA, 12, answers, {
+                    "topics": [], "allow_auto_topic_creation": False,
+                    "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False,
+                }, "reauth"))
+                try:
+                    client.read_response(ApiKey.METADATA, 12)
+                except ConnectionError as exc:
+                    raise AssertionError(f"disconnected after {answers} answers") from exc
+                answers += 1
+                time.sleep(0.1)  # pacing the requests, not synchronisation: the deadline is wall time
+            client.sock.close()
+        finally:
+            gateway.stop()
