@@ -85,11 +85,13 @@ class KafkaBroker:
     directory: Path
     users: dict[str, str] = field(default_factory=lambda: {
         GATEWAY_USER: secrets.token_hex(12), CLIENT_USER: secrets.token_hex(12)})
-    # More server.properties (or overrides), e.g. {"listener.name.sasl_ssl.connections.max.reauth.ms": "2000"}.
-    extra_properties: dict[str, str] = field(default_factory=dict)
+    # More super users (e.g. the conformance suite's own) and server.properties lines on top of the kit's.
+    extra_super_users: tuple[str, ...] = ()
+    extra_properties: Mapping[str, object] = field(default_factory=dict)
     layout: BrokerLayout = field(init=False)
     started_in_s: float = field(default=0.0, init=False)  # the latest start's wall time, for reports
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _begun: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -194,7 +196,12 @@ class KafkaBroker:
         return self._process is not None and self._process.poll() is None
 
     def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> KafkaBroker:
-        begun = time.monotonic()
+        """Launch the JVM and wait until the broker answers."""
+        return self.launch().wait_ready(timeout_s)
+
+    def launch(self) -> KafkaBroker:
+        """Format (first time only) and start the JVM without waiting: brokers launched together start together."""
+        self._begun = time.monotonic()
         if not (self.layout.data_dir / "meta.properties").exists():
             self._format()
         self.layout.log_dir.mkdir(exist_ok=True)
@@ -204,12 +211,16 @@ class KafkaBroker:
                  f"-Dlog4j2.configurationFile={self.layout.log4j2}", f"-Dkafka.logs.dir={self.layout.log_dir}",
                  "-cp", f"{self.lib}/*", "kafka.Kafka", str(self.layout.server_properties)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.directory)
+        return self
+
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> KafkaBroker:
+        """Until the launched broker answers Metadata; stopped again if it does not in time."""
         try:
             self._wait_ready(time.monotonic() + timeout_s)
         except BaseException:
             self.stop()
             raise
-        self.started_in_s = time.monotonic() - begun
+        self.started_in_s = time.monotonic() - self._begun
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -320,8 +331,9 @@ class KafkaBroker:
         (self.tls / "gateway-keystore.pem").write_bytes(gateway.key_pem() + gateway.chain_pem())
 
     def _write_config(self) -> None:
-        super_users = ["User:ANONYMOUS", f"User:{GATEWAY_USER}", self.gateway_principal]
-        self.layout.server_properties.write_text(server_properties(
-            self.layout, super_users=super_users, plain_users=self.users,
-            keystore=self.tls / "broker-keystore.pem", truststore=self.ca, extra=self.extra_properties))
+        super_users = ["User:ANONYMOUS", f"User:{GATEWAY_USER}", self.gateway_principal, *self.extra_super_users]
+        text = server_properties(self.layout, super_users=super_users, plain_users=self.users,
+                                 keystore=self.tls / "broker-keystore.pem", truststore=self.ca)
+        text += "".join(f"{key}={value}\n" for key, value in self.extra_properties.items())
+        self.layout.server_properties.write_text(text)
         self.layout.log4j2.write_text(log4j2_properties(self.layout.log_dir / "server.log"))

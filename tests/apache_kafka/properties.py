@@ -48,7 +48,7 @@ def _jaas_plain(users: Mapping[str, str]) -> str:
 
 
 def server_properties(layout: BrokerLayout, *, super_users: list[str], plain_users: Mapping[str, str],
-                      keystore: Path, truststore: Path, extra: Mapping[str, object] | None = None) -> str:
+                      keystore: Path, truststore: Path) -> str:
     """server.properties for ``layout``.
 
     ``super.users`` must include User:ANONYMOUS: in a single node the controller listener and the
@@ -95,7 +95,6 @@ def server_properties(layout: BrokerLayout, *, super_users: list[str], plain_use
         "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram_login,
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_login,
     }
-    values.update(extra or {})
     return "".join(f"{key}={value}\n" for key, value in values.items())
 
 
