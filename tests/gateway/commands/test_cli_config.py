@@ -89,8 +89,9 @@ def test_every_variable_names_one_key() -> None:
 
 
 def test_variables_that_are_not_keys() -> None:
-    # Read elsewhere (the Tansu binary) or not ours at all: never refused.
-    assert environment_overrides({"KSGATE_TANSU_BIN": "/bin/tansu", "PATH": "/bin", "ksgate_x": "1"}) == {}
+    # Read elsewhere (the Tansu binary, the test kit's Kafka jars) or not ours at all: never refused.
+    assert environment_overrides({"KSGATE_TANSU_BIN": "/bin/tansu", "KSGATE_KAFKA_LIB": "/lib", "PATH": "/bin",
+                                  "ksgate_x": "1"}) == {}
     with pytest.raises(ConfigError, match=r"listener\.name"):
         environment_overrides({"KSGATE_LISTENER_NAME_SASL_SSL_SSL_KEY_LOCATION": "/k.pem"})
 

@@ -103,8 +103,9 @@ def test_an_untrusted_broker_certificate_fails_start_up_naming_the_certificate(
         kafka: KafkaBroker, tmp_path: Path) -> None:
     other_ca = make_ca("CN=a CA that did not sign the broker").write(tmp_path / "other-ca.pem")
     address, settings = upstream_settings(kafka, "SCRAM-SHA-512", ca=other_ca)
-    with pytest.raises(UpstreamError, match="CERTIFICATE_VERIFY_FAILED"):
+    with pytest.raises(UpstreamError, match=r"(?i)certificate") as refused:
         GatewayThread(address, settings).start()
+    assert not refused.value.retriable and refused.value.cause == "tls"
 
 
 def test_a_broker_name_the_certificate_does_not_cover_is_refused(kafka: KafkaBroker) -> None:
@@ -152,10 +153,10 @@ def test_an_untrusted_broker_certificate_turns_readyz_503_with_one_log_line_nami
             body = gateway.wait_readyz(503)
         finally:
             spare_kafka.alter_broker_config({key: str(spare_kafka.tls / "broker-keystore.pem")}, listener="PLAINTEXT")
-        assert "CERTIFICATE_VERIFY_FAILED" in body
+        assert "certificate" in body.lower()
         failures = gateway.events("upstream_probe_failed")
         assert len(failures) == 1, failures
-        assert "CERTIFICATE_VERIFY_FAILED" in failures[0]["error"] and failures[0]["cause"] == "tls"
+        assert "certificate" in failures[0]["error"].lower() and failures[0]["cause"] == "tls"
 
 
 def test_a_broker_restart_mid_produce_loses_no_acknowledged_record(own_kafka: KafkaBroker) -> None:
@@ -204,7 +205,7 @@ def test_a_refused_client_certificate_fails_start_up_at_once_as_a_tls_refusal(ka
     with pytest.raises(UpstreamError) as refused:
         GatewayThread(address, {**settings, "ksgate.upstream.startup.timeout.ms": 5000}).start()
     assert not refused.value.retriable and refused.value.cause == "tls"
-    assert "CERTIFICATE" in str(refused.value)
+    assert "certificate" in str(refused.value).lower()
 
 
 def test_a_client_certificate_the_broker_stops_trusting_turns_readyz_503_while_clients_keep_connecting(
@@ -227,7 +228,7 @@ def test_a_client_certificate_the_broker_stops_trusting_turns_readyz_503_while_c
             stop.set()
             clients.join(10)
             spare_kafka.alter_broker_config({key: str(spare_kafka.ca)}, listener="PLAINTEXT")
-        assert "CERTIFICATE" in body
+        assert "certificate" in body.lower()
         failures = gateway.events("upstream_probe_failed")
         assert len(failures) == 1, failures
         assert failures[0]["cause"] == "tls"
