@@ -330,22 +330,31 @@ class Gateway:
             await asyncio.sleep(health.probe_interval_s)
             if not health.needs_probe(loop.time()):
                 continue
-            error = await self._bootstrap_answers()
-            if error is None:
+            failure = await self._bootstrap_answers()
+            if failure is None:
                 health.answered(loop.time())
                 if self._upstream_silent:
                     log.info("upstream_answering_again")
-            elif not self._upstream_silent:
-                log.warning("upstream_probe_failed", error=error)
-            self._upstream_silent = error is not None
+            else:
+                health.probe_failed(failure.reason)
+                if not self._upstream_silent:  # once per outage, naming its cause
+                    log.warning("upstream_probe_failed", cause=failure.cause, error=failure.reason)
+            self._upstream_silent = failure is not None
 
-    async def _bootstrap_answers(self) -> str | None:
-        """None if a bootstrap server answers ApiVersions, else why none did."""
+    async def _bootstrap_answers(self) -> NoBootstrapAnswered | None:
+        """None if a bootstrap server would serve a client link (ApiVersions, and the gateway's own
+        login on a SASL upstream), else why none would."""
         interval = self.ctx.upstream_health.probe_interval_s
         timeout = min(self.config.upstream.connect_timeout_ms / 1000, max(1.0, interval))
         outcome = await first_answering_bootstrap(self.config.upstream.bootstrap_servers, self.ctx.upstream_ssl,
-                                                  timeout, self.ctx.metrics.upstream_error, _answered)
-        return outcome.reason if isinstance(outcome, NoBootstrapAnswered) else None
+                                                  timeout, self.ctx.metrics.upstream_error, self._logged_in)
+        return outcome if isinstance(outcome, NoBootstrapAnswered) else None
+
+    async def _logged_in(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
+        """The readiness probe after ApiVersions: on a SASL upstream, the gateway's own login too, since
+        ApiVersions needs none and a rotated service credential would otherwise look healthy."""
+        if self.config.upstream.uses_sasl:
+            await client.authenticate(self.config.upstream)
 
     async def probe_upstream(self) -> None:
         """Learn the upstream's API versions and brokers; fail start-up if none answers."""
@@ -354,7 +363,7 @@ class Gateway:
                                                   timeout, self.ctx.metrics.upstream_error, self._learn_cluster)
         if isinstance(outcome, NoBootstrapAnswered):
             raise UpstreamError("no upstream bootstrap server answered: " + outcome.reason,
-                                retriable=outcome.retriable)
+                                retriable=outcome.retriable, cause=outcome.cause)
 
     async def _learn_cluster(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
         """After ApiVersions: negotiate, log in (a SASL upstream), then learn the brokers from Metadata."""
@@ -595,7 +604,3 @@ def _bound_socket(host: str, port: int, ipv6_only: bool) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
-
-
-async def _answered(client: UpstreamClient, versions: dict[str, Any]) -> None:
-    """The readiness probe asks nothing more than ApiVersions."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
@@ -132,3 +134,96 @@ def secured_gateway(upstream: str, directory: Path, users: Iterable[str] = ("adm
         "sasl.enabled.mechanisms": mechanisms, "ksgate.credentials.file": str(credentials),
         "super.users": "User:admin", "allow.everyone.if.no.acl.found": False, **(extra or {}),
     }, protocol="SASL_PLAINTEXT").start()
+
+
+class GatewayProcess:
+    """``ksgate run`` as a subprocess with its metrics endpoint (/readyz) and its log in ``directory/ksgate.log``.
+
+    For what only the real command does: the operator's HTTP endpoint and the process's own log lines.
+    Use as a context manager (SIGTERM on exit).
+    """
+
+    def __init__(self, upstream: str, directory: Path, extra: Mapping[str, Any] | None = None) -> None:
+        import yaml
+
+        self.port, self.metrics_port = free_port(), free_port()
+        self.directory = directory
+        self.log_path = directory / "ksgate.log"
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "upstream.bootstrap.servers": upstream,
+            "listener.name.plaintext.node.port.base": free_port_block(),
+            "ksgate.metrics.listener": f"127.0.0.1:{self.metrics_port}",
+            "log.level": "INFO",
+            **(extra or {}),
+        }
+        self.config_path = directory / "ksgate.yaml"
+        self.config_path.write_text(yaml.safe_dump(settings))
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> GatewayProcess:
+        import sys
+
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path), "--log-format", "json"],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+    def readyz(self) -> tuple[int, str]:
+        """/readyz's status and body (0 while nothing answers on the metrics port)."""
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except OSError:
+            return 0, ""
+
+    def wait_readyz(self, status: int, deadline_s: float = 30.0) -> str:
+        """Poll /readyz until it answers ``status``; its body.  AssertionError (with the log) if it does not."""
+        import time
+
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            got, body = self.readyz()
+            if got == status:
+                return body
+            assert self._process is not None
+            if self._process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"/readyz never answered {status} within {deadline_s}s; log:\n{self.log_text()[-4000:]}")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The JSON log lines whose event is ``name``."""
+        import json
+
+        found = []
+        for line in self.log_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("event") == name:
+                found.append(record)
+        return found

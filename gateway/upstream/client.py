@@ -21,17 +21,25 @@ from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.messages import decode_response, request_frame
 
+# Why the upstream did not serve the gateway, as logs and /readyz name it: "tls" (the handshake
+# failed: a certificate not trusted, a host name it does not cover, our certificate refused),
+# "authentication" (our SASL credentials refused), "unreachable" (no connection, no answer),
+# "protocol" (an answer that is not Kafka).
+UPSTREAM_CAUSES = ("tls", "authentication", "unreachable", "protocol")
+
 
 class UpstreamError(ConnectionError):
     """The upstream broker could not be reached or answered something unusable.
 
     ``retriable``: trying again later may help (nothing listening yet, a dropped link); False
     when the upstream refused the gateway itself (its certificate, its credentials).
+    ``cause``: one of UPSTREAM_CAUSES.
     """
 
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
+    def __init__(self, message: str, *, retriable: bool = True, cause: str = "unreachable") -> None:
         super().__init__(message)
         self.retriable = retriable
+        self.cause = cause
 
 
 # The gateway's own requests get small answers (the security store's Fetch is the largest).
@@ -104,7 +112,7 @@ class UpstreamClient:
                 # The same answer on every try (a certificate, a protocol mismatch), but for a dropped link.
                 retriable = not isinstance(exc, (ssl.SSLError, TimeoutError))  # TimeoutError is an OSError
                 raise UpstreamError(f"cannot connect to {where}: {tls_failure(exc, timeout_s)}",
-                                    retriable=retriable) from None
+                                    retriable=retriable, cause="unreachable" if retriable else "tls") from None
         return cls(reader, writer, timeout_s, on_error)
 
     async def request(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -118,8 +126,9 @@ class UpstreamClient:
             if head[0] in TLS_RECORD_TYPES and head[1] == 3:  # a TLS record: content type, then version 3.x
                 raise UpstreamError(f"upstream answered {api_key.name} with TLS: its listener expects TLS; set "
                                     f"upstream.security.protocol to SSL or SASL_SSL (and upstream.ssl.*)",
-                                    retriable=False)
-            raise UpstreamError(f"upstream answered {api_key.name} with a frame of {size} bytes: not Kafka")
+                                    retriable=False, cause="tls")
+            raise UpstreamError(f"upstream answered {api_key.name} with a frame of {size} bytes: not Kafka",
+                                cause="protocol")
         data = memoryview(await self._read(size, api_key))
         try:
             got, response = decode_response(data, api_key, version)
@@ -128,7 +137,8 @@ class UpstreamClient:
             raise
         if got != correlation_id:
             self._on_error("protocol")
-            raise UpstreamError(f"upstream answered correlation id {got}, expected {correlation_id}")
+            raise UpstreamError(f"upstream answered correlation id {got}, expected {correlation_id}",
+                                cause="protocol")
         return response
 
     async def _read(self, n: int, api_key: ApiKey) -> bytes:
@@ -138,6 +148,15 @@ class UpstreamClient:
             self._on_error("disconnected")  # stopped answering while in use
             raise UpstreamError(f"upstream did not answer {api_key.name} within {round(self._timeout * 1000)} ms "
                                 f"(upstream.connect.timeout.ms)") from None
+        except ssl.SSLError as exc:
+            if not _is_tls_refusal(exc):
+                self._on_error("disconnected")
+                raise UpstreamError(f"upstream did not answer {api_key.name}: {exc!r}") from None
+            # TLS 1.3: the broker checks our certificate after the handshake has completed on our
+            # side, so its refusal arrives as an alert on the first read; the same on every try.
+            self._on_error("connect")
+            raise UpstreamError(f"upstream refused the TLS connection: {exc}", retriable=False,
+                                cause="tls") from None
         except (OSError, asyncio.IncompleteReadError) as exc:
             self._on_error("disconnected")  # closed while in use
             if not isinstance(exc, asyncio.IncompleteReadError):
@@ -161,16 +180,30 @@ class UpstreamClient:
             await self._writer.wait_closed()
 
 
+def _is_tls_refusal(exc: ssl.SSLError) -> bool:
+    """An alert from the peer (e.g. SSLV3_ALERT_BAD_CERTIFICATE, TLSV13_ALERT_CERTIFICATE_REQUIRED),
+    not a connection that merely ended (SSLEOFError, SSLZeroReturnError)."""
+    return not isinstance(exc, ssl.SSLEOFError | ssl.SSLZeroReturnError) and "ALERT" in (exc.reason or "")
+
+
 @dataclass(slots=True)
 class NoBootstrapAnswered:
     """Why no bootstrap server answered: each server's error, and whether trying again may help."""
 
     errors: list[str] = field(default_factory=list)
     retriable: bool = True  # False once an upstream refused the gateway itself (TLS, credentials)
+    # The first refusal's cause (UPSTREAM_CAUSES) if a server refused the gateway, else the first error's.
+    cause: str = "unreachable"
 
     @property
     def reason(self) -> str:
         return "; ".join(self.errors)
+
+    def add(self, error: str, cause: str, retriable: bool) -> None:
+        if not self.errors or (self.retriable and not retriable):
+            self.cause = cause
+        self.errors.append(error)
+        self.retriable = self.retriable and retriable
 
 
 async def first_answering_bootstrap(
@@ -190,16 +223,18 @@ async def first_answering_bootstrap(
         try:
             client = await UpstreamClient.connect(host, port, ssl_context, timeout_s, on_error)
         except UpstreamError as exc:
-            failed.errors.append(str(exc))
-            failed.retriable = failed.retriable and exc.retriable
+            failed.add(str(exc), exc.cause, exc.retriable)
             continue
         reached = True
         try:
             versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
             return await then(client, versions)
-        except (UpstreamError, UpstreamAuthError, DecodeError) as exc:
-            failed.errors.append(str(exc))
-            failed.retriable = failed.retriable and isinstance(exc, UpstreamError) and exc.retriable
+        except UpstreamError as exc:
+            failed.add(str(exc), exc.cause, exc.retriable)
+        except UpstreamAuthError as exc:
+            failed.add(str(exc), "authentication", False)
+        except DecodeError as exc:
+            failed.add(str(exc), "protocol", False)
         finally:
             await client.close()
     if not reached:

@@ -19,6 +19,8 @@ class UpstreamHealth:
 
     timeout_s: float
     last_answer: float | None = None  # loop time of the latest answer; None: none yet
+    # Why the latest probe failed (cleared by an answer): /readyz names the cause, not only the silence.
+    last_failure: str | None = None
 
     @property
     def probe_interval_s(self) -> float:
@@ -27,6 +29,10 @@ class UpstreamHealth:
 
     def answered(self, now: float) -> None:
         self.last_answer = now
+        self.last_failure = None
+
+    def probe_failed(self, reason: str) -> None:
+        self.last_failure = reason
 
     def silent_for(self, now: float) -> float | None:
         return None if self.last_answer is None else now - self.last_answer
@@ -39,8 +45,10 @@ class UpstreamHealth:
     def problem(self, now: float) -> str | None:
         silent = self.silent_for(now)
         if silent is None:
-            return "no upstream bootstrap server has answered yet"
-        if silent > self.timeout_s:
-            return (f"no upstream broker has answered for {silent * 1000:.0f} ms "
-                    f"(ksgate.readiness.upstream.timeout.ms: {self.timeout_s * 1000:.0f})")
-        return None
+            problem = "no upstream bootstrap server has answered yet"
+        elif silent > self.timeout_s:
+            problem = (f"no upstream broker has answered for {silent * 1000:.0f} ms "
+                       f"(ksgate.readiness.upstream.timeout.ms: {self.timeout_s * 1000:.0f})")
+        else:
+            return None
+        return problem if self.last_failure is None else f"{problem}; the latest probe: {self.last_failure}"

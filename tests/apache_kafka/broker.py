@@ -143,11 +143,51 @@ class KafkaBroker:
                            "ssl.key.location": str(self.gateway_key)})
         return config
 
-    def admin(self) -> Any:
-        """A confluent-kafka AdminClient as the super user ``ksgate`` over SASL_SSL (ACLs, SCRAM users, topics)."""
+    def admin(self, listener: str = "SASL_SSL") -> Any:
+        """A confluent-kafka AdminClient as a super user (ACLs, SCRAM users, topics): ``ksgate`` over
+        SASL_SSL, the gateway's certificate over SSL, or ANONYMOUS over PLAINTEXT (for a test that
+        has just reconfigured the secured listeners)."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(self.client_config("SASL_SSL"))
+        return AdminClient(self.client_config(listener))
+
+    def set_scram_password(self, user: str, password: str, mechanisms: Sequence[str] = SASL_MECHANISMS[:2]) -> None:
+        """Create ``user`` or change its SCRAM password (as the super user); PLAIN users are fixed at start."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = self.admin()
+        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(
+            ScramMechanism[mechanism.replace("-", "_")], 4096), password.encode()) for mechanism in mechanisms]
+        for upsert in upserts:  # one request each: Kafka refuses two alterations of a user in one
+            for future in admin.alter_user_scram_credentials([upsert]).values():
+                future.result(timeout=20)
+        self.users[user] = password
+
+    def create_acls(self, bindings: Sequence[Any]) -> None:
+        """Create confluent_kafka.admin.AclBinding s as the super user."""
+        admin = self.admin()
+        for future in admin.create_acls(list(bindings)).values():
+            future.result(timeout=20)
+
+    def alter_broker_config(self, settings: Mapping[str, str], listener: str = "SASL_SSL") -> None:
+        """Set dynamic broker configs of this node (e.g. a listener's ssl.keystore.location) as a super
+        user over ``listener``.  Kafka applies them asynchronously, shortly after this returns."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+        )
+
+        entries = [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+                   for key, value in settings.items()]
+        admin = self.admin(listener)
+        futures = admin.incremental_alter_configs([ConfigResource("broker", str(NODE_ID), incremental_configs=entries)])
+        for future in futures.values():
+            future.result(timeout=20)
 
     # -- the process ----------------------------------------------------------------------------
 

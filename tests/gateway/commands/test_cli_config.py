@@ -97,8 +97,10 @@ def test_every_variable_names_one_key() -> None:
 
 
 def test_variables_that_are_not_keys() -> None:
-    # Read elsewhere (the Tansu binary) or not ours at all: never refused.
-    assert environment_overrides({"KSGATE_TANSU_BIN": "/bin/tansu", "PATH": "/bin", "ksgate_x": "1"}) == {}
+    # Read elsewhere (the Tansu binary) or not ours at all (the test kit's Kafka jars are REFERENCE_KAFKA_LIB, not
+    # KSGATE_: every `ksgate run` a test starts sees it): never refused.
+    assert environment_overrides({"KSGATE_TANSU_BIN": "/bin/tansu", "REFERENCE_KAFKA_LIB": "/lib", "PATH": "/bin",
+                                  "ksgate_x": "1"}) == {}
     with pytest.raises(ConfigError, match=r"listener\.name"):
         environment_overrides({"KSGATE_LISTENER_NAME_SASL_SSL_SSL_KEY_LOCATION": "/k.pem"})
 

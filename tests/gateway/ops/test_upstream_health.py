@@ -33,3 +33,15 @@ def test_a_recent_answer_from_a_client_link_makes_the_probe_unnecessary() -> Non
     health.answered(10.0)
     assert not health.needs_probe(10.5)
     assert health.needs_probe(11.0)
+
+
+def test_the_problem_names_the_latest_probe_failure_until_an_answer() -> None:
+    health = UpstreamHealth(timeout_s=1.0)
+    health.answered(100.0)
+    health.probe_failed("upstream refused the gateway's credentials: invalid credentials")
+    assert health.problem(100.5) is None  # within the timeout a failed probe alone is no outage
+    problem = health.problem(102.0)
+    assert problem is not None and "no upstream broker has answered" in problem
+    assert problem.endswith("the latest probe: upstream refused the gateway's credentials: invalid credentials")
+    health.answered(102.5)
+    assert health.problem(104.0) is not None and "latest probe" not in (health.problem(104.0) or "")

@@ -94,3 +94,16 @@ async def test_a_refused_login_in_the_follow_up_is_not_retriable_and_the_next_se
     assert calls == ["login", "login"]
     assert isinstance(outcome, NoBootstrapAnswered) and outcome.errors == ["bad credentials", "bad credentials"]
     assert not outcome.retriable
+
+
+async def test_the_cause_is_the_refusal_of_the_gateway_rather_than_a_server_that_was_not_there() -> None:
+    async def refused(client: UpstreamClient, versions: dict[str, Any]) -> None:
+        raise UpstreamAuthError("bad credentials")
+
+    async with fake_upstream(api_versions) as answering, fake_upstream(garbage) as bad:
+        logged_out = await probe([closed(), answering], refused, [])
+        nobody = await probe([closed(), closed()], learned, [])
+        not_kafka = await probe([bad], learned, [])
+    assert isinstance(logged_out, NoBootstrapAnswered) and logged_out.cause == "authentication"
+    assert isinstance(nobody, NoBootstrapAnswered) and nobody.cause == "unreachable"
+    assert isinstance(not_kafka, NoBootstrapAnswered) and not_kafka.cause == "protocol"
