@@ -15,7 +15,9 @@ shows up here as a coverage finding rather than silently going unchecked.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,7 @@ from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeade
 from kio.schema.request_header.v2.header import RequestHeader as KioRequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as KioResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as KioResponseHeaderV1
+from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName, TransactionalId
 from kio.serial import entity_reader, entity_writer
 
 from protocol.codec import MessageCodec
@@ -40,7 +43,7 @@ from protocol.header import (
     encode_response_header,
 )
 from protocol.registry import all_apis
-from protocol.schema import MessageSpec
+from protocol.schema import FieldSpec, MessageSpec
 from tests.protocol.kio_strategies import kio_entities
 from tests.protocol.spec_strategies import message_bodies
 
@@ -180,6 +183,45 @@ def test_our_encoding_reencodes_identically_in_kio(case: Case, data: st.DataObje
 def test_kio_encoding_reencodes_identically_with_ours(case: Case, data: st.DataObject) -> None:
     wire = _kio_encode(case.kio_type, data.draw(kio_entities(case.kio_type)))
     assert bytes(case.codec.encode(case.codec.decode(wire))) == wire
+
+
+# --- entity annotations ----------------------------------------------------------------
+
+# kio carries Kafka's entityType in its field types; each must be our entity= on that field.
+_KIO_ENTITIES: dict[type, str] = {TopicName: "topicName", GroupId: "groupId", TransactionalId: "transactionalId",
+                                  ProducerId: "producerId", BrokerId: "brokerId"}
+
+
+def _kio_parts(hint: Any) -> tuple[type | None, type | None]:
+    """(entity type, nested dataclass) a kio field hint carries, through ``| None`` and tuples."""
+    args = typing.get_args(hint)
+    inner = [a for a in args if a is not type(None) and a is not Ellipsis] if args else [hint]
+    leaf = inner[0] if len(inner) == 1 else hint
+    if typing.get_args(leaf):
+        return _kio_parts(leaf)
+    if dataclasses.is_dataclass(leaf):
+        return None, leaf  # type: ignore[return-value]
+    return (leaf if leaf in _KIO_ENTITIES else None), None
+
+
+def _missing_entities(fields: list[FieldSpec], kio_type: type, version: int, where: str) -> list[str]:
+    ours = {f.name: f for f in fields if version in f.versions}
+    missing = []
+    for name, hint in typing.get_type_hints(kio_type).items():
+        if name.startswith("__") or name not in ours:
+            continue
+        entity, nested = _kio_parts(hint)
+        if entity is not None and ours[name].entity != _KIO_ENTITIES[entity]:
+            missing.append(f"{where}.{name}: {_KIO_ENTITIES[entity]}, ours {ours[name].entity}")
+        if nested is not None:
+            missing += _missing_entities(ours[name].fields, nested, version, f"{where}.{name}")
+    return missing
+
+
+def test_every_entity_kafka_names_is_annotated_in_our_schemas() -> None:
+    """The guards find ids through entity=; Kafka's entityType (as kio carries it) must not be richer."""
+    missing = [m for case in CASES for m in _missing_entities(case.spec.fields, case.kio_type, case.version, case.id)]
+    assert missing == []
 
 
 # --- headers -------------------------------------------------------------------------
