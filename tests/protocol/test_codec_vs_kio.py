@@ -116,6 +116,9 @@ class Case:
     def __repr__(self) -> str:
         return self.id
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis' falsifying-example report
+        printer.text(self.id)
+
 
 def _cases() -> list[Case]:
     cases = []
