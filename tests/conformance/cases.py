@@ -193,8 +193,6 @@ def _topic_admin_cases() -> list[Case]:
             "timeout_ms": 5000, "validate_only": True, "feature_updates": [
                 {"feature": "no.such.feature", "max_version_level": 1, "allow_downgrade": False, "upgrade_type": 1}]})),
         Case("list_client_metrics_resources", ApiKey.LIST_CLIENT_METRICS_RESOURCES, _static({"resource_types": []})),
-        Case("get_telemetry_subscriptions", ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, _static({
-            "client_instance_id": uuid.UUID(int=0)})),
     ]
 
 
