@@ -30,6 +30,15 @@ ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "configs" / "production-sasl-ssl.yaml"
 ADMIN, ADMIN_PASSWORD = "platform-admin", "platform-admin-pw-1"
 READY_TIMEOUT_S = 90.0
+TOPICS = "production-"  # what the test's clients use, as an application's prefix would be
+# docs/production.md's rights for the gateway's own principal, as kafka-acls arguments ({store}: its topic).
+GATEWAY_RIGHTS = (
+    ("--operation", "All", "--topic", TOPICS, "--resource-pattern-type", "prefixed"),
+    ("--operation", "All", "--group", TOPICS, "--resource-pattern-type", "prefixed"),
+    ("--operation", "All", "--transactional-id", TOPICS, "--resource-pattern-type", "prefixed"),
+    ("--operation", "Read", "--operation", "Write", "--operation", "Describe", "--operation", "Create",
+     "--topic", "{store}"),
+)
 
 
 def _environment(kafka: KafkaBroker, directory: Path, port: int, metrics_port: int) -> dict[str, str]:
@@ -44,7 +53,6 @@ def _environment(kafka: KafkaBroker, directory: Path, port: int, metrics_port: i
         "KSGATE_SSL_KEY_LOCATION": str(directory / "server.key"),
         "KSGATE_UPSTREAM_BOOTSTRAP_SERVERS": kafka.bootstrap("SASL_SSL"),
         "KSGATE_UPSTREAM_SSL_TRUSTSTORE_LOCATION": str(kafka.ca),
-        "KSGATE_UPSTREAM_SASL_PASSWORD": kafka.gateway_password,  # the kit's User:ksgate
         "KSGATE_SECURITY_STORE_TOPIC": f"_ksgate_security_{uuid.uuid4().hex[:8]}",
         "KSGATE_SECURITY_STORE_REPLICATION_FACTOR": "1",  # a single-node cluster
         "KSGATE_DELEGATION_TOKEN_SECRET_KEY": uuid.uuid4().hex,
@@ -96,9 +104,54 @@ def test_the_file_is_only_overridden_where_the_test_cluster_differs() -> None:
     assert settings["upstream.ssl.endpoint.identification.algorithm"] == "https"
 
 
+def _transaction(client: dict[str, str], topic: str, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({**client, "transactional.id": f"{TOPICS}tx-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value)
+    producer.commit_transaction(30)
+
+
+def _group_read(client: dict[str, str], topic: str, count: int) -> list[bytes]:
+    """Read ``count`` records of ``topic`` as a member of a new group, committing its offsets."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({**client, "group.id": f"{TOPICS}group-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    got: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            got += [m.value() or b"" for m in consumer.consume(count - len(got), 1.0) if m.error() is None]
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got
+
+
+def _gateway_principal_on(kafka: KafkaBroker, store_topic: str) -> tuple[str, str]:
+    """A SCRAM user on the cluster with exactly the documented rights (not the kit's super user)."""
+    user, password = f"ksgate-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    admin = ["--bootstrap-server", kafka.bootstrap("SASL_SSL")]
+    kafka.run_tool("org.apache.kafka.tools.ConfigCommand", [
+        *admin, "--alter", "--entity-type", "users", "--entity-name", user,
+        "--add-config", f"SCRAM-SHA-512=[password={password}]"], kafka.tool_properties())
+    for rights in GATEWAY_RIGHTS:
+        kafka.run_tool("org.apache.kafka.tools.AclCommand", [
+            *admin, "--add", "--allow-principal", f"User:{user}", *(a.format(store=store_topic) for a in rights)],
+            kafka.tool_properties())
+    return user, password
+
+
 def test_production_config_relays_to_kafka_over_sasl_ssl(kafka: KafkaBroker, tmp_path: Path) -> None:
     port, metrics_port = free_port_block(8), free_port()
     environment = _environment(kafka, tmp_path, port, metrics_port)
+    user, password = _gateway_principal_on(kafka, environment["KSGATE_SECURITY_STORE_TOPIC"])
+    environment.update({"KSGATE_UPSTREAM_SASL_USERNAME": user, "KSGATE_UPSTREAM_SASL_PASSWORD": password})
     # The first super user goes into the replicated store before the gateway serves anyone.
     subprocess.run([sys.executable, "-m", "gateway", "users", "add", "--config", str(CONFIG), ADMIN,
                     "--password-stdin"], input=ADMIN_PASSWORD.encode(), env=environment, cwd=ROOT,
@@ -106,9 +159,11 @@ def test_production_config_relays_to_kafka_over_sasl_ssl(kafka: KafkaBroker, tmp
     client = {"bootstrap.servers": f"localhost:{port}", "security.protocol": "SASL_SSL",
               "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD,
               "ssl.ca.location": str(tmp_path / "ca.pem")}
-    topic = f"production-{uuid.uuid4().hex[:6]}"
+    topic = f"{TOPICS}{uuid.uuid4().hex[:6]}"
     with _running_gateway(environment, metrics_port, tmp_path / "ksgate.log"):
         assert round_trip(client, topic, 10) == [f"record-{i}".encode() for i in range(10)]
+        _transaction(client, topic, [b"tx-0", b"tx-1"])  # the transactional-id and group rights
+        assert _group_read(client, topic, 12) == [f"record-{i}".encode() for i in range(10)] + [b"tx-0", b"tx-1"]
     # The records are on the cluster itself, read there directly.
     direct = kafka.client_config("SASL_SSL")
     assert read_back(direct, topic, 10) == [f"record-{i}".encode() for i in range(10)]
