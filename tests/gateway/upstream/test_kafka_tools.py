@@ -135,3 +135,29 @@ def _write(java_gateway: JavaGateway, name: str, text: str) -> Path:
     path = java_gateway.plan.directory / name
     path.write_text(text)
     return path
+
+
+def test_a_password_with_quotes_and_backslashes_logs_in_from_the_written_java_file(
+        java_gateway: JavaGateway) -> None:
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    from gateway.commands.acls import read_properties
+
+    user, password = f"dave{uuid.uuid4().hex[:6]}", 'p"w\\1 =;x'
+    # Through the gateway's own AlterUserScramCredentials (librdkafka takes any password bytes): the
+    # gateway has the user before it answers, so the login below cannot race a file reload.
+    admin = AdminClient({**read_properties(java_gateway.plan.directory / "admin.properties"),
+                         "bootstrap.servers": java_gateway.bootstrap})
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          password.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+    dave = _write(java_gateway, f"{user}.jaas.properties", java_client_properties(
+        java_gateway.bootstrap, "SASL_SSL", user=user, password=password,
+        ca_pem=java_gateway.plan.directory / "ca.pem"))
+    java_gateway.java.tool(TOPICS, java_gateway.bootstrap, dave, "--list")  # exits 0 only once logged in
