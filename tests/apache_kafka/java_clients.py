@@ -3,7 +3,7 @@
 ``JavaRunner`` runs a tool class (org.apache.kafka.tools.TopicCommand, ...) on a Kafka jar folder, and
 ``KsgateJavaClient`` (tests/apache_kafka/java/KsgateJavaClient.java: producer, transactions, group
 consumer), compiled once per jar folder against its kafka-clients jar: 4.x from scripts/kafka/fetch.sh,
-3.x from ``fetch.sh clients-3`` (KSGATE_KAFKA3_LIB).
+3.x from ``fetch.sh clients-3`` (REFERENCE_KAFKA3_LIB).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class JavaToolError(RuntimeError):
 
 
 def kafka3_clients_lib() -> Path | None:
-    """The 3.x kafka-clients jar folder: $KSGATE_KAFKA3_LIB, else ``fetch.sh clients-3``, else None."""
-    configured = os.environ.get("KSGATE_KAFKA3_LIB")
+    """The 3.x kafka-clients jar folder: $REFERENCE_KAFKA3_LIB, else ``fetch.sh clients-3``, else None."""
+    configured = os.environ.get("REFERENCE_KAFKA3_LIB")
     if configured:
         return Path(configured)
     script = Path(__file__).resolve().parents[2] / "scripts" / "kafka" / "fetch.sh"

@@ -69,7 +69,7 @@ def test_the_3x_java_client_produces_and_consumes_through_ksgate(java_gateway: J
                                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
     lib = kafka3_clients_lib()
     if lib is None:
-        pytest.skip("no 3.x kafka-clients: scripts/kafka/fetch.sh clients-3 (or KSGATE_KAFKA3_LIB)")
+        pytest.skip("no 3.x kafka-clients: scripts/kafka/fetch.sh clients-3 (or REFERENCE_KAFKA3_LIB)")
     java3 = JavaRunner(lib, tmp_path_factory.mktemp("java3"))
     topic = _topic(java_gateway, f"java3-{protocol}")
     java3.client("produce", java_gateway.properties("alice"), java_gateway.bootstrap, topic, "5")
