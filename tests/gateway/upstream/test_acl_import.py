@@ -75,3 +75,12 @@ def test_import_command_config_without_import_is_refused(tmp_path: Path) -> None
     with pytest.raises(SystemExit) as exit_info:
         _acls("--acl-file", str(tmp_path / "a.json"), "--list", "--import-command-config", "x.properties")
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("option", [["--allow-principal", "User:x"], ["--operation", "Read"],
+                                    ["--principal", "User:x"], ["--list"]])
+def test_import_refuses_options_that_would_not_select_what_it_copies(tmp_path: Path, option: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _acls("--acl-file", str(tmp_path / "a.json"), "--import-from-cluster", "127.0.0.1:1", "--topic", "t", *option)
+    assert exit_info.value.code == 2
+    assert not (tmp_path / "a.json").exists()
