@@ -81,3 +81,43 @@ def _password_matches(users: Path, user: str, password: str) -> bool:
     stored = FileCredentialStore(users).scram_credential(user, "SCRAM-SHA-512")
     assert stored is not None
     return scram_credential("SCRAM-SHA-512", password, stored.salt, stored.iterations) == stored
+
+
+def test_init_host_issues_a_certificate_for_that_name_and_its_subdomains(tmp_path: Path) -> None:
+    assert main(["init", "--dir", str(tmp_path), "--host", "Kafka.Example.COM."]) == 0
+    cert, key = tmp_path / "certs/server-kafka.example.com.pem", tmp_path / "certs/server-kafka.example.com.key"
+    assert key.stat().st_mode & 0o077 == 0, "the private key is readable by others"
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    client = ssl.create_default_context(cafile=str(tmp_path / "certs/ca.pem"))
+    for name in ("kafka.example.com", "broker-1.kafka.example.com"):
+        assert _handshake(server, client, name), f"the certificate does not cover {name}"
+    assert not _handshake(server, client, "other.example.com")
+    # The localhost certificate is still there, signed by the same CA (one ca.pem for clients).
+    server.load_cert_chain(tmp_path / "certs/server.pem", tmp_path / "certs/server.key")
+    assert _handshake(server, client, "localhost")
+
+
+def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, name: str) -> bool:
+    """Whether a client checking ``name`` against the CA accepts the server's certificate (in memory)."""
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    client_side = client.wrap_bio(c_in, c_out, server_hostname=name)
+    server_side = server.wrap_bio(s_in, s_out, server_side=True)
+    for _ in range(10):
+        for side in (client_side, server_side):
+            try:
+                side.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError:
+                return False
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+        try:
+            client_side.do_handshake()
+        except ssl.SSLWantReadError:
+            continue
+        except ssl.SSLError:
+            return False
+        return True
+    return False

@@ -8,6 +8,9 @@ Two back ends:
 * ``--acl-file PATH`` edits a gateway's ACL file directly (offline); a running gateway picks
   the change up within a second.
 
+``--import-from-cluster HOST:PORT [--import-command-config FILE]`` copies a Kafka cluster's ACLs
+(DescribeAcls there; every ACL, or those of the resources given as for ``--list``) into the back end.
+
 The expansion of the options into ACL bindings follows Kafka's ``AclCommand``: every
 principal x operation x host (allow, then deny), on every resource given; ``--producer``,
 ``--consumer`` and ``--idempotent`` expand as kafka-acls.sh does.  Differences, all on the
@@ -149,7 +152,18 @@ examples:
   ksgate acls --bootstrap-server localhost:9092 --command-config admin.properties \\
       --list --topic orders --resource-pattern-type match
   ksgate acls --acl-file acls.json --remove --allow-principal User:alice --producer --topic orders
+  ksgate acls --bootstrap-server ksgate:9092 --command-config admin.properties \\
+      --import-from-cluster kafka-1:9093 --import-command-config cluster-admin.properties
 """
+
+
+class _ImportFrom(argparse.Action):
+    """--import-from-cluster HOST:PORT: the action "import" and where to import from, in one option."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        namespace.acls_action = "import"
+        namespace.import_from_cluster = values
 
 
 def add_acls_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -165,6 +179,8 @@ def add_acls_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     actions.add_argument("--add", dest="acls_action", action="store_const", const="add", help="add ACLs")
     actions.add_argument("--remove", dest="acls_action", action="store_const", const="remove", help="remove ACLs")
     actions.add_argument("--list", dest="acls_action", action="store_const", const="list", help="list ACLs")
+    actions.add_argument("--import-from-cluster", action=_ImportFrom, metavar="HOST:PORT",
+                         help="copy the ACLs of the Kafka cluster at HOST:PORT (DescribeAcls) into the back end")
 
     backend = acls.add_argument_group("where the ACLs are (exactly one)")
     backend.add_argument("--bootstrap-server", metavar="HOST:PORT",
@@ -174,6 +190,8 @@ def add_acls_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                               "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location")
     backend.add_argument("--acl-file", metavar="PATH",
                          help="edit this ACL file (the gateway's ksgate.acl.file) directly")
+    backend.add_argument("--import-command-config", metavar="FILE",
+                         help="librdkafka properties for the admin client of --import-from-cluster")
     backend.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                          help=f"admin request timeout with --bootstrap-server (default {DEFAULT_TIMEOUT_S:g})")
 
@@ -238,8 +256,8 @@ def _flag(args: argparse.Namespace, name: str) -> bool:
 
 def _action(args: argparse.Namespace) -> str:
     action = getattr(args, "acls_action", None)
-    if action not in ("add", "remove", "list"):
-        raise AclsUsageError("exactly one action is required: --add, --remove or --list")
+    if action not in ("add", "remove", "list", "import"):
+        raise AclsUsageError("exactly one action is required: --add, --remove, --list or --import-from-cluster")
     return str(action)
 
 
@@ -257,11 +275,12 @@ def _check_options(args: argparse.Namespace) -> None:
     def given(*names: str) -> list[str]:
         return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None)]
 
-    if action == "list":
+    if action in ("list", "import"):  # an import selects what it copies as --list selects what it shows
         bad = given("producer", "consumer", "allow_host", "allow_principal", "deny_host", "deny_principal",
-                    "operation", "idempotent")
+                    "operation", "idempotent", *(("principal",) if action == "import" else ()))
         if bad:
-            raise AclsUsageError(f"{', '.join(bad)} cannot be used with --list (use --principal to filter)")
+            raise AclsUsageError(f"{', '.join(bad)} cannot be used with --{action if action == 'list' else 'import'}"
+                                 f"{' (use --principal to filter)' if action == 'list' else '-from-cluster'}")
     elif _opt(args, "principal"):
         raise AclsUsageError("--principal is only available with --list")
     if producer or consumer:
@@ -728,6 +747,8 @@ def _check_backend(args: argparse.Namespace) -> None:
         raise AclsUsageError("one of --bootstrap-server (a running gateway) or --acl-file (its ACL file) is required")
     if getattr(args, "command_config", None) and not bootstrap:
         raise AclsUsageError("--command-config can only be used with --bootstrap-server")
+    if getattr(args, "import_command_config", None) and getattr(args, "acls_action", None) != "import":
+        raise AclsUsageError("--import-command-config can only be used with --import-from-cluster")
 
 
 def open_backend(args: argparse.Namespace) -> AclBackend:
@@ -745,6 +766,16 @@ def execute(args: argparse.Namespace, backend: AclBackend) -> None:
         for pattern, entries in plan:
             print(format_resource_acls("Adding ACLs for resource", pattern, entries))
         backend.create([AclBinding(pattern, entry) for pattern, entries in plan for entry in entries])
+    elif action == "import":
+        source = AdminBackend(args.import_from_cluster, getattr(args, "import_command_config", None),
+                              getattr(args, "timeout", DEFAULT_TIMEOUT_S))
+        found = source.describe(listing_filters(args))
+        for pattern, entries in group_by_pattern(found):
+            print(format_resource_acls("Importing ACLs for resource", pattern, entries))
+        if found:
+            backend.create(found)
+        else:
+            print(f"No ACLs on {args.import_from_cluster} matched: nothing was imported.\n")
     elif action == "remove":
         removed = backend.delete(filters_from_args(args))
         for pattern, entries in group_by_pattern(removed):

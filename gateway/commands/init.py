@@ -46,13 +46,14 @@ class InitLayout:
         return self.root / "acls" / "acls.json"
 
 
-def initialise(root: Path) -> tuple[InitLayout, str | None]:
-    """Create whatever is missing of the CA, server certificate, super user and ACL file under ``root``;
-    the super user's password if it was created now (None: it already existed)."""
+def initialise(root: Path, host: str | None = None) -> tuple[InitLayout, str | None]:
+    """Create whatever is missing of the CA, server certificate, super user and ACL file under ``root`` (with
+    ``host``, also a server certificate for ``host`` and ``*.host``: certs/server-HOST.pem and .key); the super
+    user's password if it was created now (None: it already existed)."""
     layout = InitLayout(root)
     for directory in (layout.certs, layout.users_file.parent, layout.acls_file.parent):
         directory.mkdir(parents=True, exist_ok=True)
-    _tls_files(layout.certs)
+    _tls_files(layout.certs, host)
     password = _create_super_user(layout)
     if not layout.acls_file.exists():
         # None yet (the super user grants them with `ksgate acls`); the file exists, so a gateway can tell a
@@ -89,13 +90,20 @@ def add_init_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     init.add_argument("--kafka-host", metavar="HOST",
                       help="also create, under DIR/kafka/ and DIR/upstream/, a SASL_SSL broker's keystore for HOST "
                            "and the gateway's SCRAM-SHA-512 password on it (docker-compose.yml's Kafka)")
+    init.add_argument("--host", metavar="NAME", type=lambda text: text.strip(".").lower(),
+                      help="also a server certificate for NAME and *.NAME (the advertised host and SNI broker "
+                           "names), signed by the same CA: certs/server-NAME.pem and .key")
     init.set_defaults(func=run_init_command)
     return init
 
 
 def run_init_command(args: argparse.Namespace) -> int:
-    layout, password = initialise(Path(args.dir))
+    host = getattr(args, "host", None)
+    layout, password = initialise(Path(args.dir), host)
     print(f"ksgate init: CA {layout.certs / 'ca.pem'}, server certificate {layout.certs / 'server.pem'} (localhost)")
+    if host:
+        print(f"ksgate init: server certificate for {host} and *.{host}: {layout.certs / f'server-{host}.pem'} "
+              f"(key {layout.certs / f'server-{host}.key'})")
     if password is not None:
         # Shown this once (and kept in the 0600 file): the operator's way in.
         print(f"ksgate init: super user {SUPER_USER} created with the random password {password} "

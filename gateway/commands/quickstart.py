@@ -19,6 +19,7 @@ from typing import Any
 
 from gateway.commands.effective_config import write_effective_config
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port
+from gateway.commands.java_client_files import java_client_properties
 from gateway.commands.serving import serve
 from gateway.config import ConfigError, build_config
 from gateway.ops.logs import get_logger
@@ -168,9 +169,17 @@ def _server_files(directory: Path, sni_domain: str | None) -> tuple[Path, Path]:
 
 
 def write_client_files(plan: QuickstartPlan) -> list[Path]:
-    """librdkafka-style property files, one per demo identity."""
+    """Two property files per demo identity: USER.properties for librdkafka-based clients (kcat,
+    confluent-kafka) and USER.jaas.properties for Kafka's Java clients and tools (--command-config)."""
     written = []
     for user in CLIENTS:
+        java = plan.directory / f"{user}.jaas.properties"
+        java.write_text(java_client_properties(
+            plan.bootstrap, plan.protocol, user=user if plan.uses_sasl else None,
+            password=password_of(user) if plan.uses_sasl else None,
+            ca_pem=plan.directory / "ca.pem" if plan.uses_tls else None), "utf-8")
+        java.chmod(0o600)
+        written.append(java)
         lines = [f"# ksgate quickstart client '{user}'", f"bootstrap.servers={plan.bootstrap}",
                  f"security.protocol={plan.protocol}"]
         if plan.uses_sasl:
@@ -230,6 +239,7 @@ def _sni_text(plan: QuickstartPlan, node_ids: list[int]) -> str:
 def usage_text(plan: QuickstartPlan, metrics: str | None = None, config_file: Path | None = None,
                embedded_broker: bool = True, node_ids: tuple[int, ...] = ()) -> str:
     props = plan.directory / "alice.properties"
+    java_props = plan.directory / "alice.jaas.properties"
     extra = []
     if metrics:
         extra.append(f"metrics: http://{metrics}/metrics (health: /healthz, readiness: /readyz)")
@@ -243,6 +253,7 @@ audit log: {plan.directory}/audit.log
 {chr(10).join(extra)}
 
   kcat -F {props} -L
+  kafka-topics.sh --bootstrap-server {plan.bootstrap} --command-config {java_props} --list
 
 {_python_snippet(props)}
 

@@ -2,13 +2,16 @@
 # Resolves the reference Apache Kafka (scripts/kafka/pom.xml) from Maven Central into a cache and prints the
 # folder holding its jars (the classpath is that folder's *.jar).  Installs Java 17 and Maven from Debian when
 # missing (as root).  Cache: $REFERENCE_KAFKA_CACHE, default ~/.cache/ksgate/kafka; a second run is offline.
+# `fetch.sh clients-3` does the same for a 3.x kafka-clients alone (clients-3.pom.xml) and prints its folder.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${REFERENCE_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksgate/kafka}
-version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/pom.xml")
-lib="$cache/kafka-$version/lib"
+pom="$here/pom.xml"; name=kafka
+if [ "${1:-}" = clients-3 ]; then pom="$here/clients-3.pom.xml"; name=kafka-clients; fi
+version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$pom")
+lib="$cache/$name-$version/lib"
 stamp="$lib/.pom.sha256"
-want=$(sha256sum "$here/pom.xml" | cut -d' ' -f1)
+want=$(sha256sum "$pom" | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "$lib"; exit 0
 fi
@@ -25,7 +28,7 @@ if [ "${#need[@]}" -gt 0 ]; then
   fi
 fi
 rm -rf "$lib"; mkdir -p "$lib"
-mvn -q -B -Dstyle.color=never -f "$here/pom.xml" -Dmaven.repo.local="$cache/m2" \
+mvn -q -B -Dstyle.color=never -f "$pom" -Dmaven.repo.local="$cache/m2" \
   dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$lib" >&2
 echo "$want" > "$stamp"
 echo "$lib"
