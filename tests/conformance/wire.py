@@ -15,6 +15,7 @@ from typing import Any
 from auth.sasl.scram import ScramClient
 from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame
+from tests.wire_client import recv_exactly
 
 _SIZE = struct.Struct(">i")
 CLIENT_ID = "conformance"
@@ -121,16 +122,6 @@ class Connection:
         return bytes(answer["auth_bytes"])
 
     def _read_frame(self, sock: socket.socket) -> bytes:
-        size = _SIZE.unpack(_recv_exactly(sock, 4))[0]
-        return _recv_exactly(sock, size)
+        size = _SIZE.unpack(recv_exactly(sock, 4))[0]
+        return recv_exactly(sock, size)
 
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buffer = bytearray(n)
-    view, got = memoryview(buffer), 0
-    while got < n:
-        read = sock.recv_into(view[got:])
-        if not read:
-            raise ConnectionError("closed by the server")
-        got += read
-    return bytes(buffer)
