@@ -10,6 +10,7 @@ import os
 import signal
 
 from gateway.config import GatewayConfig, parse_metrics_listener
+from gateway.ops.collector import CollectorPauses
 from gateway.ops.http_endpoints import MetricsServer
 from gateway.ops.logs import get_logger
 from gateway.server import Gateway
@@ -37,9 +38,12 @@ async def serve(config: GatewayConfig, on_started: object = None, worker: int | 
         watch_parent(asyncio.get_running_loop(), lambda: os.kill(os.getpid(), signal.SIGTERM))
     if http is not None:
         await http.start()  # health answers while the upstream is probed; /readyz says "starting"
+    pauses = CollectorPauses(gateway.ctx.metrics.gc_pauses)
+    pauses.install()
     try:
         await _serve(gateway, on_started)
     finally:
+        pauses.remove()
         if http is not None:
             await http.close()
 
