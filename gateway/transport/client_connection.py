@@ -16,6 +16,7 @@ from auth.client_address import ClientAddress
 from gateway.context import GatewayContext
 from gateway.session import actions as act
 from gateway.session.session import ProxySession
+from gateway.transport.idle_close import IdleClose
 from gateway.transport.upstream_link import UpstreamLink
 from gateway.transport.worker_thread import run_large
 from gateway.upstream.connector import UpstreamUnavailable, open_upstream
@@ -32,7 +33,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._on_close = on_close
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Future[Any]] = set()  # referenced until done (asyncio keeps weak refs)
-        self.last_active = asyncio.get_event_loop().time()
+        loop = asyncio.get_event_loop()
+        self.last_active = loop.time()
+        # connections.max.idle.ms (negative: never, as on Kafka)
+        limit_ms = ctx.config.connections_max_idle_ms
+        self._idle = IdleClose(limit_ms, loop, self) if limit_ms >= 0 else None
         self.drained = asyncio.Event()
         self.drained.set()
         self._run: dict[type, Callable[[Any], None]] = {
@@ -47,6 +52,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
         self.transport = tr = cast(asyncio.Transport, transport)
         tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
+        if self._idle is not None:
+            self._idle.start()
         self._do(self.session.connected(self.client, tr.get_extra_info("ssl_object")))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -65,6 +72,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in self._timers.values():
             timer.cancel()
+        if self._idle is not None:
+            self._idle.stop()
         self._do(self.session.client_lost())
         self.drained.set()
         if self._on_close is not None:
@@ -72,9 +81,13 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     # --- what the server asks ----------------------------------------------------------------------
 
-    def idle_for(self, now: float) -> float:
-        """Seconds since the client last sent anything, or 0 while responses are outstanding."""
-        return 0.0 if self.session.in_flight else now - self.last_active
+    @property
+    def busy(self) -> bool:
+        """Responses are outstanding: not idle, however long ago the client last sent."""
+        return bool(self.session.in_flight)
+
+    def close_idle(self, reason: str) -> None:
+        self.abort(reason)
 
     def begin_drain(self) -> None:
         self._do(self.session.drain())
