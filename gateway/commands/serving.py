@@ -10,7 +10,7 @@ import os
 import signal
 
 from gateway.config import GatewayConfig, parse_metrics_listener
-from gateway.ops.collector import CollectorPauses
+from gateway.ops.collector import CollectorPauses, freeze_start_up_heap
 from gateway.ops.http_endpoints import MetricsServer
 from gateway.ops.logs import get_logger
 from gateway.server import Gateway
@@ -91,6 +91,8 @@ async def _serve(gateway: Gateway, on_started: object) -> None:
             return
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        # Here, not in Gateway.start(): a test process starts many gateways and must collect them.
+        get_logger().info("start_up_heap_frozen", objects=freeze_start_up_heap())
         if callable(on_started):
             on_started(gateway)
         await stop.wait()
