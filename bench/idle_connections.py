@@ -195,6 +195,8 @@ class Step:
     full_gc_ms: float
     longest_full_gc: str
     ramp_full_gcs: int
+    ramp_full_gc_ms: float
+    ramp_longest_full_gc: str
 
 
 _GC_SAMPLE = re.compile(r'^ksgate_gc_pause_seconds_(bucket|sum|count)\{generation="(\d)"(?:,le="([^"]+)")?\} (\S+)$')
@@ -259,7 +261,7 @@ def run_steps(gateway: SaslGateway, tls: TlsFiles | None, args: argparse.Namespa
             time.sleep(1.0)  # let the ramp's last answers and frees settle
             rss = tree_rss(pids)
             base_rss = rss if base_rss is None else base_rss
-            ramp_gcs = full_collections(gc_before, gc_step := collector_pauses(gateway))[0]
+            ramp_gcs = full_collections(gc_before, gc_step := collector_pauses(gateway))
             cpu_before, wall_before = tree_cpu(pids), time.perf_counter()
             latencies: list[float] = []
             start = time.monotonic()
@@ -276,7 +278,7 @@ def run_steps(gateway: SaslGateway, tls: TlsFiles | None, args: argparse.Namespa
                               round(percentile(latencies, 99), 2), round(percentile(latencies, 99.9), 2),
                               round(max(latencies), 2), sum(v > 20 for v in latencies), round(rss, 1),
                               round(per_conn, 1), round(1000 * ramp_cpu / opened, 2) if opened > 0 else float("nan"),
-                              round(idle_cpu, 1), *gcs, ramp_gcs))
+                              round(idle_cpu, 1), *gcs, *ramp_gcs))
             print(table(steps[-1:]).splitlines()[-1], flush=True)
     finally:
         small.sock.close()
@@ -289,7 +291,7 @@ def run_steps(gateway: SaslGateway, tls: TlsFiles | None, args: argparse.Namespa
 
 HEADER = (f"{'connections':>11}{'fail':>6}{'samples':>8}{'p50 ms':>8}{'p99 ms':>8}{'p99.9 ms':>9}{'max ms':>8}"
           f"{'>20ms':>6}{'RSS MB':>8}{'KiB/conn':>9}{'ramp CPU ms/conn':>17}{'CPU % in step':>14}"
-          f"{'full GCs':>9}{'GC ms':>7}{'longest':>11}{'ramp GCs':>9}")
+          f"{'full GCs':>9}{'GC ms':>7}{'longest':>11}{'ramp GCs':>9}{'ms':>7}{'longest':>11}")
 
 
 def table(steps: list[Step]) -> str:
@@ -298,7 +300,8 @@ def table(steps: list[Step]) -> str:
         lines.append(f"{s.connections:>11}{s.failures:>6}{s.samples:>8}{s.p50_ms:>8.2f}{s.p99_ms:>8.2f}"
                      f"{s.p999_ms:>9.2f}{s.max_ms:>8.2f}{s.over_20ms:>6}{s.rss_mb:>8.1f}{s.kib_per_connection:>9.1f}"
                      f"{s.ramp_cpu_ms_per_connection:>17.2f}{s.idle_cpu_pct:>14.1f}"
-                     f"{s.full_gcs:>9}{s.full_gc_ms:>7.1f}{s.longest_full_gc:>11}{s.ramp_full_gcs:>9}")
+                     f"{s.full_gcs:>9}{s.full_gc_ms:>7.1f}{s.longest_full_gc:>11}{s.ramp_full_gcs:>9}"
+                     f"{s.ramp_full_gc_ms:>7.1f}{s.ramp_longest_full_gc:>11}")
     return "\n".join(lines)
 
 

@@ -21,6 +21,14 @@ from gateway.transport.upstream_link import UpstreamLink
 from gateway.transport.worker_thread import run_large
 from gateway.upstream.connector import UpstreamUnavailable, open_upstream
 
+# uvloop's TLS transport asks for a buffer each time it looks for decrypted bytes, ``pending + 256``
+# long, even when nothing is pending; the frame receiver would allocate its 64 KiB scratch buffer for
+# that look and keep it while the connection idles (measured: 62 KiB per idle TLS connection). So
+# an idle connection asked for this little gets a shared landing buffer instead, copied into the
+# receiver if anything lands there (get_buffer and buffer_updated run back to back on the loop).
+_PROBE_BYTES = 256
+_landing = bytearray(_PROBE_BYTES)
+
 
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None, client: ClientAddress,
@@ -33,6 +41,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._on_close = on_close
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Future[Any]] = set()  # referenced until done (asyncio keeps weak refs)
+        self._landed = False  # the last get_buffer() handed out _landing
         loop = asyncio.get_event_loop()
         self.last_active = loop.time()
         # connections.max.idle.ms (negative: never, as on Kafka)
@@ -57,10 +66,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._do(self.session.connected(self.client, tr.get_extra_info("ssl_object")))
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        self._landed = 0 <= sizehint <= _PROBE_BYTES and not self.session.receiver.held()
+        if self._landed:
+            return memoryview(_landing)
         return self.session.receive_buffer()  # sized by the frame being received, not by sizehint
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = asyncio.get_running_loop().time()
+        if self._landed:  # the receiver's buffer is at least 4 KiB when it holds nothing
+            self._landed = False
+            self.session.receive_buffer()[:nbytes] = memoryview(_landing)[:nbytes]
         self._do(self.session.received(nbytes))
 
     def pause_writing(self) -> None:
