@@ -197,6 +197,7 @@ class Step:
     ramp_full_gcs: int
     ramp_full_gc_ms: float
     ramp_longest_full_gc: str
+    per_worker: list[int]
 
 
 _GC_SAMPLE = re.compile(r'^ksgate_gc_pause_seconds_(bucket|sum|count)\{generation="(\d)"(?:,le="([^"]+)")?\} (\S+)$')
@@ -215,6 +216,20 @@ def collector_pauses(gateway: SaslGateway) -> dict[str, float]:
                     key = f"{kind}{generation}" + (f"<={le}" if le else "")
                     totals[key] = totals.get(key, 0.0) + float(value)
     return totals
+
+
+_CONNECTIONS = re.compile(r'^ksgate_connections\{listener="[^"]+"\} (\S+)$')
+
+
+def connections_per_worker(gateway: SaslGateway) -> list[int]:
+    """Open client connections by worker (the kernel spreads them over SO_REUSEPORT listeners)."""
+    counts = []
+    for worker in range(gateway.workers):
+        url = f"http://127.0.0.1:{gateway.metrics_base + worker}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            counts.append(sum(int(float(m.group(1))) for line in response.read().decode().splitlines()
+                              if (m := _CONNECTIONS.match(line)) is not None))
+    return counts
 
 
 def full_collections(before: dict[str, float], after: dict[str, float]) -> tuple[int, float, str]:
@@ -278,7 +293,8 @@ def run_steps(gateway: SaslGateway, tls: TlsFiles | None, args: argparse.Namespa
                               round(percentile(latencies, 99), 2), round(percentile(latencies, 99.9), 2),
                               round(max(latencies), 2), sum(v > 20 for v in latencies), round(rss, 1),
                               round(per_conn, 1), round(1000 * ramp_cpu / opened, 2) if opened > 0 else float("nan"),
-                              round(idle_cpu, 1), *gcs, *ramp_gcs))
+                              round(idle_cpu, 1), *gcs, *ramp_gcs,
+                              connections_per_worker(gateway)))
             print(table(steps[-1:]).splitlines()[-1], flush=True)
     finally:
         small.sock.close()
@@ -301,7 +317,7 @@ def table(steps: list[Step]) -> str:
                      f"{s.p999_ms:>9.2f}{s.max_ms:>8.2f}{s.over_20ms:>6}{s.rss_mb:>8.1f}{s.kib_per_connection:>9.1f}"
                      f"{s.ramp_cpu_ms_per_connection:>17.2f}{s.idle_cpu_pct:>14.1f}"
                      f"{s.full_gcs:>9}{s.full_gc_ms:>7.1f}{s.longest_full_gc:>11}{s.ramp_full_gcs:>9}"
-                     f"{s.ramp_full_gc_ms:>7.1f}{s.ramp_longest_full_gc:>11}")
+                     f"{s.ramp_full_gc_ms:>7.1f}{s.ramp_longest_full_gc:>11}  {'/'.join(map(str, s.per_worker))}")
     return "\n".join(lines)
 
 
