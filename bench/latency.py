@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         offsets = sorted(admin.list_topics(timeout=10).brokers)
         for gateway in (plain, secured):
             gateway.node_port_base = free_port_base(offsets)
-        with plain.start(), secured.start():
+        with plain, secured:  # __enter__ starts each
             legs: dict[str, tuple[dict[str, Any], int | None]] = {
                 "direct": ({"bootstrap.servers": broker.bootstrap}, None),
                 "plaintext": ({"bootstrap.servers": plain.bootstrap}, plain.pid),
