@@ -151,7 +151,6 @@ class Gateway:
         while not self._stopping:
             await asyncio.sleep(self.ACL_POLL_S)
             tick += 1
-            self._close_idle_connections()
             self._give_back_memory()
             if self.security_topic is not None:
                 self.ctx.metrics.set_store_lag(self.security_topic.lag_seconds())
@@ -379,14 +378,6 @@ class Gateway:
         for broker in metadata["brokers"]:
             self.ctx.cluster.learn_node(broker["node_id"], broker["host"], broker["port"])
         self.ctx.upstream_health.answered(asyncio.get_running_loop().time())
-
-    def _close_idle_connections(self) -> None:
-        """Kafka's connections.max.idle.ms: close connections that have sent nothing for that long."""
-        limit = self.config.connections_max_idle_ms / 1000
-        now = asyncio.get_running_loop().time()
-        for conn in list(self._connections):
-            if conn.idle_for(now) > limit:
-                conn.abort(f"idle for more than {self.config.connections_max_idle_ms} ms (connections.max.idle.ms)")
 
     def _route_server_names(self) -> None:
         """One-port listeners: refuse handshakes for names they do not serve, and check the certificate covers

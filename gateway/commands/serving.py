@@ -10,6 +10,7 @@ import os
 import signal
 
 from gateway.config import GatewayConfig, parse_metrics_listener
+from gateway.ops.collector import CollectorPauses, freeze_start_up_heap
 from gateway.ops.descriptors import raise_open_files_limit
 from gateway.ops.http_endpoints import MetricsServer
 from gateway.ops.logs import get_logger
@@ -41,9 +42,12 @@ async def serve(config: GatewayConfig, on_started: object = None, worker: int | 
         watch_parent(asyncio.get_running_loop(), lambda: os.kill(os.getpid(), signal.SIGTERM))
     if http is not None:
         await http.start()  # health answers while the upstream is probed; /readyz says "starting"
+    pauses = CollectorPauses(gateway.ctx.metrics.gc_pauses)
+    pauses.install()
     try:
         await _serve(gateway, on_started)
     finally:
+        pauses.remove()
         if http is not None:
             await http.close()
 
@@ -91,6 +95,8 @@ async def _serve(gateway: Gateway, on_started: object) -> None:
             return
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        # Here, not in Gateway.start(): a test process starts many gateways and must collect them.
+        get_logger().info("start_up_heap_frozen", objects=freeze_start_up_heap())
         if callable(on_started):
             on_started(gateway)
         await stop.wait()

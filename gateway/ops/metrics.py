@@ -53,6 +53,9 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # Request latency buckets (seconds): sub-millisecond local answers up to Fetch long polls.
 LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                       1.0, 2.5, 5.0, 10.0, 30.0)
+# Cyclic garbage collector pauses (seconds): a young collection takes microseconds, a full one
+# with ~10k connections open tens of milliseconds (gateway/ops/collector.py).
+GC_PAUSE_BUCKETS: tuple[float, ...] = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 # Outcomes of the authorize stage, one per request (authz.request_policy's verdicts):
 # Relay → allowed, Rewrite → partial (denied parts answered by the gateway),
@@ -405,6 +408,11 @@ class Metrics:
             "ksgate_tls_handshake_failures_total",
             "Client connections closed during the TLS handshake: timeout (not completed within "
             "ksgate.authentication.timeout.ms) or failed.", ("listener", "kind"))
+
+        self.gc_pauses = r.histogram(
+            "ksgate_gc_pause_seconds",
+            "Pauses of Python's cyclic garbage collector (the event loop waits), by generation; a generation 2 "
+            "collection walks every object made since start-up.", ("generation",), GC_PAUSE_BUCKETS)
 
         self._listeners: dict[str, LabelValues] = {}
         for name in listeners:

@@ -106,6 +106,7 @@ def test_every_product_series_is_exposed_with_its_type() -> None:
         "ksgate_sasl_scram_legacy_nonce_total": "counter",
         "ksgate_password_hashes_total": "counter",
         "ksgate_connections_refused_total": "counter", "ksgate_tls_handshake_failures_total": "counter",
+        "ksgate_gc_pause_seconds": "histogram",
     }
     assert "ksgate_store_lag_seconds 0\n" in text
     assert 'ksgate_sasl_scram_legacy_nonce_total{mechanism="SCRAM-SHA-256"} 0\n' in text

@@ -158,6 +158,22 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(broker: Embed
         idle_gateway.stop()
 
 
+def test_a_negative_connections_max_idle_ms_never_closes_idle_connections(broker: EmbeddedBroker) -> None:
+    """As on Kafka (its Selector has no idle expiry when the value is negative); a sweep used to
+    find every connection idle for more than -1 ms and close it within half a second."""
+    never = GatewayThread(broker.bootstrap, {"connections.max.idle.ms": -1}).start()
+    try:
+        c = WireClient(never.bootstrap)
+        c.send(request_frame(ApiKey.METADATA, METADATA_V, 1, ALL_TOPICS))
+        c.read_response(ApiKey.METADATA, METADATA_V)
+        assert not c.is_closed_by_peer(timeout_s=1.5)  # three of the old sweeps' periods
+        c.send(request_frame(ApiKey.METADATA, METADATA_V, 2, ALL_TOPICS))
+        c.read_response(ApiKey.METADATA, METADATA_V)
+        c.close()
+    finally:
+        never.stop()
+
+
 def test_a_node_port_that_cannot_be_bound_fails_start_up(broker: EmbeddedBroker) -> None:
     """Clients told to use a node address nobody listens on would only time out: refuse to start."""
     base = free_port_block()
