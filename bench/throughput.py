@@ -209,7 +209,9 @@ def authorization_settings(mode: str, workdir: Path) -> dict[str, Any]:
         return {}
     if mode == "off":
         return {"authorizer.class.name": ""}
-    return {"ksgate.acl.file": str(workdir / "acls.json"), "allow.everyone.if.no.acl.found": True}
+    # authorizer.class.name must be named: its default is empty (no authorization, as in Kafka).
+    return {"authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(workdir / "acls.json"),
+            "allow.everyone.if.no.acl.found": True}
 
 
 def parse_settings(pairs: list[str]) -> dict[str, Any]:
