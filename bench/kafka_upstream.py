@@ -17,6 +17,7 @@ from auth.cert_tools import write_tls_material
 from gateway.stores.file_users import FileCredentialStore
 from tests.apache_kafka import KafkaBroker, kafka_lib
 from tests.apache_kafka.broker import CLIENT_USER, GATEWAY_USER
+from tests.apache_kafka.properties import NODE_ID
 
 SECURITY_MODES = ("plaintext", "sasl_ssl")
 MECHANISM = "SCRAM-SHA-512"
@@ -85,8 +86,11 @@ class KafkaUpstream:
 
     def gateway_settings(self) -> dict[str, Any]:
         """The gateway's keys besides listener and node ports: upstream link, and its TLS, SASL and ACLs."""
+        # The one node's port is then the node port base itself, a port found free; with the default
+        # node.id.min of 0 it would be base + 1, which an outgoing connection may hold meanwhile.
+        nodes = {"node.id.min": NODE_ID, "node.id.max": NODE_ID}
         if self.security == "plaintext":
-            return {"upstream.bootstrap.servers": self.broker.bootstrap("PLAINTEXT"), "authorizer.class.name": ""}
+            return {"upstream.bootstrap.servers": self.broker.bootstrap("PLAINTEXT"), **nodes}
         tls = write_tls_material(self.workdir / "gateway-tls")
         self.gateway_ca = tls.ca
         credentials = self.workdir / "gateway-users.json"
@@ -97,6 +101,7 @@ class KafkaUpstream:
              "host": "*", "operation": operation, "permissionType": "ALLOW"}
             for kind, name, pattern, operation in BENCH_ACLS]}))
         return {
+            **nodes,
             "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
             "sasl.enabled.mechanisms": MECHANISM, "ksgate.credentials.file": str(credentials),
             "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(acl_file),
