@@ -880,10 +880,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"{gateway.bootstrap} (pid {pids.gateway})", file=sys.stderr)
                 admin = AdminClient(broker.admin)
                 paths = {"direct": broker.direct, "gateway": broker.through(gateway.bootstrap)}
-                # Readiness of the whole path: metadata through the gateway.
-                AdminClient(paths["gateway"]).list_topics(timeout=20)
-                rss_start = {"broker": rss_mb(pids.broker), "gateway": rss_mb(pids.gateway)}
                 try:
+                    # Readiness of the whole path: metadata through the gateway.
+                    AdminClient(paths["gateway"]).list_topics(timeout=20)
+                    rss_start = {"broker": rss_mb(pids.broker), "gateway": rss_mb(pids.gateway)}
                     retries = args.retries
                     rep = 0
                     while rep < args.repeat:
