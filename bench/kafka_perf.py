@@ -244,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                 admin = AdminClient(upstream.admin_settings)
                 tools = Tools(upstream, workdir)
                 try:
+                    # The broker is a JVM: one unmeasured pass JIT-compiles its paths before measuring.
+                    run_path("direct", endpoints["direct"], tools, admin, args, -1,
+                             lambda text: print(f"  [warm-up, not measured] direct   {text}", file=sys.stderr))
                     for rep in range(args.repeat):
                         for path in (["direct", "gateway"] if rep % 2 == 0 else ["gateway", "direct"]):
                             def progress(text: str, rep: int = rep, path: str = path) -> None:

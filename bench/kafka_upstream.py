@@ -20,6 +20,11 @@ from tests.apache_kafka.broker import CLIENT_USER, GATEWAY_USER
 from tests.apache_kafka.properties import NODE_ID
 
 SECURITY_MODES = ("plaintext", "sasl_ssl")
+# The heap and JVM options kafka-server-start.sh gives a broker (kafka-run-class.sh's defaults), not the test
+# kit's quick-start ones (C1 only, serial GC), which would understate Kafka's own throughput, TLS above all.
+SERVER_JVM_OPTIONS = ("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                      "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                      "-XX:MaxInlineLevel=15")
 MECHANISM = "SCRAM-SHA-512"
 # What the bench user may do, on Kafka and on the gateway alike: everything on the bench's topics
 # (bench-*) and consumer groups (ksgate-bench*, perf-*), and idempotent produce (the Java producer's
@@ -138,7 +143,7 @@ def start_kafka(workdir: Path, security: str) -> KafkaUpstream:
     if lib is None:
         raise SystemExit("--upstream kafka needs Apache Kafka's jars: run `bash scripts/kafka/fetch.sh` (needs java "
                          "and mvn) and export KSGATE_KAFKA_LIB=<the folder it prints>")
-    broker = KafkaBroker(lib, workdir / "kafka")
+    broker = KafkaBroker(lib, workdir / "kafka", jvm_options=SERVER_JVM_OPTIONS)
     broker.start()
     upstream = KafkaUpstream(broker, security, workdir)
     try:

@@ -883,6 +883,9 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     # Readiness of the whole path: metadata through the gateway.
                     AdminClient(paths["gateway"]).list_topics(timeout=20)
+                    if args.upstream == "kafka":  # a JVM: JIT-compile the broker's paths before measuring
+                        run_path("direct", paths["direct"], admin, args, -1, pids,
+                                 lambda text: print(f"  [warm-up, not measured] direct   {text}", file=sys.stderr))
                     rss_start = {"broker": rss_mb(pids.broker), "gateway": rss_mb(pids.gateway)}
                     retries = args.retries
                     rep = 0
