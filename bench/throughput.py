@@ -1,6 +1,7 @@
-"""Throughput and latency of confluent-kafka clients, direct to Tansu vs. through ksgate.
+"""Throughput and latency of confluent-kafka clients, direct to the broker vs. through ksgate.
 
-A benchmark, not a test.  One run starts an embedded Tansu broker, starts the gateway in
+A benchmark, not a test.  One run starts an embedded Tansu broker (or Apache Kafka with --upstream kafka,
+PLAINTEXT or SASL_SSL on both paths: bench/kafka_upstream.py), starts the gateway in
 front of it as a separate process (``ksgate run --config …``, so it has its own GIL), and
 then, alternating direct / gateway and repeating, measures:
 
@@ -17,6 +18,7 @@ is sampled from /proc so it is visible who saturated the machine's cores.
 
     .venv/bin/python bench/throughput.py [--records N] [--size 1024] [--repeat K] [--json]
     .venv/bin/python bench/throughput.py --profile /tmp/ksgate-prof   # + py-spy of the gateway
+    .venv/bin/python bench/throughput.py --upstream kafka --security sasl_ssl --repeat 5
 """
 
 from __future__ import annotations
