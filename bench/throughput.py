@@ -360,6 +360,13 @@ def plain_client(bootstrap: str) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap}
 
 
+def only_node(client: dict[str, Any]) -> dict[str, Any]:
+    """node.id.min/max = the single broker's node id, so its gateway port is the node port base itself, a port
+    found free; otherwise it is base + id - node.id.min (Tansu's id is 111), which another socket may hold."""
+    nodes = sorted(AdminClient(client).list_topics(timeout=20).brokers)
+    return {"node.id.min": nodes[0], "node.id.max": nodes[0]} if len(nodes) == 1 else {}
+
+
 @contextmanager
 def upstream_broker(kind: str, security: str, workdir: Path) -> Iterator[Upstream]:
     """Tansu (in-memory, PLAINTEXT only) or Apache Kafka (bench/kafka_upstream.py), stopped at the end."""
@@ -368,7 +375,8 @@ def upstream_broker(kind: str, security: str, workdir: Path) -> Iterator[Upstrea
         with broker:
             assert broker._process is not None
             yield Upstream("Tansu (in-memory)", broker._process, plain_client(broker.bootstrap),
-                           plain_client(broker.bootstrap), broker.bootstrap, "PLAINTEXT", {}, plain_client)
+                           plain_client(broker.bootstrap), broker.bootstrap, "PLAINTEXT",
+                           only_node(plain_client(broker.bootstrap)), plain_client)
         return
     from bench.kafka_upstream import start_kafka
 
