@@ -1,6 +1,7 @@
-"""Throughput and latency of confluent-kafka clients, direct to Tansu vs. through ksgate.
+"""Throughput and latency of confluent-kafka clients, direct to the broker vs. through ksgate.
 
-A benchmark, not a test.  One run starts an embedded Tansu broker, starts the gateway in
+A benchmark, not a test.  One run starts an embedded Tansu broker (or Apache Kafka with --upstream kafka,
+PLAINTEXT or SASL_SSL on both paths: bench/kafka_upstream.py), starts the gateway in
 front of it as a separate process (``ksgate run --config …``, so it has its own GIL), and
 then, alternating direct / gateway and repeating, measures:
 
@@ -17,6 +18,7 @@ is sampled from /proc so it is visible who saturated the machine's cores.
 
     .venv/bin/python bench/throughput.py [--records N] [--size 1024] [--repeat K] [--json]
     .venv/bin/python bench/throughput.py --profile /tmp/ksgate-prof   # + py-spy of the gateway
+    .venv/bin/python bench/throughput.py --upstream kafka --security sasl_ssl --repeat 5
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -209,7 +211,9 @@ def authorization_settings(mode: str, workdir: Path) -> dict[str, Any]:
         return {}
     if mode == "off":
         return {"authorizer.class.name": ""}
-    return {"ksgate.acl.file": str(workdir / "acls.json"), "allow.everyone.if.no.acl.found": True}
+    # authorizer.class.name must be named: its default is empty (no authorization, as in Kafka).
+    return {"authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(workdir / "acls.json"),
+            "allow.everyone.if.no.acl.found": True}
 
 
 def parse_settings(pairs: list[str]) -> dict[str, Any]:
@@ -223,11 +227,21 @@ def parse_settings(pairs: list[str]) -> dict[str, Any]:
     return settings
 
 
+# The Kafka test kit's variables: ksgate refuses KSGATE_* variables that name no key of its own.
+KIT_VARIABLES = ("KSGATE_KAFKA_LIB", "KSGATE_KAFKA_CACHE")
+
+
+def gateway_environment() -> dict[str, str]:
+    """This process's environment without the kit's variables (KSGATE_<KEY> overrides still reach ksgate)."""
+    return {k: v for k, v in os.environ.items() if k not in KIT_VARIABLES}
+
+
 class GatewayProcess:
     """``ksgate run --config <tmp yaml>`` in front of upstream; a context manager."""
 
     def __init__(self, upstream: str, workdir: Path, extra: dict[str, Any] | None = None,
-                 startup_timeout_s: float = 30.0) -> None:
+                 startup_timeout_s: float = 30.0, *, protocol: str = "PLAINTEXT") -> None:
+        self.protocol = protocol  # of the one client listener; its TLS/SASL keys come in extra
         self.port = free_port()
         self.node_port_base = free_port()
         self.upstream = upstream
@@ -251,9 +265,9 @@ class GatewayProcess:
     @property
     def settings(self) -> dict[str, Any]:
         return {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"{self.protocol}://127.0.0.1:{self.port}",
             "upstream.bootstrap.servers": self.upstream,
-            "listener.name.plaintext.node.port.base": self.node_port_base,
+            f"listener.name.{self.protocol.lower()}.node.port.base": self.node_port_base,
             "log.level": "WARNING",
             **self.extra,
         }
@@ -265,7 +279,7 @@ class GatewayProcess:
         if not ksgate.exists():  # not run from the venv: same thing via the module
             command = [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path)]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL,
+        self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL, env=gateway_environment(),
                                         stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_until_listening()
@@ -318,15 +332,71 @@ class GatewayProcess:
 class SaslGatewayProcess(GatewayProcess):
     """The bench gateway with one SASL_PLAINTEXT listener instead of PLAINTEXT (fairness, login floods)."""
 
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{self.port}",
-            "upstream.bootstrap.servers": self.upstream,
-            "listener.name.sasl_plaintext.node.port.base": self.node_port_base,
-            "log.level": "WARNING",
-            **self.extra,
-        }
+    def __init__(self, upstream: str, workdir: Path, extra: dict[str, Any] | None = None,
+                 startup_timeout_s: float = 30.0) -> None:
+        super().__init__(upstream, workdir, extra, startup_timeout_s, protocol="SASL_PLAINTEXT")
+
+
+# --- the upstream broker -----------------------------------------------------------------
+
+UPSTREAMS = ("tansu", "kafka")
+
+
+@dataclass(slots=True)
+class Upstream:
+    """The broker under test and how each path reaches it (librdkafka settings)."""
+
+    description: str
+    process: subprocess.Popen[bytes]
+    admin: dict[str, Any]  # set-up only (topics): a client that may do anything
+    direct: dict[str, Any]
+    gateway_upstream: str  # upstream.bootstrap.servers
+    gateway_protocol: str  # the gateway's client listener
+    gateway_extra: dict[str, Any]  # the gateway's keys for this upstream and security mode
+    through: Callable[[str], dict[str, Any]]  # the gateway path, given the gateway's bootstrap
+
+
+def plain_client(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap}
+
+
+def only_node(client: dict[str, Any]) -> dict[str, Any]:
+    """node.id.min/max = the single broker's node id, so its gateway port is the node port base itself, a port
+    found free; otherwise it is base + id - node.id.min (Tansu's id is 111), which another socket may hold."""
+    nodes = sorted(AdminClient(client).list_topics(timeout=20).brokers)
+    return {"node.id.min": nodes[0], "node.id.max": nodes[0]} if len(nodes) == 1 else {}
+
+
+@contextmanager
+def upstream_broker(kind: str, security: str, workdir: Path) -> Iterator[Upstream]:
+    """Tansu (in-memory, PLAINTEXT only) or Apache Kafka (bench/kafka_upstream.py), stopped at the end."""
+    if kind == "tansu":
+        broker = EmbeddedBroker(log_path=workdir / "tansu.log")
+        with broker:
+            assert broker._process is not None
+            yield Upstream("Tansu (in-memory)", broker._process, plain_client(broker.bootstrap),
+                           plain_client(broker.bootstrap), broker.bootstrap, "PLAINTEXT",
+                           only_node(plain_client(broker.bootstrap)), plain_client)
+        return
+    from bench.kafka_upstream import start_kafka
+
+    kafka = start_kafka(workdir, security)
+    try:
+        assert kafka.broker._process is not None
+        extra = kafka.gateway_settings()
+        upstream = extra.pop("upstream.bootstrap.servers")
+        yield Upstream(f"Apache Kafka (KRaft, one node, {kafka.broker.lib.parent.name}), {security.upper()} "
+                       "on both sides", kafka.broker._process, kafka.admin_settings, kafka.direct().librdkafka,
+                       upstream, kafka.gateway_protocol, extra, lambda bootstrap: kafka.through(bootstrap).librdkafka)
+    finally:
+        kafka.broker.stop()
+
+
+def shown_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Gateway keys for the report: no secrets, no temporary paths, not what every run sets."""
+    hidden = ("listeners", "upstream.bootstrap.servers")
+    return {k: v for k, v in settings.items()
+            if k not in hidden and not k.endswith((".password", ".location", ".file", ".node.port.base"))}
 
 
 # --- the measurements --------------------------------------------------------------------
@@ -387,9 +457,9 @@ def send_all(producer: Producer, topic: str, value: bytes, records: int,
             producer.poll(0)  # serve delivery reports now and then
 
 
-def produce_throughput(bootstrap: str, topic: str, warm_topic: str, records: int, size: int,
+def produce_throughput(client: Mapping[str, Any], topic: str, warm_topic: str, records: int, size: int,
                        pids: Pids) -> tuple[float, dict[str, float]]:
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS})
+    producer = Producer({**client, **PRODUCER_SETTINGS})
     failures: list[KafkaError] = []
 
     def report(err: KafkaError | None, _msg: object) -> None:
@@ -418,9 +488,9 @@ def produce_throughput(bootstrap: str, topic: str, warm_topic: str, records: int
     return elapsed, cpu
 
 
-def fetch_throughput(bootstrap: str, topic: str, warm_topic: str, partitions: int, records: int,
+def fetch_throughput(client: Mapping[str, Any], topic: str, warm_topic: str, partitions: int, records: int,
                      pids: Pids) -> tuple[float, float, int, dict[str, float]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, **CONSUMER_SETTINGS})
+    consumer = Consumer({**client, **CONSUMER_SETTINGS})
     try:
         # Warm-up: read the warm-up record so the leader connection is up.
         consumer.assign([TopicPartition(warm_topic, 0, 0)])
@@ -461,9 +531,9 @@ def fetch_throughput(bootstrap: str, topic: str, warm_topic: str, partitions: in
     return elapsed, first_batch, nbytes, cpu
 
 
-def produce_latency(bootstrap: str, topic: str, samples: int, warmup: int,
+def produce_latency(client: Mapping[str, Any], topic: str, samples: int, warmup: int,
                     pids: Pids) -> tuple[list[float], dict[str, float]]:
-    producer = Producer({"bootstrap.servers": bootstrap, **LATENCY_SETTINGS})
+    producer = Producer({**client, **LATENCY_SETTINGS})
     errors: list[KafkaError] = []
 
     def report(err: KafkaError | None, _msg: object) -> None:
@@ -500,7 +570,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def run_path(path: str, bootstrap: str, admin: AdminClient, args: argparse.Namespace, repeat: int,
+def run_path(path: str, client: Mapping[str, Any], admin: AdminClient, args: argparse.Namespace, repeat: int,
              pids: Pids, progress: Callable[[str], None]) -> PathRun:
     run = PathRun(path, repeat)
     tag = uuid.uuid4().hex[:8]
@@ -509,12 +579,12 @@ def run_path(path: str, bootstrap: str, admin: AdminClient, args: argparse.Names
         create_topic(admin, name, partitions)
     try:
         total = args.records * args.size
-        run.produce_s, run.cpu_produce = produce_throughput(bootstrap, topic, warm, args.records,
+        run.produce_s, run.cpu_produce = produce_throughput(client, topic, warm, args.records,
                                                             args.size, pids)
         run.produce_mb_s = total / MB / run.produce_s
         run.produce_rec_s = args.records / run.produce_s
         progress(f"produce {run.produce_mb_s:7.1f} MB/s")
-        run.fetch_s, first, nbytes, run.cpu_fetch = fetch_throughput(bootstrap, topic, warm, args.partitions,
+        run.fetch_s, first, nbytes, run.cpu_fetch = fetch_throughput(client, topic, warm, args.partitions,
                                                                       args.records, pids)
         if nbytes != total:
             raise RuntimeError(f"fetch: read {nbytes} value bytes, expected {total}")
@@ -522,7 +592,7 @@ def run_path(path: str, bootstrap: str, admin: AdminClient, args: argparse.Names
         run.fetch_mb_s = total / MB / run.fetch_s
         run.fetch_rec_s = args.records / run.fetch_s
         progress(f"fetch {run.fetch_mb_s:7.1f} MB/s")
-        times, run.cpu_latency = produce_latency(bootstrap, lat, args.latency_samples,
+        times, run.cpu_latency = produce_latency(client, lat, args.latency_samples,
                                                  args.latency_warmup, pids)
         run.latency_p50_ms = percentile(times, 50)
         run.latency_p99_ms = percentile(times, 99)
@@ -599,8 +669,8 @@ def summarize_stacks(path: Path, top: int = 25) -> str:
     return "\n".join(out)
 
 
-def profile_gateway(gateway: GatewayProcess, admin: AdminClient, args: argparse.Namespace, pids: Pids,
-                    out_dir: Path) -> dict[str, Any]:
+def profile_gateway(client: Mapping[str, Any], gateway: GatewayProcess, admin: AdminClient,
+                    args: argparse.Namespace, pids: Pids, out_dir: Path) -> dict[str, Any]:
     """One extra, unmeasured gateway pass with py-spy attached to the gateway process."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
@@ -611,16 +681,16 @@ def profile_gateway(gateway: GatewayProcess, admin: AdminClient, args: argparse.
     result: dict[str, Any] = {}
     try:
         with py_spy(gateway.pid, out_dir / "produce", args.profile_rate, args.profile_native):
-            t, cpu = produce_throughput(gateway.bootstrap, topic, warm, args.records, args.size, pids)
+            t, cpu = produce_throughput(client, topic, warm, args.records, args.size, pids)
         result["produce"] = {"mb_s": args.records * args.size / MB / t, "cpu": cpu,
                              "summary": summarize_stacks(out_dir / "produce.txt")}
         with py_spy(gateway.pid, out_dir / "fetch", args.profile_rate, args.profile_native):
-            t, _, _, cpu = fetch_throughput(gateway.bootstrap, topic, warm, args.partitions, args.records,
+            t, _, _, cpu = fetch_throughput(client, topic, warm, args.partitions, args.records,
                                             pids)
         result["fetch"] = {"mb_s": args.records * args.size / MB / t, "cpu": cpu,
                            "summary": summarize_stacks(out_dir / "fetch.txt")}
         with py_spy(gateway.pid, out_dir / "latency", args.profile_rate, args.profile_native):
-            times, cpu = produce_latency(gateway.bootstrap, lat, args.latency_samples, args.latency_warmup,
+            times, cpu = produce_latency(client, lat, args.latency_samples, args.latency_warmup,
                                          pids)
         result["latency"] = {"p50_ms": percentile(times, 50), "cpu": cpu,
                              "summary": summarize_stacks(out_dir / "latency.txt")}
@@ -685,11 +755,10 @@ def table(report: dict[str, Any]) -> str:
         f"no compression",
         f"          latency: {cfg['latency_samples']} x {len(LATENCY_RECORD)} B single produce+flush, "
         f"acks=all, linger.ms=0, after {cfg['latency_warmup']} warm-up",
-        f"          median of {cfg['repeat']} alternating direct/gateway repeats; broker: Tansu "
-        "(in-memory); gateway: separate process",
-        "gateway config (besides listener/upstream/node ports): "
-        + ", ".join(f"{k}={v}" for k, v in cfg["gateway"].items() if k != "ksgate.acl.file")
-        + (" (empty ACL file)" if "ksgate.acl.file" in cfg["gateway"] else ""),
+        f"          median of {cfg['repeat']} alternating direct/gateway repeats; broker: {cfg['upstream']}; "
+        "gateway: separate process",
+        f"gateway: {cfg['gateway_listener']} listener; config (besides listener/upstream/node ports, files, "
+        "secrets): " + ", ".join(f"{k}={v}" for k, v in cfg["gateway"].items()),
         "",
         f"{'figure':<30}{'direct':>14}{'gateway':>14}{'gw/direct':>12}   per-repeat gateway/direct",
         "-" * 100,
@@ -759,10 +828,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "a core is discarded and run again (see --retries)")
     parser.add_argument("--retries", type=int, default=4,
                         help="how many disturbed pairs may be re-run in all (0: keep everything)")
-    parser.add_argument("--authz", choices=("off", "allow-all"), default="off",
-                        help="gateway authorization: off = authorizer.class.name empty, the bare relay "
-                             "(default); allow-all = StandardAuthorizer checks every request against an "
-                             "empty ACL file with allow.everyone.if.no.acl.found, as the tests run it")
+    parser.add_argument("--upstream", choices=UPSTREAMS, default="tansu",
+                        help="the broker: tansu (embedded, in-memory; default) or kafka (Apache Kafka, "
+                             "a JVM; jars from scripts/kafka/fetch.sh)")
+    parser.add_argument("--security", choices=("plaintext", "sasl_ssl"), default="plaintext",
+                        help="both paths' security (sasl_ssl needs --upstream kafka): the client to Kafka or "
+                             "to ksgate, and ksgate to Kafka; sasl_ssl = SCRAM-SHA-512 as the bench user with "
+                             "ACLs on both sides (bench/kafka_upstream.py)")
+    parser.add_argument("--authz", choices=("off", "allow-all"), default=None,
+                        help="gateway authorization with --security plaintext: off = authorizer.class.name "
+                             "empty, the bare relay (default); allow-all = StandardAuthorizer checks every "
+                             "request against an empty ACL file with allow.everyone.if.no.acl.found, as the "
+                             "tests run it.  sasl_ssl always authorizes, with the bench user's ACLs")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="extra gateway configuration key (repeatable), e.g. --set queued.max.requests=1000")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON object")
@@ -774,6 +851,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="py-spy --native: include C frames (uvloop, syscalls); pauses the "
                              "gateway at each sample")
     args = parser.parse_args(argv)
+    if args.security == "sasl_ssl" and args.upstream != "kafka":
+        parser.error("--security sasl_ssl needs --upstream kafka")
+    if args.security == "sasl_ssl" and args.authz is not None:
+        parser.error("--authz is for --security plaintext; sasl_ssl authorizes with the bench user's ACLs")
     if args.retries < 0:
         parser.error("--retries must not be negative")
     for name in ("records", "size", "repeat", "partitions", "latency_samples"):
@@ -796,25 +877,26 @@ def main(argv: list[str] | None = None) -> int:
     profile: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="ksgate-bench-") as tmp:
         workdir = Path(tmp)
-        broker = EmbeddedBroker(log_path=workdir / "tansu.log")
-        with broker:
-            assert broker._process is not None
-            extra = {**authorization_settings(args.authz, workdir), **parse_settings(args.set)}
-            with GatewayProcess(broker.bootstrap, workdir, extra) as gateway:
+        with upstream_broker(args.upstream, args.security, workdir) as broker:
+            authz = authorization_settings(args.authz or "off", workdir) if args.security == "plaintext" else {}
+            extra = {**authz, **broker.gateway_extra, **parse_settings(args.set)}
+            with GatewayProcess(broker.gateway_upstream, workdir, extra, 90.0 if args.upstream == "kafka" else 30.0,
+                                protocol=broker.gateway_protocol) as gateway:
                 assert gateway.process is not None
-                gateway_settings = {k: v for k, v in gateway.settings.items()
-                                    if k not in ("listeners", "upstream.bootstrap.servers",
-                                                 "listener.name.plaintext.node.port.base")}
-                pids = Pids(broker=broker._process.pid, gateway=gateway.pid,
-                            processes={"broker": broker._process, "gateway": gateway.process})
-                print(f"broker {broker.bootstrap} (pid {pids.broker}), gateway {gateway.bootstrap} "
-                      f"(pid {pids.gateway})", file=sys.stderr)
-                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-                # Readiness of the whole path: metadata through the gateway.
-                AdminClient({"bootstrap.servers": gateway.bootstrap}).list_topics(timeout=20)
-                paths = {"direct": broker.bootstrap, "gateway": gateway.bootstrap}
-                rss_start = {"broker": rss_mb(pids.broker), "gateway": rss_mb(pids.gateway)}
+                gateway_settings = shown_settings(gateway.settings)
+                pids = Pids(broker=broker.process.pid, gateway=gateway.pid,
+                            processes={"broker": broker.process, "gateway": gateway.process})
+                print(f"broker {broker.direct['bootstrap.servers']} (pid {pids.broker}), gateway "
+                      f"{gateway.bootstrap} (pid {pids.gateway})", file=sys.stderr)
+                admin = AdminClient(broker.admin)
+                paths = {"direct": broker.direct, "gateway": broker.through(gateway.bootstrap)}
                 try:
+                    # Readiness of the whole path: metadata through the gateway.
+                    AdminClient(paths["gateway"]).list_topics(timeout=20)
+                    if args.upstream == "kafka":  # a JVM: JIT-compile the broker's paths before measuring
+                        run_path("direct", paths["direct"], admin, args, -1, pids,
+                                 lambda text: print(f"  [warm-up, not measured] direct   {text}", file=sys.stderr))
+                    rss_start = {"broker": rss_mb(pids.broker), "gateway": rss_mb(pids.gateway)}
                     retries = args.retries
                     rep = 0
                     while rep < args.repeat:
@@ -836,7 +918,7 @@ def main(argv: list[str] | None = None) -> int:
                         rep += 1
                     if args.profile is not None:
                         print("  profiling the gateway with py-spy …", file=sys.stderr)
-                        profile = profile_gateway(gateway, admin, args, pids, args.profile)
+                        profile = profile_gateway(paths["gateway"], gateway, admin, args, pids, args.profile)
                         profile["dir"] = str(args.profile)
                 except BaseException:
                     print("gateway log tail:\n" + gateway.log_tail(), file=sys.stderr)
@@ -856,7 +938,8 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"records": args.records, "size": args.size, "repeat": args.repeat,
                    "partitions": args.partitions, "latency_samples": args.latency_samples,
                    "latency_warmup": args.latency_warmup, "max_other": args.max_other,
-                   "retries": args.retries, "gateway": gateway_settings, "producer": PRODUCER_SETTINGS,
+                   "retries": args.retries, "upstream": broker.description,
+                   "gateway_listener": gateway.protocol, "gateway": gateway_settings, "producer": PRODUCER_SETTINGS,
                    "consumer": CONSUMER_SETTINGS, "latency_producer": LATENCY_SETTINGS,
                    "mb": "10^6 bytes of record values"},
         "median": {"direct": direct, "gateway": through},

@@ -34,6 +34,8 @@ from tests.apache_kafka.properties import (
 from tests.wire_client import WireClient, request_frame
 
 HEAP = "-Xmx768m"
+# Quick start-up for tests: a small heap, the serial collector, the first JIT tier only.
+TEST_JVM_OPTIONS = (HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 TOOL_HEAP = "-Xmx256m"
 STARTUP_TIMEOUT_S = 90.0
 GATEWAY_USER = "ksgate"  # the gateway's service principal on SASL_SSL (a super user)
@@ -88,6 +90,8 @@ class KafkaBroker:
     # More super users (e.g. the conformance suite's own) and server.properties lines on top of the kit's.
     extra_super_users: tuple[str, ...] = ()
     extra_properties: Mapping[str, object] = field(default_factory=dict)
+    # The broker JVM's heap/GC/JIT options; benchmarks pass Kafka's production ones (bench/kafka_upstream.py).
+    jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS
     layout: BrokerLayout = field(init=False)
     started_in_s: float = field(default=0.0, init=False)  # the latest start's wall time, for reports
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
@@ -207,7 +211,7 @@ class KafkaBroker:
         self.layout.log_dir.mkdir(exist_ok=True)
         with open(self.layout.log_dir / "stdout.log", "ab") as out:
             self._process = subprocess.Popen(
-                ["java", HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+                ["java", *self.jvm_options, "-Djava.awt.headless=true",
                  f"-Dlog4j2.configurationFile={self.layout.log4j2}", f"-Dkafka.logs.dir={self.layout.log_dir}",
                  "-cp", f"{self.lib}/*", "kafka.Kafka", str(self.layout.server_properties)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.directory)
