@@ -142,7 +142,7 @@ def start_kafka(workdir: Path, security: str) -> KafkaUpstream:
     lib = kafka_lib()
     if lib is None:
         raise SystemExit("--upstream kafka needs Apache Kafka's jars: run `bash scripts/kafka/fetch.sh` (needs java "
-                         "and mvn) and export KSGATE_KAFKA_LIB=<the folder it prints>")
+                         "and mvn) and export REFERENCE_KAFKA_LIB=<the folder it prints>")
     broker = KafkaBroker(lib, workdir / "kafka", jvm_options=SERVER_JVM_OPTIONS)
     broker.start()
     upstream = KafkaUpstream(broker, security, workdir)

@@ -227,15 +227,6 @@ def parse_settings(pairs: list[str]) -> dict[str, Any]:
     return settings
 
 
-# The Kafka test kit's variables: ksgate refuses KSGATE_* variables that name no key of its own.
-KIT_VARIABLES = ("KSGATE_KAFKA_LIB", "KSGATE_KAFKA_CACHE")
-
-
-def gateway_environment() -> dict[str, str]:
-    """This process's environment without the kit's variables (KSGATE_<KEY> overrides still reach ksgate)."""
-    return {k: v for k, v in os.environ.items() if k not in KIT_VARIABLES}
-
-
 class GatewayProcess:
     """``ksgate run --config <tmp yaml>`` in front of upstream; a context manager."""
 
@@ -279,7 +270,7 @@ class GatewayProcess:
         if not ksgate.exists():  # not run from the venv: same thing via the module
             command = [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path)]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL, env=gateway_environment(),
+        self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_until_listening()

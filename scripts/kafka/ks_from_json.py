@@ -185,7 +185,7 @@ def to_ks(spec: MessageSpec) -> str:
 
 
 def _default_jar() -> Path:
-    lib = os.environ.get("KSGATE_KAFKA_LIB") or subprocess.run(
+    lib = os.environ.get("REFERENCE_KAFKA_LIB") or subprocess.run(
         ["bash", str(Path(__file__).with_name("fetch.sh"))], check=True, capture_output=True, text=True).stdout.strip()
     return next(Path(lib).glob("kafka-clients-*.jar"))
 

@@ -24,13 +24,13 @@ REPO = Path(__file__).resolve().parents[2]
 def test_throughput_bench_against_kafka_reports_direct_and_gateway(security: str) -> None:
     lib = kafka_lib()
     if lib is None:
-        pytest.skip("no Apache Kafka jars (scripts/kafka/fetch.sh, KSGATE_KAFKA_LIB)")
+        pytest.skip("no Apache Kafka jars (scripts/kafka/fetch.sh, REFERENCE_KAFKA_LIB)")
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / "throughput.py"), "--upstream", "kafka", "--security", security,
          "--records", "2000", "--repeat", "1", "--latency-samples", "20", "--latency-warmup", "5",
          "--retries", "0", "--json"],
         capture_output=True, text=True, timeout=240, cwd=REPO, check=False,
-        env={**os.environ, "KSGATE_KAFKA_LIB": str(lib), "PYTHONPATH": str(REPO)})
+        env={**os.environ, "REFERENCE_KAFKA_LIB": str(lib), "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout[done.stdout.index("\n{\n") + 1:])
     assert report["config"]["upstream"].startswith("Apache Kafka")
