@@ -2,7 +2,7 @@
 gateway (Tansu upstream); the budget holds, only they wait, and another client is served.
 
 Scaled for CI: 20 connections × 20 MB requests, half sent, against a 48 MiB budget (two such
-requests fit beside the reserve for small ones).  bench/request_memory.py runs the full-size
+requests fit beside the reserve for small ones).  bench/availability/request_memory.py runs the full-size
 case (20 × 100 MB) against the default budget and prints RSS and latency figures.
 """
 
@@ -116,7 +116,7 @@ def test_half_sent_large_requests_wait_for_the_budget_and_another_client_is_serv
         _another_client_is_served(gateway)
 
         # The holders send their half, then give up: the next two in line get the budget and read on.
-        ports = gateway.call(lambda: {c.session.client_port for c in gateway.gateway._connections
+        ports = gateway.call(lambda: {c.session.client.port for c in gateway.gateway._connections
                                       if c.session.receiver.held() > FrameReceiver.SCRATCH_BYTES})
         holders = [sock for sock in senders.socks if sock.getsockname()[1] in ports]
         assert len(holders) == admitted

@@ -9,7 +9,7 @@ forged tokens), then admin and alice each connect with a fresh confluent-kafka a
 fetch Metadata.  Printed per mechanism: bob's 30 failures (s), and each user's connect-to-Metadata
 time, or "refused" when the client could not get in within --timeout.
 
-    PYTHONPATH=. .venv/bin/python bench/login_lockout.py [--failures 30] [--timeout 10]
+    PYTHONPATH=. .venv/bin/python bench/availability/login_lockout.py [--failures 30] [--timeout 10]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from confluent_kafka import KafkaException  # noqa: E402

@@ -11,7 +11,7 @@ the gateway's RSS (all workers) and its increase per connection over the first s
 gateway's CPU per new connection during the ramp, and the gateway's CPU while idle.
 The holder raises its descriptor limit to the hard limit (and the gateway inherits it).
 
-    .venv/bin/python bench/idle_connections.py [--connections 0,2000,5000,9500] [--seconds 10]
+    .venv/bin/python bench/availability/idle_connections.py [--connections 0,2000,5000,9500] [--seconds 10]
         [--tls] [--workers 1] [--small api-versions|metadata] [--repeat 1] [--json]
 """
 
@@ -38,11 +38,11 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from auth.cert_tools import TlsFiles, write_tls_material  # noqa: E402
-from bench.fairness import PASSWORDS, SMALL_REQUESTS, SMALL_TOPIC, gateway_settings  # noqa: E402
+from bench.availability.fairness import PASSWORDS, SMALL_REQUESTS, SMALL_TOPIC, gateway_settings  # noqa: E402
 from bench.throughput import cpu_seconds, loadavg, machine, percentile, rss_mb  # noqa: E402
 from bench.workers import WorkersGateway  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402

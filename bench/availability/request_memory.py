@@ -14,7 +14,8 @@ Printed: RSS before / peak during / after, the growth against queued.max.request
 small client's p50/p99/max round trip alone and during the flood.  ``--set K=V`` passes gateway
 keys (e.g. ``--set queued.max.request.bytes=-1`` for Kafka's unbounded default).
 
-    PYTHONPATH=. .venv/bin/python bench/request_memory.py [--connections 20] [--size 100000000] [--send N] [--set K=V]
+    PYTHONPATH=. .venv/bin/python bench/availability/request_memory.py [--connections 20] [--size 100000000]
+        [--send N] [--set K=V]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 

@@ -17,7 +17,8 @@ The flooding user may only write to one topic: its big requests are denied item 
 Every phase is bounded by --seconds; floods run in their own processes, so the measuring
 client has its own GIL.  ``>50 ms`` counts the small client's requests slower than that.
 
-    .venv/bin/python bench/fairness.py [--seconds 8] [--phases idle,metadata-100k,...] [--small api-versions]
+    .venv/bin/python bench/availability/fairness.py [--seconds 8] [--phases idle,metadata-100k,...]
+        [--small api-versions]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from authz.acl_json import encode_acl_file  # noqa: E402

@@ -20,7 +20,8 @@ a new wrong password each attempt: a brute force), ``stale`` (bob's one stale pa
 retried) and ``unbudgeted`` (unknown users with ``ksgate.authentication.hash.rate.per.ip: 0``:
 every attempt is hashed, on the pool).
 
-    .venv/bin/python bench/login_flood.py [--seconds 10] [--concurrency 64] [--scenario default] [--set K=V]
+    .venv/bin/python bench/availability/login_flood.py [--seconds 10] [--concurrency 64] [--scenario default]
+        [--set K=V]
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from multiprocessing.queues import SimpleQueue
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
