@@ -1,5 +1,6 @@
 """Logins for the lockout scenario (issue #18, item 1), shared by its acceptance test and
-bench/availability/login_lockout.py: bob's failed attempts over the raw wire, and a real client's settings for admin and alice."""
+bench/availability/login_lockout.py: bob's failed attempts over the raw wire, and a real client's settings for
+admin and alice."""
 
 from __future__ import annotations
 
