@@ -24,5 +24,8 @@ def hosts_entries(address: str, names: list[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        kept = [kept for kept in HOSTS.read_text().splitlines(keepends=True) if kept != line]
-        HOSTS.write_text("".join(kept))  # in place: /etc/hosts may be a bind mount
+        # Only this block's own line: an enclosing block may have added the same one and still needs it.
+        lines = HOSTS.read_text().splitlines(keepends=True)
+        if line in lines:
+            del lines[len(lines) - 1 - lines[::-1].index(line)]
+        HOSTS.write_text("".join(lines))  # in place: /etc/hosts may be a bind mount

@@ -269,11 +269,14 @@ def test_mutual_tls_maps_the_client_certificate_on_the_sni_port(broker: Embedded
     gateway.port = port
     gateway.start()
     try:
-        producer = Producer({"bootstrap.servers": f"{BOOTSTRAP}:{port}", "security.protocol": "SSL",
-                             "ssl.ca.location": str(ca_pem), "ssl.certificate.location": str(tmp_path / "client.pem"),
-                             "ssl.key.location": str(tmp_path / "client.key")})
-        producer.produce(f"edge-mtls-{uuid.uuid4().hex[:6]}", b"x")
-        assert producer.flush(20) == 0
-        assert set(gateway.gateway.ctx.counters.authenticated) == {"User:alice"}
+        # Its own names: the edge fixture's, when still set up, may be another upstream's broker id.
+        with hosts_entries("127.0.0.1", [BOOTSTRAP, PATTERN.replace("{nodeId}", str(TANSU_NODE))]):
+            producer = Producer({"bootstrap.servers": f"{BOOTSTRAP}:{port}", "security.protocol": "SSL",
+                                 "ssl.ca.location": str(ca_pem),
+                                 "ssl.certificate.location": str(tmp_path / "client.pem"),
+                                 "ssl.key.location": str(tmp_path / "client.key")})
+            producer.produce(f"edge-mtls-{uuid.uuid4().hex[:6]}", b"x")
+            assert producer.flush(20) == 0
+            assert set(gateway.gateway.ctx.counters.authenticated) == {"User:alice"}
     finally:
         gateway.stop()
