@@ -77,3 +77,8 @@ def all_apis() -> dict[int, ApiSchema]:
 
 def api(api_key: int) -> ApiSchema | None:
     return all_apis().get(api_key)
+
+
+def codec_for(spec: MessageSpec, version: int) -> MessageCodec:
+    """The compiled codec of a request or response spec at ``version`` (cached with its API's)."""
+    return all_apis()[spec.api_key]._codec(spec, version)

@@ -42,7 +42,7 @@ from protocol.header import (
     encode_request_header,
     encode_response_header,
 )
-from protocol.registry import all_apis
+from protocol.registry import all_apis, codec_for
 from protocol.schema import FieldSpec, MessageSpec
 from tests.protocol.kio_strategies import kio_entities
 from tests.protocol.spec_strategies import message_bodies
@@ -98,10 +98,7 @@ class Case:
 
     @property
     def codec(self) -> MessageCodec:
-        schema = all_apis()[self.spec.api_key]
-        if self.spec.kind == "request":
-            return schema.request_codec(self.version)
-        return schema.response_codec(self.version)
+        return codec_for(self.spec, self.version)
 
     @property
     def kio_type(self) -> Any:

@@ -33,7 +33,7 @@ import pytest
 
 from protocol.codec import UNKNOWN_TAGS, ZERO_UUID, MessageCodec, default_value
 from protocol.header import decode_request_header, request_header_version
-from protocol.registry import all_apis
+from protocol.registry import all_apis, codec_for
 from protocol.schema import FieldSpec, MessageSpec
 from tests.protocol.sample_values import sample_message
 
@@ -109,10 +109,7 @@ class Case:
 
     @property
     def codec(self) -> MessageCodec:
-        schema = all_apis()[self.spec.api_key]
-        if self.spec.kind == "request":
-            return schema.request_codec(self.version)
-        return schema.response_codec(self.version)
+        return codec_for(self.spec, self.version)
 
     @property
     def id(self) -> str:

@@ -32,7 +32,7 @@ from protocol.header import (
     request_header_version,
 )
 from protocol.primitives import Reader, Writer
-from protocol.registry import all_apis
+from protocol.registry import all_apis, codec_for
 from protocol.schema import FieldSpec, MessageSpec
 from tests.heap import heap_peak
 from tests.protocol.sample_values import sample_message
@@ -59,10 +59,7 @@ class Case:
 
     @property
     def codec(self) -> MessageCodec:
-        schema = all_apis()[self.spec.api_key]
-        if self.spec.kind == "request":
-            return schema.request_codec(self.version)
-        return schema.response_codec(self.version)
+        return codec_for(self.spec, self.version)
 
     @property
     def flexible(self) -> bool:
