@@ -49,18 +49,26 @@ class KafkaStartError(RuntimeError):
 
 def kafka_lib() -> Path | None:
     """The jar folder: $REFERENCE_KAFKA_LIB, else what scripts/kafka/fetch.sh prints (cached), else None."""
-    configured = os.environ.get("REFERENCE_KAFKA_LIB")
+    return jar_folder("REFERENCE_KAFKA_LIB", (), "kafka_*.jar")
+
+
+def jar_folder(variable: str, fetch_args: Sequence[str], marker: str) -> Path | None:
+    """$``variable``, else the folder ``scripts/kafka/fetch.sh fetch_args`` prints (it caches), else None;
+    the fetched folder counts only if it holds a jar matching ``marker``."""
+    configured = os.environ.get(variable)
     if configured:
         return Path(configured)
     script = Path(__file__).resolve().parents[2] / "scripts" / "kafka" / "fetch.sh"
     if shutil.which("java") is None or shutil.which("bash") is None:
         return None
     try:
-        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=600, check=True)
+        done = subprocess.run(["bash", str(script), *fetch_args], capture_output=True, text=True, timeout=600,
+                              check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    lib = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
-    return lib if lib is not None and any(lib.glob("kafka_*.jar")) else None
+    lines = done.stdout.strip().splitlines()
+    lib = Path(lines[-1]) if lines else None
+    return lib if lib is not None and any(lib.glob(marker)) else None
 
 
 def _cluster_id() -> str:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.apache_kafka.broker import jar_folder
+
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "KsgateJavaClient.java"
 TOOL_HEAP = "-Xmx256m"
 TOOL_TIMEOUT_S = 120
@@ -32,20 +34,7 @@ class JavaToolError(RuntimeError):
 
 def kafka3_clients_lib() -> Path | None:
     """The 3.x kafka-clients jar folder: $REFERENCE_KAFKA3_LIB, else ``fetch.sh clients-3``, else None."""
-    configured = os.environ.get("REFERENCE_KAFKA3_LIB")
-    if configured:
-        return Path(configured)
-    script = Path(__file__).resolve().parents[2] / "scripts" / "kafka" / "fetch.sh"
-    if shutil.which("java") is None:
-        return None
-    try:
-        done = subprocess.run(["bash", str(script), "clients-3"], capture_output=True, text=True,
-                              timeout=600, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = done.stdout.strip().splitlines()
-    lib = Path(lines[-1]) if lines else None
-    return lib if lib is not None and any(lib.glob("kafka-clients-3.*.jar")) else None
+    return jar_folder("REFERENCE_KAFKA3_LIB", ("clients-3",), "kafka-clients-3.*.jar")
 
 
 @dataclass(slots=True)
