@@ -52,8 +52,10 @@ class Case:
     # Topics the case may create (auto-creation): each comparison waits until both clusters show them settled,
     # since Kafka creates them asynchronously and the next principal would otherwise race the creation.
     settles: tuple[str, ...] = ()
-    # Kafka answers from state its controller publishes asynchronously (delegation tokens): a pair that
-    # differs is asked again, on both sides, until they agree or a bound runs out.
+    # Kafka answers from state its controller publishes asynchronously (delegation tokens; a topic whose
+    # auto-creation is still in flight reads as UNKNOWN_TOPIC_OR_PARTITION, not retriable, until the broker's
+    # metadata image has it): a pair that differs is asked again, on both sides, until they agree or a bound
+    # runs out.
     eventual: bool = False
 
 
@@ -111,7 +113,7 @@ def _metadata_cases() -> list[Case]:
             min_version=4),
         Case("metadata.auto_create", ApiKey.METADATA, _static({
             "topics": [{"name": n} for n in ("cf-auto", "other-auto", "cf-a")], "allow_auto_topic_creation": True}),
-            settles=("cf-auto", "other-auto")),
+            settles=("cf-auto", "other-auto"), eventual=True),
         Case("metadata.empty", ApiKey.METADATA, _static({"topics": [], "allow_auto_topic_creation": False})),
         Case("metadata.by_id", ApiKey.METADATA, lambda ids: {"topics": [
             {"topic_id": ids.topic_id("cf-a"), "name": None}, {"topic_id": UNKNOWN_TOPIC_ID, "name": None}],
