@@ -24,6 +24,7 @@ from authz.policies._kit import (
 )
 from authz.policies.merge import Slot, merge_items
 from authz.request_policy import Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
+from authz.response_defaults import default_response
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 
@@ -71,7 +72,8 @@ def _by_group_id(entry: Body) -> tuple[str]:
 
 
 class _TopicErrors:
-    """Kafka's OffsetCommit/TxnOffsetCommit/OffsetDelete/AlterShareGroupOffsets response builders.
+    """Kafka's OffsetCommit/TxnOffsetCommit/OffsetDelete/AlterShareGroupOffsets response builders, and the
+    READ check on each topic those requests name (``verdict``).
 
     Per-partition errors are collected per topic (keyed like the builder's map) ahead of the coordinator's
     answer for the asked topics, which follows.
@@ -86,13 +88,44 @@ class _TopicErrors:
         entry = self.by_key.get(topic[self._key])
         if entry is None:
             entry = self.by_key[topic[self._key]] = item(self._api, self._version, (self._topics,),
-                                                          **{self._key: topic[self._key]}, partitions=[])
+                                                         **{self._key: topic[self._key]}, partitions=[])
         entry["partitions"].extend(
             item(self._api, self._version, (self._topics, "partitions"), partition_index=index, error_code=error,
-                  **self._partition_fields) for index in partitions)
+                 **self._partition_fields) for index in partitions)
 
     def entries(self) -> list[Body]:
         return list(self.by_key.values())
+
+    def verdict(self, request: Body, view: AuthzView, name_of: Callable[[Body], str | None] | None = None) -> Verdict:
+        """READ on each topic of ``request``: relay them all, or the readable ones with our entries merged in.
+
+        ``name_of`` resolves a topic named by id (None: no topic has that id, UNKNOWN_TOPIC_ID). A response with
+        a group-level error code (OffsetDelete, AlterShareGroupOffsets) is the coordinator's to give even when no
+        topic is left, and such an error is answered alone (OffsetDeleteResponse.Builder.merge); without one
+        (OffsetCommit, TxnOffsetCommit) Kafka answers a request with no readable topic itself.
+        """
+        permitted = []
+        for topic in request["topics"]:
+            name = topic[self._key] if name_of is None else name_of(topic)
+            if name is None:
+                self.add(topic, _indexes(topic), KafkaError.UNKNOWN_TOPIC_ID)
+            elif _topic(view, Op.READ, name):
+                permitted.append(topic)
+            else:
+                self.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        if not self.by_key:
+            return Relay()
+        group_level = "error_code" in default_response(self._api, self._version)
+        if not permitted and not group_level:
+            return answer(self._api, self._version, **{self._topics: self.entries()})
+
+        def merge(response: Body) -> Body:
+            with_errors = not group_level or response["error_code"] == 0
+            response[self._topics] = self.merged(response[self._topics], permitted, with_errors=with_errors)
+            return response
+
+        return Rewrite({**request, "topics": permitted}, merge)
+
 
     def merged(self, answered: list[Body], asked: list[Body], *, with_errors: bool = True) -> list[Body]:
         """Our entries (``with_errors``), then the coordinator's for the ``asked`` topics (merge_items' rule)."""
@@ -216,25 +249,8 @@ def authorize_offset_commit(request: Body, version: int, view: AuthzView) -> Ver
                                           error_code=KafkaError.GROUP_AUTHORIZATION_FAILED) for i in _indexes(t)])
                   for t in request["topics"]]
         return answer(key, version, topics=topics)
-    permitted = []
-    for topic in request["topics"]:
-        name = view.topic_name(topic["topic_id"]) if by_id else topic["name"]
-        if name is None:
-            errors.add(topic, _indexes(topic), KafkaError.UNKNOWN_TOPIC_ID)  # v10 (Kafka 4.1): an id no topic has
-        elif not _topic(view, Op.READ, name):
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        else:
-            permitted.append(topic)
-    if not errors.by_key:
-        return Relay()
-    if not permitted:  # Kafka answers without the coordinator
-        return answer(key, version, topics=errors.entries())
-
-    def merge(response: Body) -> Body:
-        response["topics"] = errors.merged(response["topics"], permitted)
-        return response
-
-    return Rewrite({**request, "topics": permitted}, merge)
+    # v10 (Kafka 4.1) names topics by id: an id no topic has is UNKNOWN_TOPIC_ID.
+    return errors.verdict(request, view, (lambda t: view.topic_name(t["topic_id"])) if by_id else None)
 
 
 def _fetch_error_topic(version: int, topic: Body, error: int) -> Body:
@@ -375,22 +391,9 @@ def authorize_offset_delete(request: Body, version: int, view: AuthzView) -> Ver
     if not _group(view, Op.DELETE, request["group_id"]):
         return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
     errors = _TopicErrors(key, version, "topics", "name")
-    permitted = []
-    for topic in request["topics"]:
-        if _topic(view, Op.READ, topic["name"]):
-            permitted.append(topic)
-        else:
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    if not errors.by_key:
-        return Relay()
-
-    def merge(response: Body) -> Body:
-        # OffsetDeleteResponse.Builder.merge: a group-level error from the coordinator replaces everything.
-        response["topics"] = errors.merged(response["topics"], permitted, with_errors=response["error_code"] == 0)
-        return response
-
-    # Kafka asks the coordinator even when no topic is left (it still reports the group's errors).
-    return Rewrite({**request, "topics": permitted}, merge)
+    # OffsetDeleteResponse.Builder.merge: a group-level error from the coordinator replaces everything; Kafka
+    # asks the coordinator even when no topic is left (it still reports the group's errors).
+    return errors.verdict(request, view)
 
 
 # --- describing and listing groups ------------------------------------------------------------------------------
@@ -621,22 +624,7 @@ def authorize_alter_share_group_offsets(request: Body, version: int, view: Authz
                        error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message)
     errors = _TopicErrors(key, version, "responses", "topic_name",
                           error_message=KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
-    permitted = []
-    for topic in request["topics"]:
-        if _topic(view, Op.READ, topic["topic_name"]):
-            permitted.append(topic)
-        else:
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    if not errors.by_key:
-        return Relay()
-
-    def merge(response: Body) -> Body:
-        # A group-level error is answered alone.
-        response["responses"] = errors.merged(response["responses"], permitted,
-                                              with_errors=response["error_code"] == 0)
-        return response
-
-    return Rewrite({**request, "topics": permitted}, merge)
+    return errors.verdict(request, view)  # a group-level error is answered alone
 
 
 def authorize_delete_share_group_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -733,22 +721,7 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
             item(key, version, ("topics", "partitions"), partition_index=i, error_code=first_error)
             for i in _indexes(t)]) for t in topics])
     errors = _TopicErrors(key, version, "topics", "name")
-    permitted = []
-    for topic in topics:
-        if _topic(view, Op.READ, topic["name"]):
-            permitted.append(topic)
-        else:
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    if not errors.by_key:
-        return Relay()
-    if not permitted:
-        return answer(key, version, topics=errors.entries())
-
-    def merge(response: Body) -> Body:
-        response["topics"] = errors.merged(response["topics"], permitted)
-        return response
-
-    return Rewrite({**request, "topics": permitted}, merge)
+    return errors.verdict(request, view)
 
 
 def authorize_describe_transactions(request: Body, version: int, view: AuthzView) -> Verdict:
