@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from authz.policies import admin, data, groups, produce
+from authz.policies import admin, data, groups, produce, rules
 from authz.request_policy import ApiPolicy
 from protocol.api_keys import ApiKey
 
-_MODULES = (admin, data, groups)
+# rules: the APIs authorized by one declarative row each (one ACL per item); the others are code.
+_MODULES = (admin, data, groups, rules)
 
 
 def all_policies() -> dict[int, ApiPolicy]:

@@ -1,5 +1,5 @@
-"""Topic data and lifecycle: Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers,
-DescribeTopicPartitions, ShareFetch, ShareAcknowledge, CreateTopics, DeleteTopics, CreatePartitions, as Kafka 4.x."""
+"""Topic data and lifecycle: Fetch, Metadata, DescribeTopicPartitions, ShareFetch, ShareAcknowledge, CreateTopics and
+DeleteTopics, as Kafka 4.x.  The simple per-topic APIs (ListOffsets, DeleteRecords, ...) are rows in rules.py."""
 
 from __future__ import annotations
 
@@ -50,27 +50,6 @@ TopicsStep = Callable[[list[Body]], list[Body]]
 
 
 # --- shared helpers -----------------------------------------------------------------------------------
-
-def _split(api_key: ApiKey, version: int, request: Body, field: str, response_field: str,
-           errors: list[Body | None], key: Callable[[Body], Hashable] = lambda entry: entry["name"],
-           response_keys: Callable[[Body], Iterable[Hashable]] = _by_name) -> Verdict:
-    """Relay, answer or split a request whose items (``request[field]``) are authorized one by one."""
-    items = request[field]
-    if all(error is None for error in errors):
-        return Relay()
-    slots = [(error, key(item)) for item, error in zip(items, errors, strict=True)]
-    if all(error is not None for error in errors):
-        response = default_response(api_key, version)
-        response[response_field] = [error for error, _ in slots]
-        return Answer(response)
-
-    def merge(response: Body) -> Body:
-        response[response_field] = merge_items(slots, response[response_field], response_keys)
-        return response
-
-    kept = [item for item, error in zip(items, errors, strict=True) if error is None]
-    return Rewrite({**request, field: kept}, merge)
-
 
 def _partition_errors(api_key: ApiKey, version: int, path: tuple[str, ...], indexes: Iterable[int],
                       **fields: Any) -> list[Body]:
@@ -168,77 +147,6 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
     # Within a fetch session the upstream must still see the request (epoch, forgotten topics), even when
     # no topic of it is authorized.
     return Rewrite({**request, "topics": [t for i, t in enumerate(topics) if i not in denied]}, finish)
-
-
-# --- ListOffsets (2), OffsetForLeaderEpoch (23), DeleteRecords (21), DescribeProducers (61) -----------
-
-def authorize_list_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
-    describe = OncePerName(view, Op.DESCRIBE)
-
-    def error(topic: Body) -> Body:
-        entry = {**default_item(ApiKey.LIST_OFFSETS, version, "topics"), "name": topic["name"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.LIST_OFFSETS, version, ("topics", "partitions"),
-            (p["partition_index"] for p in topic["partitions"]), error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        return entry
-
-    errors = [None if describe(t["name"]) else error(t) for t in request["topics"]]
-    return _split(ApiKey.LIST_OFFSETS, version, request, "topics", "topics", errors)
-
-
-def authorize_offset_for_leader_epoch(request: Body, version: int, view: AuthzView) -> Verdict:
-    # KIP-320: CLUSTER_ACTION (brokers) authorizes everything, whatever the replica id; else DESCRIBE per topic.
-    if cluster_allowed(view, Op.CLUSTER_ACTION, log_if_denied=False):
-        return Relay()
-    describe = OncePerName(view, Op.DESCRIBE)
-
-    def error(topic: Body) -> Body:
-        entry = {**default_item(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, "topics"), "topic": topic["topic"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH, version, ("topics", "partitions"),
-            (p["partition"] for p in topic["partitions"]), error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        return entry
-
-    errors = [None if describe(t["topic"]) else error(t) for t in request["topics"]]
-    return _split(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, request, "topics", "topics", errors,
-                  key=lambda t: t["topic"], response_keys=lambda t: (t["topic"],))
-
-
-def authorize_delete_records(request: Body, version: int, view: AuthzView) -> Verdict:
-    delete = OncePerName(view, Op.DELETE)
-
-    def error(topic: Body) -> Body:
-        entry = {**default_item(ApiKey.DELETE_RECORDS, version, "topics"), "name": topic["name"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.DELETE_RECORDS, version, ("topics", "partitions"),
-            (p["partition_index"] for p in topic["partitions"]),
-            low_watermark=-1, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        return entry
-
-    errors = [None if delete(t["name"]) else error(t) for t in request["topics"]]
-    return _split(ApiKey.DELETE_RECORDS, version, request, "topics", "topics", errors)
-
-
-def authorize_describe_producers(request: Body, version: int, view: AuthzView) -> Verdict:
-    read = OncePerName(view, Op.READ)
-
-    def error(topic: Body, code: int, message: str) -> Body:
-        entry = {**default_item(ApiKey.DESCRIBE_PRODUCERS, version, "topics"), "name": topic["name"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.DESCRIBE_PRODUCERS, version, ("topics", "partitions"), topic["partition_indexes"],
-            error_code=code, error_message=message)
-        return entry
-
-    def check(topic: Body) -> Body | None:
-        # As handleDescribeProducersRequest: an illegal name fails before (and without) authorization.
-        problem = topic_name_problem(topic["name"])
-        if problem is not None:
-            return error(topic, KafkaError.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
-        return None if read(topic["name"]) else error(topic, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                                                       KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
-
-    errors = [check(t) for t in request["topics"]]
-    return _split(ApiKey.DESCRIBE_PRODUCERS, version, request, "topics", "topics", errors)
 
 
 # --- Metadata (3) -------------------------------------------------------------------------------------
@@ -559,7 +467,7 @@ def authorize_share_acknowledge(request: Body, version: int, view: AuthzView) ->
     return _share_verdict(request, errors)
 
 
-# --- CreateTopics (19), CreatePartitions (37), DeleteTopics (20) --------------------------------------
+# --- CreateTopics (19), DeleteTopics (20) --------------------------------------
 
 def _named_verdict(api_key: ApiKey, version: int, request: Body, field: str, response_field: str,
                    errors: dict[str, Body], hook: TopicsStep | None = None) -> Verdict:
@@ -628,24 +536,6 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
 
     return _named_verdict(ApiKey.CREATE_TOPICS, version, request, "topics", "topics", errors,
                           hide_configs if hidden else None)
-
-
-def authorize_create_partitions(request: Body, version: int, view: AuthzView) -> Verdict:
-    names = [t["name"] for t in request["topics"]]
-    duplicates = _duplicates(names)
-    alter = OncePerName(view, Op.ALTER)
-
-    def error(name: str, code: int, message: str | None) -> Body:
-        return item(ApiKey.CREATE_PARTITIONS, version, ("results",), name=name, error_code=code,
-                     error_message=message)
-
-    errors: dict[str, Body] = {}
-    for name in distinct(names):
-        if name in duplicates:
-            errors[name] = error(name, KafkaError.INVALID_REQUEST, "Duplicate topic name.")
-        elif not alter(name):
-            errors[name] = error(name, KafkaError.TOPIC_AUTHORIZATION_FAILED, None)
-    return _named_verdict(ApiKey.CREATE_PARTITIONS, version, request, "topics", "results", errors)
 
 
 def authorize_delete_topics(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -738,31 +628,22 @@ class _DeleteTopicsDecider:
 
 POLICIES: dict[int, ApiPolicy] = {
     ApiKey.FETCH: authorize_fetch,
-    ApiKey.LIST_OFFSETS: authorize_list_offsets,
     ApiKey.METADATA: authorize_metadata,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: authorize_offset_for_leader_epoch,
-    ApiKey.DELETE_RECORDS: authorize_delete_records,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: authorize_describe_topic_partitions,
     ApiKey.SHARE_FETCH: authorize_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: authorize_share_acknowledge,
     ApiKey.CREATE_TOPICS: authorize_create_topics,
     ApiKey.DELETE_TOPICS: authorize_delete_topics,
-    ApiKey.CREATE_PARTITIONS: authorize_create_partitions,
-    ApiKey.DESCRIBE_PRODUCERS: authorize_describe_producers,
 }
 
 TABLE = [
     (ApiKey.FETCH, "READ", "TOPIC", "each fetched topic (consumer fetch); topic ids (v13+) are resolved to names; "
                                     "a follower fetch (replica id >= 0) is refused whatever the ACLs"),
-    (ApiKey.LIST_OFFSETS, "DESCRIBE", "TOPIC", "each topic"),
     (ApiKey.METADATA, "DESCRIBE", "TOPIC", "each named topic; all-topics requests silently omit topics without it"),
     (ApiKey.METADATA, "CREATE", "CLUSTER", "auto-creation of a missing named topic (allow_auto_topic_creation)"),
     (ApiKey.METADATA, "CREATE", "TOPIC", "auto-creation of a missing named topic, when CREATE on the cluster "
                                          "is not allowed"),
     (ApiKey.METADATA, "DESCRIBE", "CLUSTER", "cluster_authorized_operations (v8-10) when requested; 0 without it"),
-    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "CLUSTER_ACTION", "CLUSTER", "authorizes every topic (brokers)"),
-    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "DESCRIBE", "TOPIC", "each topic, when CLUSTER_ACTION is not allowed"),
-    (ApiKey.DELETE_RECORDS, "DELETE", "TOPIC", "each topic"),
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DESCRIBE", "TOPIC", "each topic; the all-topics form silently omits "
                                                             "topics without it"),
     (ApiKey.SHARE_FETCH, "READ", "GROUP", "the share group, checked first"),
@@ -776,6 +657,4 @@ TABLE = [
     (ApiKey.DELETE_TOPICS, "DELETE", "CLUSTER", "authorizes every topic"),
     (ApiKey.DELETE_TOPICS, "DELETE", "TOPIC", "each topic, by name or id"),
     (ApiKey.DELETE_TOPICS, "DESCRIBE", "TOPIC", "each topic; a topic named by id without it fails without its name"),
-    (ApiKey.CREATE_PARTITIONS, "ALTER", "TOPIC", "each topic"),
-    (ApiKey.DESCRIBE_PRODUCERS, "READ", "TOPIC", "each topic"),
 ]

@@ -465,26 +465,6 @@ def authorize_list_groups(request: Body, version: int, view: AuthzView) -> Verdi
     return Relay(visible)
 
 
-def authorize_delete_groups(request: Body, version: int, view: AuthzView) -> Verdict:
-    key = ApiKey.DELETE_GROUPS
-    names = distinct(request["groups_names"])  # handleDeleteGroupsRequest works on the distinct names
-    permitted = [n for n in names if _group(view, Op.DELETE, n)]
-    if len(permitted) == len(names):
-        return Relay()
-    denied = [item(key, version, ("results",), group_id=n, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
-              for n in names if n not in permitted]
-    if not permitted:
-        return answer(key, version, results=denied)
-
-    slots = [*((None, name) for name in permitted), *((entry, entry["group_id"]) for entry in denied)]
-
-    def merge(response: Body) -> Body:
-        response["results"] = merge_items(slots, response["results"], _by_group_id)  # the unauthorized come last
-        return response
-
-    return Rewrite({**request, "groups_names": permitted}, merge)
-
-
 def _assigned_topic_names(group: Body, *assignments: str) -> list[str]:
     return [tp["topic_name"] for member in group["members"] for a in assignments
             for tp in (member[a] or {}).get("topic_partitions", [])]
@@ -767,7 +747,6 @@ POLICIES: dict[int, ApiPolicy] = {
     ApiKey.OFFSET_DELETE: authorize_offset_delete,
     ApiKey.DESCRIBE_GROUPS: authorize_describe_groups,
     ApiKey.LIST_GROUPS: authorize_list_groups,
-    ApiKey.DELETE_GROUPS: authorize_delete_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: authorize_consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: authorize_consumer_group_describe,
     ApiKey.SHARE_GROUP_HEARTBEAT: authorize_share_group_heartbeat,
@@ -817,7 +796,6 @@ TABLE: list[tuple[ApiKey, str, str, str]] = [
     (ApiKey.TXN_OFFSET_COMMIT, "Write", "TransactionalId", "the transactional id, checked first"),
     (ApiKey.TXN_OFFSET_COMMIT, "Read", "Group", "the group"),
     (ApiKey.TXN_OFFSET_COMMIT, "Read", "Topic", "each topic"),
-    (ApiKey.DELETE_GROUPS, "Delete", "Group", "each (distinct) group"),
     (ApiKey.OFFSET_DELETE, "Delete", "Group", "the group"),
     (ApiKey.OFFSET_DELETE, "Read", "Topic", "each topic"),
     (ApiKey.DESCRIBE_TRANSACTIONS, "Describe", "TransactionalId", "each transactional id"),
