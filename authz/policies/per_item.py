@@ -102,6 +102,8 @@ def layout(api_key: int, version: int) -> Layout:
         elif spec.type == "[]string" and spec.entity in RESOURCES:
             requested.append((spec, None))
     items, name = _only(requested, f"{where} request items")
+    if version in items.nullable:
+        raise RuleError(f"{where}: a null {items.name} would name no item (a rule cannot say what Kafka does)")
     entity = (name or items).entity
     answered = [(spec, child) for spec in _present(schema.response.fields, version)
                 if spec.is_struct_array and (child := _named_child(spec, version)) is not None

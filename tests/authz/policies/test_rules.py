@@ -155,6 +155,8 @@ def test_an_api_without_a_per_item_shape_cannot_be_a_rule() -> None:
         PerItemRule(ApiKey.HEARTBEAT, Op.READ, "the group")  # one group, no items
     with pytest.raises(RuleError):
         layout(ApiKey.PRODUCE, 9)  # its partitions are "index": no partition list the engine knows
+    with pytest.raises(RuleError):
+        layout(ApiKey.METADATA, 4)  # a null topic list means every topic: not one ACL per named item
 
 
 # --- every row at every version ---------------------------------------------------------------------------------
