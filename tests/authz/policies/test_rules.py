@@ -14,6 +14,7 @@ import pytest
 
 from authz.model import AclOperation as Op
 from authz.model import ResourceType as RT
+from authz.model import display_name, parse_operation, parse_resource_type
 from authz.policies import all_policies, rules, table
 from authz.policies.per_item import PerItemRule, RuleError, layout
 from authz.request_policy import CLUSTER_NAME, Action, Answer, Body, Relay, Rewrite, Verdict
@@ -140,9 +141,18 @@ def _upstream(key: ApiKey, version: int, row: Row, names: list[str]) -> Body:
 def test_every_rule_row_reads_as_kafkas_operations_and_resources_page() -> None:
     rows = {(api_key, op, resource) for api_key, op, resource, _ in table()}
     for key, row in ROWS.items():
-        assert (key, row.operation.name, row.resource.name) in rows
-    assert (ApiKey.OFFSET_FOR_LEADER_EPOCH, "CLUSTER_ACTION", "CLUSTER") in rows
+        assert (key, display_name(row.operation), display_name(row.resource)) in rows
+    assert (ApiKey.OFFSET_FOR_LEADER_EPOCH, "ClusterAction", "Cluster") in rows
     assert set(rules.POLICIES) == set(ROWS)
+
+
+def test_the_table_names_operations_and_resources_as_kafkas_page_does() -> None:
+    rows = table()
+    assert (ApiKey.PRODUCE, "Write", "TransactionalId") in {row[:3] for row in rows}
+    for _, operation, resource, _ in rows:
+        assert (operation, resource) == ("", "") or (
+            operation == display_name(parse_operation(operation)) and resource == display_name(parse_resource_type(
+                resource))), (operation, resource)
 
 
 def test_each_rule_is_the_policy_of_its_api() -> None:
