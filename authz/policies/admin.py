@@ -10,13 +10,11 @@ from typing import Any
 from auth.principal import KafkaPrincipal
 from authz.field_presence import response_has
 from authz.model import AclOperation, ResourceType
+from authz.policies._kit import CLUSTER_OPERATIONS, NOT_REQUESTED, answer, cluster_allowed, item
 from authz.policies.merge import merge_items
 from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
-from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
-
-NOT_REQUESTED = -2147483648  # *_authorized_operations when the client did not ask for them
 
 # Kafka's ConfigResource.Type ids.
 TOPIC_CONFIG = 2
@@ -30,30 +28,8 @@ GROUP_CONFIG = 32
 # nor should reveal: null instead, which clients render as Kafka's default "Cluster authorization failed.".
 CLUSTER_DENIED_MESSAGE: str | None = None
 
-# AclEntry.supportedOperations(CLUSTER): the candidates of cluster_authorized_operations.
-CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
-                      AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                      AclOperation.DESCRIBE)
-
 
 # --- shared helpers ---------------------------------------------------------------------
-
-def _cluster_allowed(view: AuthzView, operation: AclOperation) -> bool:
-    return view.allowed(Action(operation, ResourceType.CLUSTER, CLUSTER_NAME))
-
-
-def _answer(api_key: ApiKey, version: int, **fields: Any) -> Answer:
-    """The response of ``version`` with ``fields`` set (those the version does not have are dropped)."""
-    response = default_response(api_key, version)
-    response.update((name, value) for name, value in fields.items() if name in response)
-    return Answer(response)
-
-
-def _item(api_key: ApiKey, version: int, path: tuple[str, ...], **fields: Any) -> Body:
-    item = default_item(api_key, version, *path)
-    item.update((name, value) for name, value in fields.items() if name in item)
-    return item
-
 
 def _requester(view: AuthzView) -> KafkaPrincipal | None:
     """The connection's principal: the delegation-token rules compare it with owners."""
@@ -75,7 +51,7 @@ def _config_acl(resource: Body) -> tuple[ResourceType, str, int] | None:
 
 
 def _describe_configs_error(resource: Body, version: int, error: int) -> Body:
-    return _item(ApiKey.DESCRIBE_CONFIGS, version, ("results",), error_code=error,
+    return item(ApiKey.DESCRIBE_CONFIGS, version, ("results",), error_code=error,
                  error_message=KafkaError(error).message, resource_type=resource["resource_type"],
                  resource_name=resource["resource_name"], configs=[])
 
@@ -85,7 +61,7 @@ def authorize_describe_configs(request: Body, version: int, view: AuthzView) -> 
     targets = [_config_acl(r) for r in resources]
     if any(target is None for target in targets):
         # ConfigHelper throws InvalidRequestException on an unknown type: every resource fails with INVALID_REQUEST.
-        return _answer(ApiKey.DESCRIBE_CONFIGS, version,
+        return answer(ApiKey.DESCRIBE_CONFIGS, version,
                        results=[_describe_configs_error(r, version, KafkaError.INVALID_REQUEST) for r in resources])
     allowed, denied = [], []
     for resource, target in zip(resources, targets, strict=True):
@@ -97,7 +73,7 @@ def authorize_describe_configs(request: Body, version: int, view: AuthzView) -> 
     if not denied:
         return Relay()
     if not allowed:
-        return _answer(ApiKey.DESCRIBE_CONFIGS, version, results=denied)
+        return answer(ApiKey.DESCRIBE_CONFIGS, version, results=denied)
 
     # Kafka answers the authorized resources first, then the unauthorized ones (ConfigHelper: authorized ++ denied).
     slots = [*((None, _resource_key(r)) for r in allowed), *((entry, _resource_key(entry)) for entry in denied)]
@@ -157,11 +133,11 @@ def _authorize_alter_configs(request: Body, version: int, view: AuthzView, api_k
         return Relay()
 
     def entry(resource: Body, failure: Failure) -> Body:
-        return _item(api_key, version, ("responses",), error_code=failure[0], error_message=failure[1],
+        return item(api_key, version, ("responses",), error_code=failure[0], error_message=failure[1],
                      resource_type=resource["resource_type"], resource_name=resource["resource_name"])
 
     if len(failures) == len(resources):
-        return _answer(api_key, version, responses=[entry(r, failures[i]) for i, r in enumerate(resources)])
+        return answer(api_key, version, responses=[entry(r, failures[i]) for i, r in enumerate(resources)])
 
     slots = [(entry(r, failures[i]) if i in failures else None, _resource_key(r)) for i, r in enumerate(resources)]
 
@@ -197,119 +173,119 @@ def authorize_incremental_alter_configs(request: Body, version: int, view: Authz
 # --- log dirs, leaders, reassignments -----------------------------------------------------
 
 def authorize_alter_replica_log_dirs(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER):
+    if cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.ALTER_REPLICA_LOG_DIRS
     # AlterReplicaLogDirsRequest.getErrorResponse: one result per (dir, topic) entry, not merged across dirs.
-    results = [_item(key, version, ("results",), topic_name=topic["name"], partitions=[
-        _item(key, version, ("results", "partitions"), partition_index=p,
+    results = [item(key, version, ("results",), topic_name=topic["name"], partitions=[
+        item(key, version, ("results", "partitions"), partition_index=p,
               error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
         for p in topic["partitions"]]) for log_dir in request["dirs"] for topic in log_dir["topics"]]
-    return _answer(key, version, results=results)
+    return answer(key, version, results=results)
 
 
 def authorize_describe_log_dirs(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.DESCRIBE):
+    if cluster_allowed(view, AclOperation.DESCRIBE):
         return Relay()
     # No log dirs; the top-level error code exists from v3 (before, the answer is just empty).
-    return _answer(ApiKey.DESCRIBE_LOG_DIRS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, results=[])
+    return answer(ApiKey.DESCRIBE_LOG_DIRS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, results=[])
 
 
 def authorize_elect_leaders(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER):
+    if cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.ELECT_LEADERS
     # ElectLeadersRequest.getErrorResponse: no per-partition results when all partitions were asked (null).
-    results = [_item(key, version, ("replica_election_results",), topic=topic["topic"], partition_result=[
-        _item(key, version, ("replica_election_results", "partition_result"), partition_id=p,
+    results = [item(key, version, ("replica_election_results",), topic=topic["topic"], partition_result=[
+        item(key, version, ("replica_election_results", "partition_result"), partition_id=p,
               error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE)
         for p in topic["partitions"]]) for topic in request["topic_partitions"] or []]
-    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=results)
+    return answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=results)
 
 
 def authorize_alter_partition_reassignments(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER):
+    if cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.ALTER_PARTITION_REASSIGNMENTS
-    responses = [_item(key, version, ("responses",), name=topic["name"], partitions=[
-        _item(key, version, ("responses", "partitions"), partition_index=p["partition_index"],
+    responses = [item(key, version, ("responses",), name=topic["name"], partitions=[
+        item(key, version, ("responses", "partitions"), partition_index=p["partition_index"],
               error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED_MESSAGE)
         for p in topic["partitions"]]) for topic in request["topics"]]
-    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    return answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=CLUSTER_DENIED_MESSAGE, responses=responses,
                    allow_replication_factor_change=request["allow_replication_factor_change"])
 
 
 def authorize_list_partition_reassignments(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.DESCRIBE):
+    if cluster_allowed(view, AclOperation.DESCRIBE):
         return Relay()
     key = ApiKey.LIST_PARTITION_REASSIGNMENTS
     # ListPartitionReassignmentsRequest.getErrorResponse echoes the asked partitions with empty replica lists.
-    topics = [_item(key, version, ("topics",), name=topic["name"], partitions=[
-        _item(key, version, ("topics", "partitions"), partition_index=p) for p in topic["partition_indexes"]])
+    topics = [item(key, version, ("topics",), name=topic["name"], partitions=[
+        item(key, version, ("topics", "partitions"), partition_index=p) for p in topic["partition_indexes"]])
         for topic in request["topics"] or []]
-    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    return answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=CLUSTER_DENIED_MESSAGE, topics=topics)
 
 
 # --- quotas, SCRAM, features, client metrics -----------------------------------------------
 
 def authorize_describe_client_quotas(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.DESCRIBE_CONFIGS):
+    if cluster_allowed(view, AclOperation.DESCRIBE_CONFIGS):
         return Relay()
     # Errors.CLUSTER_AUTHORIZATION_FAILED.exception carries the default text, so ApiError gives a null message.
-    return _answer(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    return answer(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=None, entries=None)
 
 
 def authorize_alter_client_quotas(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER_CONFIGS):
+    if cluster_allowed(view, AclOperation.ALTER_CONFIGS):
         return Relay()
     key = ApiKey.ALTER_CLIENT_QUOTAS
     # AlterClientQuotasRequest.getErrorResponse uses Errors.message(): the default text, per entry.
-    entries = [_item(key, version, ("entries",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    entries = [item(key, version, ("entries",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                      error_message=KafkaError.CLUSTER_AUTHORIZATION_FAILED.message, entity=[
-                         _item(key, version, ("entries", "entity"), entity_type=e["entity_type"],
+                         item(key, version, ("entries", "entity"), entity_type=e["entity_type"],
                                entity_name=e["entity_name"]) for e in entry["entity"]])
                for entry in request["entries"]]
-    return _answer(key, version, entries=entries)
+    return answer(key, version, entries=entries)
 
 
 def authorize_describe_user_scram_credentials(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.DESCRIBE):
+    if cluster_allowed(view, AclOperation.DESCRIBE):
         return Relay()
     key = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
     # DescribeUserScramCredentialsRequest.getErrorResponse: one result per asked user, its name left empty.
-    results = [_item(key, version, ("results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+    results = [item(key, version, ("results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
                for _ in request["users"] or []]
-    return _answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
+    return answer(key, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
                    results=results)
 
 
 def authorize_alter_user_scram_credentials(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER):
+    if cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
     # AlterUserScramCredentialsRequest.getErrorResponse: each distinct user once, sorted as Java Strings.
     users = {d["name"] for d in request["deletions"]} | {u["name"] for u in request["upsertions"]}
-    results = [_item(key, version, ("results",), user=user, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    results = [item(key, version, ("results",), user=user, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                      error_message=CLUSTER_DENIED_MESSAGE)
                for user in sorted(users, key=lambda name: name.encode("utf-16-be"))]
-    return _answer(key, version, results=results)
+    return answer(key, version, results=results)
 
 
 def authorize_update_features(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER):
+    if cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     # UpdateFeaturesResponse.createWithErrors lists no per-feature results for a top-level error.
-    return _answer(ApiKey.UPDATE_FEATURES, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    return answer(ApiKey.UPDATE_FEATURES, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=CLUSTER_DENIED_MESSAGE, results=[])
 
 
 def authorize_list_client_metrics_resources(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.DESCRIBE_CONFIGS):
+    if cluster_allowed(view, AclOperation.DESCRIBE_CONFIGS):
         return Relay()
-    return _answer(ApiKey.LIST_CLIENT_METRICS_RESOURCES, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    return answer(ApiKey.LIST_CLIENT_METRICS_RESOURCES, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    config_resources=[])
 
 
@@ -327,7 +303,7 @@ def _cluster_authorized_operations(request: Body, view: AuthzView) -> int:
     # AuthHelper.computeDescribeClusterResponse: a wrong endpoint type is answered before any authorization.
     if not request["include_cluster_authorized_operations"] or request["endpoint_type"] != 1:
         return NOT_REQUESTED
-    if not _cluster_allowed(view, AclOperation.DESCRIBE):
+    if not cluster_allowed(view, AclOperation.DESCRIBE):
         return 0
     return view.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
@@ -347,7 +323,7 @@ def authorize_describe_cluster(request: Body, version: int, view: AuthzView) -> 
 
 def _create_token_error(version: int, error: int, owner: tuple[str, str], requester: tuple[str, str]) -> Answer:
     """CreateDelegationTokenResponse.prepareResponse for an error: no token, timestamps -1."""
-    return _answer(ApiKey.CREATE_DELEGATION_TOKEN, version, error_code=error,
+    return answer(ApiKey.CREATE_DELEGATION_TOKEN, version, error_code=error,
                    principal_type=owner[0], principal_name=owner[1],
                    token_requester_principal_type=requester[0], token_requester_principal_name=requester[1],
                    issue_timestamp_ms=-1, expiry_timestamp_ms=-1, max_timestamp_ms=-1, token_id="", hmac=b"")
@@ -409,28 +385,28 @@ def authorize_describe_delegation_token(request: Body, version: int, view: Authz
 # --- ACLs (answered by ksgate itself once authorized) ---------------------------------------
 
 def authorize_describe_acls(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.DESCRIBE):
+    if cluster_allowed(view, AclOperation.DESCRIBE):
         return Relay()
-    return _answer(ApiKey.DESCRIBE_ACLS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    return answer(ApiKey.DESCRIBE_ACLS, version, error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                    error_message=CLUSTER_DENIED_MESSAGE, resources=[])
 
 
 def authorize_create_acls(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER):
+    if cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.CREATE_ACLS
-    results = [_item(key, version, ("results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    results = [item(key, version, ("results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                      error_message=CLUSTER_DENIED_MESSAGE) for _ in request["creations"]]
-    return _answer(key, version, results=results)
+    return answer(key, version, results=results)
 
 
 def authorize_delete_acls(request: Body, version: int, view: AuthzView) -> Verdict:
-    if _cluster_allowed(view, AclOperation.ALTER):
+    if cluster_allowed(view, AclOperation.ALTER):
         return Relay()
     key = ApiKey.DELETE_ACLS
-    results = [_item(key, version, ("filter_results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    results = [item(key, version, ("filter_results",), error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                      error_message=CLUSTER_DENIED_MESSAGE, matching_acls=[]) for _ in request["filters"]]
-    return _answer(key, version, filter_results=results)
+    return answer(key, version, filter_results=results)
 
 
 POLICIES: dict[int, ApiPolicy] = {

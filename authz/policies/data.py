@@ -1,5 +1,5 @@
-"""Topic data and lifecycle: Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers,
-DescribeTopicPartitions, ShareFetch, ShareAcknowledge, CreateTopics, DeleteTopics, CreatePartitions, as Kafka 4.x."""
+"""Topic data and lifecycle: Fetch, Metadata, DescribeTopicPartitions, ShareFetch, ShareAcknowledge, CreateTopics and
+DeleteTopics, as Kafka 4.x.  The simple per-topic APIs (ListOffsets, DeleteRecords, ...) are rows in rules.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from authz.field_presence import request_has, response_has
-from authz.model import AclOperation, ResourceType
+from authz.model import ResourceType
+from authz.policies._kit import (
+    CLUSTER_OPERATIONS,
+    INTERNAL_TOPICS,
+    NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+    ZERO_UUID,
+    OncePerName,
+    Op,
+    cluster_allowed,
+    distinct,
+    item,
+)
 from authz.policies.merge import Slot, merge_items
 from authz.policies.merge import by_name as _by_name
 from authz.request_policy import (
@@ -31,76 +43,19 @@ from authz.topic_guard import topic_name_problem
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 
-Op = AclOperation
 TOPIC = ResourceType.TOPIC
-ZERO_UUID = uuid.UUID(int=0)
-NOT_REQUESTED = -2147483648  # the schema default of every *_authorized_operations field
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-# AclEntry.supportedOperations: the candidates of the *_authorized_operations bit fields.
-TOPIC_OPERATIONS = (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
-                    Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
-CLUSTER_OPERATIONS = (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
-                      Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)
 
 TopicsStep = Callable[[list[Body]], list[Body]]
 
 
 # --- shared helpers -----------------------------------------------------------------------------------
 
-class _Checker:
-    """One operation on topics, asked once per name per request (as Kafka's filterByAuthorized does);
-    ``log_if_denied=False`` for Kafka's implicit checks (filters and probes), whose denials are not audited."""
-
-    def __init__(self, view: AuthzView, operation: AclOperation, resource_type: ResourceType = TOPIC, *,
-                 log_if_denied: bool = True) -> None:
-        self._view, self._operation, self._type = view, operation, resource_type
-        self._log_if_denied = log_if_denied
-        self._seen: dict[str, bool] = {}
-
-    def __call__(self, name: str) -> bool:
-        if name not in self._seen:
-            self._seen[name] = self._view.allowed(Action(self._operation, self._type, name,
-                                                         log_if_denied=self._log_if_denied))
-        return self._seen[name]
-
-
-def _cluster_allows(view: AuthzView, operation: AclOperation, *, log_if_denied: bool = True) -> bool:
-    return view.allowed(Action(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied))
-
-
-def _split(api_key: ApiKey, version: int, request: Body, field: str, response_field: str,
-           errors: list[Body | None], key: Callable[[Body], Hashable] = lambda item: item["name"],
-           response_keys: Callable[[Body], Iterable[Hashable]] = _by_name) -> Verdict:
-    """Relay, answer or split a request whose items (``request[field]``) are authorized one by one."""
-    items = request[field]
-    if all(error is None for error in errors):
-        return Relay()
-    slots = [(error, key(item)) for item, error in zip(items, errors, strict=True)]
-    if all(error is not None for error in errors):
-        response = default_response(api_key, version)
-        response[response_field] = [error for error, _ in slots]
-        return Answer(response)
-
-    def merge(response: Body) -> Body:
-        response[response_field] = merge_items(slots, response[response_field], response_keys)
-        return response
-
-    kept = [item for item, error in zip(items, errors, strict=True) if error is None]
-    return Rewrite({**request, field: kept}, merge)
-
-
-def _fill(entry: Body, **fields: Any) -> Body:
-    """Set the fields the entry's version has (default_item holds exactly those)."""
-    entry.update((name, value) for name, value in fields.items() if name in entry)
-    return entry
-
-
 def _partition_errors(api_key: ApiKey, version: int, path: tuple[str, ...], indexes: Iterable[int],
                       **fields: Any) -> list[Body]:
     out = []
     for index in indexes:
-        partition = _fill(default_item(api_key, version, *path), **fields)
+        partition = item(api_key, version, path, **fields)
         partition[_index_field(partition)] = index
         out.append(partition)
     return out
@@ -115,10 +70,6 @@ def _java_order(name: str) -> bytes:
     return name.encode("utf-16-be", "surrogatepass")
 
 
-def _dedupe(names: Iterable[Hashable]) -> list[Any]:
-    return list(dict.fromkeys(names))
-
-
 # --- Fetch (1) ----------------------------------------------------------------------------------------
 
 def _fetch_by_id(version: int) -> bool:
@@ -131,7 +82,7 @@ def _fetch_key(topic: Body, version: int) -> Hashable:
     return key
 
 
-def _fetch_read_error(topic: Body, version: int, view: AuthzView, read: _Checker) -> int | None:
+def _fetch_read_error(topic: Body, version: int, view: AuthzView, read: OncePerName) -> int | None:
     """Request topics and response topics have the same key fields, so this serves both."""
     name = view.topic_name(topic["topic_id"]) if _fetch_by_id(version) else topic["topic"]
     if name is None:
@@ -159,7 +110,7 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
     if is_follower_fetch(request, version):
         # Brokers never replicate through the gateway; CLUSTER_ACTION would let a client read any topic.
         return Refuse("a follower (replica) Fetch: brokers never replicate through the gateway")
-    read = _Checker(view, Op.READ)
+    read = OncePerName(view, Op.READ)
 
     def error_of(topic: Body) -> int | None:
         return _fetch_read_error(topic, version, view, read)
@@ -198,81 +149,10 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
     return Rewrite({**request, "topics": [t for i, t in enumerate(topics) if i not in denied]}, finish)
 
 
-# --- ListOffsets (2), OffsetForLeaderEpoch (23), DeleteRecords (21), DescribeProducers (61) -----------
-
-def authorize_list_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
-    describe = _Checker(view, Op.DESCRIBE)
-
-    def error(topic: Body) -> Body:
-        entry = {**default_item(ApiKey.LIST_OFFSETS, version, "topics"), "name": topic["name"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.LIST_OFFSETS, version, ("topics", "partitions"),
-            (p["partition_index"] for p in topic["partitions"]), error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        return entry
-
-    errors = [None if describe(t["name"]) else error(t) for t in request["topics"]]
-    return _split(ApiKey.LIST_OFFSETS, version, request, "topics", "topics", errors)
-
-
-def authorize_offset_for_leader_epoch(request: Body, version: int, view: AuthzView) -> Verdict:
-    # KIP-320: CLUSTER_ACTION (brokers) authorizes everything, whatever the replica id; else DESCRIBE per topic.
-    if _cluster_allows(view, Op.CLUSTER_ACTION, log_if_denied=False):
-        return Relay()
-    describe = _Checker(view, Op.DESCRIBE)
-
-    def error(topic: Body) -> Body:
-        entry = {**default_item(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, "topics"), "topic": topic["topic"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH, version, ("topics", "partitions"),
-            (p["partition"] for p in topic["partitions"]), error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        return entry
-
-    errors = [None if describe(t["topic"]) else error(t) for t in request["topics"]]
-    return _split(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, request, "topics", "topics", errors,
-                  key=lambda t: t["topic"], response_keys=lambda t: (t["topic"],))
-
-
-def authorize_delete_records(request: Body, version: int, view: AuthzView) -> Verdict:
-    delete = _Checker(view, Op.DELETE)
-
-    def error(topic: Body) -> Body:
-        entry = {**default_item(ApiKey.DELETE_RECORDS, version, "topics"), "name": topic["name"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.DELETE_RECORDS, version, ("topics", "partitions"),
-            (p["partition_index"] for p in topic["partitions"]),
-            low_watermark=-1, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        return entry
-
-    errors = [None if delete(t["name"]) else error(t) for t in request["topics"]]
-    return _split(ApiKey.DELETE_RECORDS, version, request, "topics", "topics", errors)
-
-
-def authorize_describe_producers(request: Body, version: int, view: AuthzView) -> Verdict:
-    read = _Checker(view, Op.READ)
-
-    def error(topic: Body, code: int, message: str) -> Body:
-        entry = {**default_item(ApiKey.DESCRIBE_PRODUCERS, version, "topics"), "name": topic["name"]}
-        entry["partitions"] = _partition_errors(
-            ApiKey.DESCRIBE_PRODUCERS, version, ("topics", "partitions"), topic["partition_indexes"],
-            error_code=code, error_message=message)
-        return entry
-
-    def check(topic: Body) -> Body | None:
-        # As handleDescribeProducersRequest: an illegal name fails before (and without) authorization.
-        problem = topic_name_problem(topic["name"])
-        if problem is not None:
-            return error(topic, KafkaError.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {problem}")
-        return None if read(topic["name"]) else error(topic, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                                                       KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
-
-    errors = [check(t) for t in request["topics"]]
-    return _split(ApiKey.DESCRIBE_PRODUCERS, version, request, "topics", "topics", errors)
-
-
 # --- Metadata (3) -------------------------------------------------------------------------------------
 
 def _metadata_topic(version: int, error: int, name: str | None, topic_id: uuid.UUID, internal: bool) -> Body:
-    return _fill(default_item(ApiKey.METADATA, version, "topics"), error_code=error, name=name,
+    return item(ApiKey.METADATA, version, ("topics",), error_code=error, name=name,
                  topic_id=topic_id, is_internal=internal, partitions=[])
 
 
@@ -284,7 +164,7 @@ def _metadata_operations(request: Body, version: int, view: AuthzView, response:
         cluster = NOT_REQUESTED
         if request["include_cluster_authorized_operations"]:
             cluster = view.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) \
-                if _cluster_allows(view, Op.DESCRIBE) else 0
+                if cluster_allowed(view, Op.DESCRIBE) else 0
         response["cluster_authorized_operations"] = cluster
     include = request["include_topic_authorized_operations"]
     for topic in upstream:
@@ -316,7 +196,7 @@ def _metadata_error_answer(topics: list[Body], version: int, error: int) -> Verd
 
 
 def _metadata_all_topics(request: Body, version: int, view: AuthzView) -> Verdict:
-    describe = _Checker(view, Op.DESCRIBE, log_if_denied=False)  # a filter: logIfDenied = !isAllTopics
+    describe = OncePerName(view, Op.DESCRIBE, log_if_denied=False)  # a filter: logIfDenied = !isAllTopics
 
     def hook(response: Body) -> Body:
         # For all-topics requests Kafka silently leaves out topics the principal may not describe.
@@ -329,11 +209,11 @@ def _metadata_all_topics(request: Body, version: int, view: AuthzView) -> Verdic
 
 def _metadata_by_id(request: Body, version: int, view: AuthzView) -> Verdict:
     # With any topic id present Kafka serves the ids only: entries naming a topic without an id are ignored.
-    describe = _Checker(view, Op.DESCRIBE)
+    describe = OncePerName(view, Op.DESCRIBE)
     entries = {t["topic_id"]: t for t in reversed(request["topics"]) if t["topic_id"] != ZERO_UUID}
     slots: list[Slot] = []
     kept: list[Body] = []
-    for topic_id in _dedupe(t["topic_id"] for t in request["topics"] if t["topic_id"] != ZERO_UUID):
+    for topic_id in distinct(t["topic_id"] for t in request["topics"] if t["topic_id"] != ZERO_UUID):
         name = view.topic_name(topic_id)
         if name is None:
             slots.append((_metadata_topic(version, KafkaError.UNKNOWN_TOPIC_ID, None, topic_id, False), topic_id))
@@ -349,16 +229,16 @@ def _metadata_by_id(request: Body, version: int, view: AuthzView) -> Verdict:
 
 
 def _metadata_by_name(request: Body, version: int, view: AuthzView, auto_create: bool) -> Verdict:
-    describe = _Checker(view, Op.DESCRIBE)
-    names = _dedupe(t["name"] for t in request["topics"])
+    describe = OncePerName(view, Op.DESCRIBE)
+    names = distinct(t["name"] for t in request["topics"])
     allowed = [n for n in names if describe(n)]
     # A missing topic is auto-created only with CREATE on the cluster or on the topic. The gateway cannot tell
     # whether a topic exists, so it asks for every describable name and keeps the upstream from creating
     # those it may not create. These are probes: Kafka does not log the cluster check and asks (and logs) the
     # topic check for missing topics only, so a denial is audited once the upstream says the topic is missing.
     uncreatable: set[str] = set()
-    if allowed and request["allow_auto_topic_creation"] and not _cluster_allows(view, Op.CREATE, log_if_denied=False):
-        create = _Checker(view, Op.CREATE, log_if_denied=False)
+    if allowed and request["allow_auto_topic_creation"] and not cluster_allowed(view, Op.CREATE, log_if_denied=False):
+        create = OncePerName(view, Op.CREATE, log_if_denied=False)
         uncreatable = {n for n in allowed if not create(n)}
     slots: list[Slot] = [(None, n) if describe(n) else (
         _metadata_topic(version, KafkaError.TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, False), n) for n in names]
@@ -436,7 +316,7 @@ def _metadata_verdict(plan: _MetadataPlan, rewritten: Body, *, relay: bool) -> V
 # --- DescribeTopicPartitions (75) ---------------------------------------------------------------------
 
 def _dtp_topic(version: int, error: int, name: str) -> Body:
-    return _fill(default_item(ApiKey.DESCRIBE_TOPIC_PARTITIONS, version, "topics"), error_code=error,
+    return item(ApiKey.DESCRIBE_TOPIC_PARTITIONS, version, ("topics",), error_code=error,
                  name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
 
 
@@ -462,7 +342,7 @@ def authorize_describe_topic_partitions(request: Body, version: int, view: Authz
     if cursor is not None and (start not in names or cursor["partition_index"] < 0):
         # InvalidRequestException → DescribeTopicPartitionsRequest.getErrorResponse: every requested topic.
         return _dtp_answer(version, [_dtp_topic(version, KafkaError.INVALID_REQUEST, t["name"]) for t in topics])
-    describe = _Checker(view, Op.DESCRIBE)
+    describe = OncePerName(view, Op.DESCRIBE)
     allowed = [n for n in names if describe(n)]
     denied = [n for n in names if not describe(n)]
 
@@ -489,7 +369,7 @@ def authorize_describe_topic_partitions(request: Body, version: int, view: Authz
 
 
 def _dtp_all_topics(view: AuthzView) -> Verdict:
-    describe = _Checker(view, Op.DESCRIBE)
+    describe = OncePerName(view, Op.DESCRIBE)
 
     def hook(response: Body) -> Body:
         kept = [t for t in response["topics"] if t["name"] is not None and describe(t["name"])]
@@ -522,7 +402,7 @@ def _share_group_refusal(api_key: ApiKey, request: Body, version: int, view: Aut
     return Answer(response)
 
 
-def _share_topic_error(topic: Body, view: AuthzView, read: _Checker) -> int | None:
+def _share_topic_error(topic: Body, view: AuthzView, read: OncePerName) -> int | None:
     name = view.topic_name(topic["topic_id"])
     if name is None:
         return KafkaError.UNKNOWN_TOPIC_ID
@@ -556,7 +436,7 @@ def authorize_share_fetch(request: Body, version: int, view: AuthzView) -> Verdi
     refusal = _share_group_refusal(ApiKey.SHARE_FETCH, request, version, view)
     if refusal is not None:
         return refusal
-    read = _Checker(view, Op.READ)
+    read = OncePerName(view, Op.READ)
     topics = request["topics"]
     # With acknowledgements anywhere in the request, every denied partition also fails its acknowledgement.
     acks = any(p["acknowledgement_batches"] for t in topics for p in t["partitions"])
@@ -580,20 +460,20 @@ def authorize_share_acknowledge(request: Body, version: int, view: AuthzView) ->
     refusal = _share_group_refusal(ApiKey.SHARE_ACKNOWLEDGE, request, version, view)
     if refusal is not None:
         return refusal
-    read = _Checker(view, Op.READ)
+    read = OncePerName(view, Op.READ)
     errors = {i: _share_error_entry(ApiKey.SHARE_ACKNOWLEDGE, version, t["topic_id"],
                                     (p["partition_index"] for p in t["partitions"]), error_code=e)
               for i, t in enumerate(request["topics"]) if (e := _share_topic_error(t, view, read)) is not None}
     return _share_verdict(request, errors)
 
 
-# --- CreateTopics (19), CreatePartitions (37), DeleteTopics (20) --------------------------------------
+# --- CreateTopics (19), DeleteTopics (20) --------------------------------------
 
 def _named_verdict(api_key: ApiKey, version: int, request: Body, field: str, response_field: str,
                    errors: dict[str, Body], hook: TopicsStep | None = None) -> Verdict:
     """For the controller APIs, which answer once per distinct name."""
     items = request[field]
-    slots = [(errors.get(name), name) for name in _dedupe(t["name"] for t in items)]
+    slots = [(errors.get(name), name) for name in distinct(t["name"] for t in items)]
     if not errors:
         return Relay(None if hook is None else _field_hook(response_field, hook))
     if all(error is not None for error, _ in slots):
@@ -625,15 +505,15 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
     # before authorization; CREATE on the cluster authorizes every topic, else CREATE per topic.
     names = [t["name"] for t in request["topics"]]
     duplicates = _duplicates(names)
-    create = _Checker(view, Op.CREATE)
-    cluster = _cluster_allows(view, Op.CREATE, log_if_denied=False)  # a shortcut; the per-topic check is logged
+    create = OncePerName(view, Op.CREATE)
+    cluster = cluster_allowed(view, Op.CREATE, log_if_denied=False)  # a shortcut; the per-topic check is logged
 
     def error(name: str, code: int, message: str) -> Body:
-        return _fill(default_item(ApiKey.CREATE_TOPICS, version, "topics"), name=name, error_code=code,
+        return item(ApiKey.CREATE_TOPICS, version, ("topics",), name=name, error_code=code,
                      error_message=message)
 
     errors: dict[str, Body] = {}
-    for name in _dedupe(names):
+    for name in distinct(names):
         if name in duplicates:
             errors[name] = error(name, KafkaError.INVALID_REQUEST, "Duplicate topic name.")
         elif name == CLUSTER_METADATA_TOPIC:
@@ -641,8 +521,8 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
         elif not cluster and not create(name):
             errors[name] = error(name, KafkaError.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     # Kafka asks DESCRIBE_CONFIGS for every name it considered (even those refused); it matters from v5.
-    describe_configs = _Checker(view, Op.DESCRIBE_CONFIGS, log_if_denied=False)
-    considered = [n for n in _dedupe(names) if n not in duplicates and n != CLUSTER_METADATA_TOPIC]
+    describe_configs = OncePerName(view, Op.DESCRIBE_CONFIGS, log_if_denied=False)
+    considered = [n for n in distinct(names) if n not in duplicates and n != CLUSTER_METADATA_TOPIC]
     withheld = response_has(ApiKey.CREATE_TOPICS, version, "topics", "configs")
     hidden = {n for n in considered if not describe_configs(n) and n not in errors and withheld}
 
@@ -656,24 +536,6 @@ def authorize_create_topics(request: Body, version: int, view: AuthzView) -> Ver
 
     return _named_verdict(ApiKey.CREATE_TOPICS, version, request, "topics", "topics", errors,
                           hide_configs if hidden else None)
-
-
-def authorize_create_partitions(request: Body, version: int, view: AuthzView) -> Verdict:
-    names = [t["name"] for t in request["topics"]]
-    duplicates = _duplicates(names)
-    alter = _Checker(view, Op.ALTER)
-
-    def error(name: str, code: int, message: str | None) -> Body:
-        return _fill(default_item(ApiKey.CREATE_PARTITIONS, version, "results"), name=name, error_code=code,
-                     error_message=message)
-
-    errors: dict[str, Body] = {}
-    for name in _dedupe(names):
-        if name in duplicates:
-            errors[name] = error(name, KafkaError.INVALID_REQUEST, "Duplicate topic name.")
-        elif not alter(name):
-            errors[name] = error(name, KafkaError.TOPIC_AUTHORIZATION_FAILED, None)
-    return _named_verdict(ApiKey.CREATE_PARTITIONS, version, request, "topics", "results", errors)
 
 
 def authorize_delete_topics(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -716,11 +578,11 @@ class _DeleteTopicsDecider:
                               if c > 1}
         self.answered: set[Hashable] = set()
         # DELETE on the cluster makes every topic describable and deletable.
-        self.cluster = _cluster_allows(view, Op.DELETE, log_if_denied=False)
-        self.describe, self.delete = _Checker(view, Op.DESCRIBE), _Checker(view, Op.DELETE)
+        self.cluster = cluster_allowed(view, Op.DELETE, log_if_denied=False)
+        self.describe, self.delete = OncePerName(view, Op.DESCRIBE), OncePerName(view, Op.DELETE)
 
     def error(self, name: str | None, topic_id: uuid.UUID, code: int, message: str) -> Body:
-        return _fill(default_item(ApiKey.DELETE_TOPICS, self.version, "responses"), name=name, topic_id=topic_id,
+        return item(ApiKey.DELETE_TOPICS, self.version, ("responses",), name=name, topic_id=topic_id,
                      error_code=code, error_message=message)
 
     def __call__(self, name: str | None, topic_id: uuid.UUID) -> Slot | None:
@@ -766,31 +628,22 @@ class _DeleteTopicsDecider:
 
 POLICIES: dict[int, ApiPolicy] = {
     ApiKey.FETCH: authorize_fetch,
-    ApiKey.LIST_OFFSETS: authorize_list_offsets,
     ApiKey.METADATA: authorize_metadata,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: authorize_offset_for_leader_epoch,
-    ApiKey.DELETE_RECORDS: authorize_delete_records,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: authorize_describe_topic_partitions,
     ApiKey.SHARE_FETCH: authorize_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: authorize_share_acknowledge,
     ApiKey.CREATE_TOPICS: authorize_create_topics,
     ApiKey.DELETE_TOPICS: authorize_delete_topics,
-    ApiKey.CREATE_PARTITIONS: authorize_create_partitions,
-    ApiKey.DESCRIBE_PRODUCERS: authorize_describe_producers,
 }
 
 TABLE = [
     (ApiKey.FETCH, "READ", "TOPIC", "each fetched topic (consumer fetch); topic ids (v13+) are resolved to names; "
                                     "a follower fetch (replica id >= 0) is refused whatever the ACLs"),
-    (ApiKey.LIST_OFFSETS, "DESCRIBE", "TOPIC", "each topic"),
     (ApiKey.METADATA, "DESCRIBE", "TOPIC", "each named topic; all-topics requests silently omit topics without it"),
     (ApiKey.METADATA, "CREATE", "CLUSTER", "auto-creation of a missing named topic (allow_auto_topic_creation)"),
     (ApiKey.METADATA, "CREATE", "TOPIC", "auto-creation of a missing named topic, when CREATE on the cluster "
                                          "is not allowed"),
     (ApiKey.METADATA, "DESCRIBE", "CLUSTER", "cluster_authorized_operations (v8-10) when requested; 0 without it"),
-    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "CLUSTER_ACTION", "CLUSTER", "authorizes every topic (brokers)"),
-    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "DESCRIBE", "TOPIC", "each topic, when CLUSTER_ACTION is not allowed"),
-    (ApiKey.DELETE_RECORDS, "DELETE", "TOPIC", "each topic"),
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DESCRIBE", "TOPIC", "each topic; the all-topics form silently omits "
                                                             "topics without it"),
     (ApiKey.SHARE_FETCH, "READ", "GROUP", "the share group, checked first"),
@@ -804,6 +657,4 @@ TABLE = [
     (ApiKey.DELETE_TOPICS, "DELETE", "CLUSTER", "authorizes every topic"),
     (ApiKey.DELETE_TOPICS, "DELETE", "TOPIC", "each topic, by name or id"),
     (ApiKey.DELETE_TOPICS, "DESCRIBE", "TOPIC", "each topic; a topic named by id without it fails without its name"),
-    (ApiKey.CREATE_PARTITIONS, "ALTER", "TOPIC", "each topic"),
-    (ApiKey.DESCRIBE_PRODUCERS, "READ", "TOPIC", "each topic"),
 ]

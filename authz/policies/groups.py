@@ -5,31 +5,33 @@ Errors go where Kafka puts them (top level, per group, per topic or per partitio
 
 from __future__ import annotations
 
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from authz.field_presence import request_has, response_has, response_nullable
 from authz.model import AclOperation, ResourceType
+from authz.policies._kit import (
+    GROUP_OPERATIONS,
+    INTERNAL_TOPICS,
+    NOT_REQUESTED,
+    ZERO_UUID,
+    Op,
+    answer,
+    cluster_allowed,
+    distinct,
+    item,
+)
 from authz.policies.merge import Slot, merge_items
-from authz.request_policy import CLUSTER_NAME, Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
-from authz.response_defaults import default_item, default_response
+from authz.request_policy import Action, Answer, ApiPolicy, AuthzView, Body, Relay, Rewrite, Verdict
+from authz.response_defaults import default_response
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
-
-Op = AclOperation
-NOT_REQUESTED = -2147483648  # *_authorized_operations when the client did not ask (AUTHORIZED_OPERATIONS_OMITTED)
-ZERO_UUID = uuid.UUID(int=0)
 
 # Kafka 4.1's texts for a described group whose topics the caller may not describe (KAFKA-18813 and KIP-1071).
 CONSUMER_GROUP_TOPICS_DENIED = "The group has described topic(s) that the client is not authorized to describe."
 STREAMS_GROUP_TOPICS_DENIED = "The described group uses topics that the client is not authorized to describe."
 
-# AclEntry.supportedOperations(GROUP): the candidates of a group's authorized_operations.
-GROUP_OPERATIONS = (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
-# Topic.isInternal: AddPartitionsToTxn never lets a client add these (filterNot(Topic.isInternal)).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 # CoordinatorType ids of FindCoordinator's key_type.
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
@@ -54,29 +56,8 @@ def _txn(view: AuthzView, operation: AclOperation, transactional_id: str | None)
     return _allowed(view, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
-def _response(api: int, version: int, **fields: Any) -> Body:
-    """A full response body of ``version`` with ``fields`` set (fields the version lacks are skipped)."""
-    body = default_response(api, version)
-    body.update((k, v) for k, v in fields.items() if k in body)
-    return body
-
-
-def _item(api: int, version: int, path: tuple[str, ...], **fields: Any) -> Body:
-    entry = default_item(api, version, *path)
-    entry.update((k, v) for k, v in fields.items() if k in entry)
-    return entry
-
-
-def _answer(api: int, version: int, **fields: Any) -> Answer:
-    return Answer(_response(api, version, **fields))
-
-
 def _gate(allowed: bool, api: int, version: int, **error_fields: Any) -> Verdict:
-    return Relay() if allowed else _answer(api, version, **error_fields)
-
-
-def _distinct(names: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(names))
+    return Relay() if allowed else answer(api, version, **error_fields)
 
 
 Entries = list[tuple[Any, Body | None]]  # per client item: its key, and our error entry (None: relayed)
@@ -86,12 +67,13 @@ def _slots(entries: Entries) -> list[Slot]:
     return [(error, key) for key, error in entries]
 
 
-def _by_group_id(item: Body) -> tuple[str]:
-    return (item["group_id"],)
+def _by_group_id(entry: Body) -> tuple[str]:
+    return (entry["group_id"],)
 
 
 class _TopicErrors:
-    """Kafka's OffsetCommit/TxnOffsetCommit/OffsetDelete/AlterShareGroupOffsets response builders.
+    """Kafka's OffsetCommit/TxnOffsetCommit/OffsetDelete/AlterShareGroupOffsets response builders, and the
+    READ check on each topic those requests name (``verdict``).
 
     Per-partition errors are collected per topic (keyed like the builder's map) ahead of the coordinator's
     answer for the asked topics, which follows.
@@ -105,14 +87,45 @@ class _TopicErrors:
     def add(self, topic: Body, partitions: Iterable[int], error: int) -> None:
         entry = self.by_key.get(topic[self._key])
         if entry is None:
-            entry = self.by_key[topic[self._key]] = _item(self._api, self._version, (self._topics,),
-                                                          **{self._key: topic[self._key]}, partitions=[])
+            entry = self.by_key[topic[self._key]] = item(self._api, self._version, (self._topics,),
+                                                         **{self._key: topic[self._key]}, partitions=[])
         entry["partitions"].extend(
-            _item(self._api, self._version, (self._topics, "partitions"), partition_index=index, error_code=error,
-                  **self._partition_fields) for index in partitions)
+            item(self._api, self._version, (self._topics, "partitions"), partition_index=index, error_code=error,
+                 **self._partition_fields) for index in partitions)
 
     def entries(self) -> list[Body]:
         return list(self.by_key.values())
+
+    def verdict(self, request: Body, view: AuthzView, name_of: Callable[[Body], str | None] | None = None) -> Verdict:
+        """READ on each topic of ``request``: relay them all, or the readable ones with our entries merged in.
+
+        ``name_of`` resolves a topic named by id (None: no topic has that id, UNKNOWN_TOPIC_ID). A response with
+        a group-level error code (OffsetDelete, AlterShareGroupOffsets) is the coordinator's to give even when no
+        topic is left, and such an error is answered alone (OffsetDeleteResponse.Builder.merge); without one
+        (OffsetCommit, TxnOffsetCommit) Kafka answers a request with no readable topic itself.
+        """
+        permitted = []
+        for topic in request["topics"]:
+            name = topic[self._key] if name_of is None else name_of(topic)
+            if name is None:
+                self.add(topic, _indexes(topic), KafkaError.UNKNOWN_TOPIC_ID)
+            elif _topic(view, Op.READ, name):
+                permitted.append(topic)
+            else:
+                self.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        if not self.by_key:
+            return Relay()
+        group_level = "error_code" in default_response(self._api, self._version)
+        if not permitted and not group_level:
+            return answer(self._api, self._version, **{self._topics: self.entries()})
+
+        def merge(response: Body) -> Body:
+            with_errors = not group_level or response["error_code"] == 0
+            response[self._topics] = self.merged(response[self._topics], permitted, with_errors=with_errors)
+            return response
+
+        return Rewrite({**request, "topics": permitted}, merge)
+
 
     def merged(self, answered: list[Body], asked: list[Body], *, with_errors: bool = True) -> list[Body]:
         """Our entries (``with_errors``), then the coordinator's for the ``asked`` topics (merge_items' rule)."""
@@ -136,15 +149,15 @@ def _coordinator_failure(request: Body, version: int, error: int) -> Answer:
     """FindCoordinatorRequest.getErrorResponse: ``error`` with its message, for the one key or every key (v4+)."""
     key = ApiKey.FIND_COORDINATOR
     if not _batched_coordinators(version):
-        return _answer(key, version, error_code=error, error_message=KafkaError(error).message, **NO_NODE)
-    coordinators = [_item(key, version, ("coordinators",), key=k, error_code=error,
+        return answer(key, version, error_code=error, error_message=KafkaError(error).message, **NO_NODE)
+    coordinators = [item(key, version, ("coordinators",), key=k, error_code=error,
                           error_message=KafkaError(error).message, **NO_NODE) for k in request["coordinator_keys"]]
-    return _answer(key, version, coordinators=coordinators)
+    return answer(key, version, coordinators=coordinators)
 
 
 def _coordinator_error(key: str, version: int, error: int) -> Body:
     # handleFindCoordinatorRequestV4AndAbove fills key, code and node per key, but no error message.
-    return _item(ApiKey.FIND_COORDINATOR, version, ("coordinators",), key=key, error_code=error, **NO_NODE)
+    return item(ApiKey.FIND_COORDINATOR, version, ("coordinators",), key=key, error_code=error, **NO_NODE)
 
 
 def _find_share_coordinator(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -154,9 +167,9 @@ def _find_share_coordinator(request: Body, version: int, view: AuthzView) -> Ver
         return _coordinator_failure(request, version, KafkaError.INVALID_REQUEST)
     keys = request["coordinator_keys"]
     if version < 6:
-        return _answer(ApiKey.FIND_COORDINATOR, version,
+        return answer(ApiKey.FIND_COORDINATOR, version,
                        coordinators=[_coordinator_error(k, version, KafkaError.INVALID_REQUEST) for k in keys])
-    if not keys or view.allowed(Action(Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)):
+    if not keys or cluster_allowed(view, Op.CLUSTER_ACTION):
         return Relay()
     # authorizeClusterOperation throws: handleError answers every key with the error and its message.
     return _coordinator_failure(request, version, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
@@ -184,7 +197,7 @@ def authorize_find_coordinator(request: Body, version: int, view: AuthzView) -> 
     if len(permitted) == len(entries):
         return Relay()
     if not permitted:
-        return _answer(ApiKey.FIND_COORDINATOR, version, coordinators=[e for _, e in entries])
+        return answer(ApiKey.FIND_COORDINATOR, version, coordinators=[e for _, e in entries])
 
     def merge(response: Body) -> Body:
         response["coordinators"] = merge_items(_slots(entries), response["coordinators"], lambda c: (c["key"],))
@@ -207,7 +220,7 @@ def authorize_sync_group(request: Body, version: int, view: AuthzView) -> Verdic
     mandatory = request_has(ApiKey.SYNC_GROUP, version, "protocol_type")
     if mandatory and (request["protocol_type"] is None or request["protocol_name"] is None):
         # handleSyncGroupRequest checks the protocol fields (mandatory where they exist, v5+) before the ACL.
-        return _answer(ApiKey.SYNC_GROUP, version, error_code=KafkaError.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+        return answer(ApiKey.SYNC_GROUP, version, error_code=KafkaError.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.SYNC_GROUP, version,
                  error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=b"")
 
@@ -231,39 +244,22 @@ def authorize_offset_commit(request: Body, version: int, view: AuthzView) -> Ver
     errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name")
     if not _group(view, Op.READ, request["group_id"]):
         # OffsetCommitRequest.getErrorResponse: every requested partition carries the group error.
-        topics = [_item(key, version, ("topics",), name=t.get("name"), topic_id=t.get("topic_id"),
-                        partitions=[_item(key, version, ("topics", "partitions"), partition_index=i,
+        topics = [item(key, version, ("topics",), name=t.get("name"), topic_id=t.get("topic_id"),
+                        partitions=[item(key, version, ("topics", "partitions"), partition_index=i,
                                           error_code=KafkaError.GROUP_AUTHORIZATION_FAILED) for i in _indexes(t)])
                   for t in request["topics"]]
-        return _answer(key, version, topics=topics)
-    permitted = []
-    for topic in request["topics"]:
-        name = view.topic_name(topic["topic_id"]) if by_id else topic["name"]
-        if name is None:
-            errors.add(topic, _indexes(topic), KafkaError.UNKNOWN_TOPIC_ID)  # v10 (Kafka 4.1): an id no topic has
-        elif not _topic(view, Op.READ, name):
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-        else:
-            permitted.append(topic)
-    if not errors.by_key:
-        return Relay()
-    if not permitted:  # Kafka answers without the coordinator
-        return _answer(key, version, topics=errors.entries())
-
-    def merge(response: Body) -> Body:
-        response["topics"] = errors.merged(response["topics"], permitted)
-        return response
-
-    return Rewrite({**request, "topics": permitted}, merge)
+        return answer(key, version, topics=topics)
+    # v10 (Kafka 4.1) names topics by id: an id no topic has is UNKNOWN_TOPIC_ID.
+    return errors.verdict(request, view, (lambda t: view.topic_name(t["topic_id"])) if by_id else None)
 
 
 def _fetch_error_topic(version: int, topic: Body, error: int) -> Body:
     """An OffsetFetch topic whose partitions Kafka answers with ``error`` and no offset (nested in its group, v8+)."""
     key = ApiKey.OFFSET_FETCH
     path = ("groups", "topics") if response_has(key, version, "groups") else ("topics",)
-    partitions = [_item(key, version, (*path, "partitions"), partition_index=i, committed_offset=-1, error_code=error)
+    partitions = [item(key, version, (*path, "partitions"), partition_index=i, committed_offset=-1, error_code=error)
                   for i in topic["partition_indexes"]]
-    return _item(key, version, path, name=topic.get("name"), topic_id=topic.get("topic_id"), partitions=partitions)
+    return item(key, version, path, name=topic.get("name"), topic_id=topic.get("topic_id"), partitions=partitions)
 
 
 def _offset_fetch_single(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -273,9 +269,9 @@ def _offset_fetch_single(request: Body, version: int, view: AuthzView) -> Verdic
         if not response_has(key, version, "error_code"):
             # v0-1 have no top-level error: Kafka 4.x puts the group's error on every partition asked for
             # (measured against the broker: tests/conformance).
-            return _answer(key, version, topics=[_fetch_error_topic(version, t, KafkaError.GROUP_AUTHORIZATION_FAILED)
+            return answer(key, version, topics=[_fetch_error_topic(version, t, KafkaError.GROUP_AUTHORIZATION_FAILED)
                                                  for t in topics or []])
-        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
+        return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
     if topics is None:  # all offsets of the group: topics the caller may not describe are left out
         def visible(response: Body) -> Body:
             response["topics"] = [t for t in response["topics"] if _topic(view, Op.DESCRIBE, t["name"])]
@@ -339,7 +335,7 @@ class _BatchedGroups:
 
     def verdict(self, request: Body, api: int, version: int) -> Verdict:
         if not self.relayed:
-            return _answer(api, version, groups=[e for _, e in self.entries])
+            return answer(api, version, groups=[e for _, e in self.entries])
         if len(self.relayed) == len(self.entries) and not self.appended and not self.filtered:
             return Relay()
         requested = list(self.relayed)
@@ -383,7 +379,7 @@ def authorize_offset_fetch(request: Body, version: int, view: AuthzView) -> Verd
 
     groups = _BatchedGroups(
         view, name, name,
-        lambda gid: _item(key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED),
+        lambda gid: item(key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED),
         lambda topic, error: _fetch_error_topic(version, topic, error))
     for group in request["groups"]:
         groups.add(group)
@@ -393,24 +389,11 @@ def authorize_offset_fetch(request: Body, version: int, view: AuthzView) -> Verd
 def authorize_offset_delete(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.OFFSET_DELETE
     if not _group(view, Op.DELETE, request["group_id"]):
-        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
+        return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
     errors = _TopicErrors(key, version, "topics", "name")
-    permitted = []
-    for topic in request["topics"]:
-        if _topic(view, Op.READ, topic["name"]):
-            permitted.append(topic)
-        else:
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    if not errors.by_key:
-        return Relay()
-
-    def merge(response: Body) -> Body:
-        # OffsetDeleteResponse.Builder.merge: a group-level error from the coordinator replaces everything.
-        response["topics"] = errors.merged(response["topics"], permitted, with_errors=response["error_code"] == 0)
-        return response
-
-    # Kafka asks the coordinator even when no topic is left (it still reports the group's errors).
-    return Rewrite({**request, "topics": permitted}, merge)
+    # OffsetDeleteResponse.Builder.merge: a group-level error from the coordinator replaces everything; Kafka
+    # asks the coordinator even when no topic is left (it still reports the group's errors).
+    return errors.verdict(request, view)
 
 
 # --- describing and listing groups ------------------------------------------------------------------------------
@@ -435,7 +418,7 @@ def _describe(request: Body, ids_field: str, permitted: list[str], denied: list[
               finish: Callable[[Body], Body]) -> Verdict:
     """Denied groups first, then the coordinator's answers (KafkaApis' describe handlers), each ``finish``ed."""
     if not permitted:
-        return _answer(api, version, groups=denied)
+        return answer(api, version, groups=denied)
 
     refused = {id(entry) for entry in denied}
     slots = [*((entry, entry["group_id"]) for entry in denied), *((None, group_id) for group_id in permitted)]
@@ -451,7 +434,7 @@ def _describe(request: Body, ids_field: str, permitted: list[str], denied: list[
 def authorize_describe_groups(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.DESCRIBE_GROUPS
     # DescribeGroupsResponse.groupError (v6, KIP-1043, carries the error's message).
-    permitted, denied = _split_groups(view, request["groups"], lambda gid: _item(
+    permitted, denied = _split_groups(view, request["groups"], lambda gid: item(
         key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
         error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message))
     with_operations = response_has(key, version, "groups", "authorized_operations")
@@ -469,7 +452,7 @@ def authorize_describe_groups(request: Body, version: int, view: AuthzView) -> V
 
 def authorize_list_groups(request: Body, version: int, view: AuthzView) -> Verdict:
     # Both checks filter a listing: Kafka does not log their denials.
-    if view.allowed(Action(Op.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False)):
+    if cluster_allowed(view, Op.DESCRIBE, log_if_denied=False):
         return Relay()
 
     def visible(response: Body) -> Body:
@@ -480,26 +463,6 @@ def authorize_list_groups(request: Body, version: int, view: AuthzView) -> Verdi
         return response
 
     return Relay(visible)
-
-
-def authorize_delete_groups(request: Body, version: int, view: AuthzView) -> Verdict:
-    key = ApiKey.DELETE_GROUPS
-    names = _distinct(request["groups_names"])  # handleDeleteGroupsRequest works on the distinct names
-    permitted = [n for n in names if _group(view, Op.DELETE, n)]
-    if len(permitted) == len(names):
-        return Relay()
-    denied = [_item(key, version, ("results",), group_id=n, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
-              for n in names if n not in permitted]
-    if not permitted:
-        return _answer(key, version, results=denied)
-
-    slots = [*((None, name) for name in permitted), *((entry, entry["group_id"]) for entry in denied)]
-
-    def merge(response: Body) -> Body:
-        response["results"] = merge_items(slots, response["results"], _by_group_id)  # the unauthorized come last
-        return response
-
-    return Rewrite({**request, "groups_names": permitted}, merge)
 
 
 def _assigned_topic_names(group: Body, *assignments: str) -> list[str]:
@@ -513,7 +476,7 @@ def _topology_topics(topology: Body | None) -> list[str]:
     for sub in (topology or {}).get("subtopologies") or []:
         names += sub["source_topics"] + sub["repartition_sink_topics"]
         names += [t["name"] for t in sub["repartition_source_topics"] + sub["state_changelog_topics"]]
-    return _distinct(names)
+    return distinct(names)
 
 
 def _describe_new_groups(request: Body, version: int, view: AuthzView, api: int,
@@ -524,12 +487,12 @@ def _describe_new_groups(request: Body, version: int, view: AuthzView, api: int,
     (Kafka 4.1's handlers), which has no members and no authorized operations.
     """
     wanted = bool(request["include_authorized_operations"])
-    permitted, denied = _split_groups(view, request["group_ids"], lambda gid: _item(
+    permitted, denied = _split_groups(view, request["group_ids"], lambda gid: item(
         api, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, topology=None))
 
     def finish(group: Body) -> Body:
-        if group["error_code"] == 0 and not all(_topic(view, Op.DESCRIBE, t) for t in _distinct(topics_of(group))):
-            return _item(api, version, ("groups",), group_id=group["group_id"], **topics_denied)
+        if group["error_code"] == 0 and not all(_topic(view, Op.DESCRIBE, t) for t in distinct(topics_of(group))):
+            return item(api, version, ("groups",), group_id=group["group_id"], **topics_denied)
         group["authorized_operations"] = _operations(view, wanted, group)
         return group
 
@@ -560,7 +523,7 @@ def authorize_streams_group_describe(request: Body, version: int, view: AuthzVie
 # --- KIP-848 / KIP-932 / KIP-1071 heartbeats --------------------------------------------------------------------
 
 def _all_describable(view: AuthzView, names: Iterable[str]) -> bool:
-    return all(_topic(view, Op.DESCRIBE, n) for n in _distinct(names))
+    return all(_topic(view, Op.DESCRIBE, n) for n in distinct(names))
 
 
 def _hidden_assignment(view: AuthzView) -> Callable[[Body], Body]:
@@ -583,19 +546,19 @@ def _hidden_assignment(view: AuthzView) -> Callable[[Body], Body]:
 def authorize_consumer_group_heartbeat(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.CONSUMER_GROUP_HEARTBEAT
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=None)
+        return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=None)
     # Subscribed names must all be describable, else the whole heartbeat fails (Kafka 4.1, KAFKA-18813).
     if not _all_describable(view, request["subscribed_topic_names"] or []):
-        return _answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, assignment=None)
+        return answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, assignment=None)
     return Relay(_hidden_assignment(view))
 
 
 def authorize_share_group_heartbeat(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.SHARE_GROUP_HEARTBEAT
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=None)
+        return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, assignment=None)
     if not _all_describable(view, request["subscribed_topic_names"] or []):
-        return _answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, assignment=None)
+        return answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, assignment=None)
     return Relay()
 
 
@@ -604,9 +567,9 @@ def authorize_streams_group_heartbeat(request: Body, version: int, view: AuthzVi
     unchanged = {"status": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
                  "partitions_by_user_endpoint": None}  # nullable: "no change" in the response
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, **unchanged)
+        return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, **unchanged)
     if not _all_describable(view, _topology_topics(request["topology"])):
-        return _answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, **unchanged)
+        return answer(key, version, error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED, **unchanged)
     return Relay()
 
 
@@ -619,14 +582,14 @@ def authorize_describe_share_group_offsets(request: Body, version: int, view: Au
         # Only the authorization failure carries Kafka's message; an unknown topic id goes without one.
         denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
         message = denied.message if error == denied else None
-        partitions = [_item(key, version, ("groups", "topics", "partitions"), partition_index=i, start_offset=-1,
+        partitions = [item(key, version, ("groups", "topics", "partitions"), partition_index=i, start_offset=-1,
                             error_code=error, error_message=message) for i in topic["partitions"]]
-        return _item(key, version, ("groups", "topics"), topic_name=topic["topic_name"], topic_id=ZERO_UUID,
+        return item(key, version, ("groups", "topics"), topic_name=topic["topic_name"], topic_id=ZERO_UUID,
                      partitions=partitions)
 
     groups = _BatchedGroups(
         view, lambda t: t["topic_name"], lambda t: t["topic_name"],
-        lambda gid: _item(key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
+        lambda gid: item(key, version, ("groups",), group_id=gid, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
                           error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message),
         denied_topic)
     for group in request["groups"]:
@@ -637,42 +600,27 @@ def authorize_describe_share_group_offsets(request: Body, version: int, view: Au
 def authorize_alter_share_group_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.ALTER_SHARE_GROUP_OFFSETS
     if not _group(view, Op.READ, request["group_id"]):
-        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
+        return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
                        error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message)
     errors = _TopicErrors(key, version, "responses", "topic_name",
                           error_message=KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
-    permitted = []
-    for topic in request["topics"]:
-        if _topic(view, Op.READ, topic["topic_name"]):
-            permitted.append(topic)
-        else:
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    if not errors.by_key:
-        return Relay()
-
-    def merge(response: Body) -> Body:
-        # A group-level error is answered alone.
-        response["responses"] = errors.merged(response["responses"], permitted,
-                                              with_errors=response["error_code"] == 0)
-        return response
-
-    return Rewrite({**request, "topics": permitted}, merge)
+    return errors.verdict(request, view)  # a group-level error is answered alone
 
 
 def authorize_delete_share_group_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.DELETE_SHARE_GROUP_OFFSETS
     if not _group(view, Op.DELETE, request["group_id"]):
-        return _answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
+        return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED,
                        error_message=KafkaError.GROUP_AUTHORIZATION_FAILED.message)
     permitted = [t for t in request["topics"] if _topic(view, Op.READ, t["topic_name"])]
     if len(permitted) == len(request["topics"]):
         return Relay()
-    denied = [_item(key, version, ("responses",), topic_name=t["topic_name"],
+    denied = [item(key, version, ("responses",), topic_name=t["topic_name"],
                     error_code=KafkaError.TOPIC_AUTHORIZATION_FAILED,
                     error_message=KafkaError.TOPIC_AUTHORIZATION_FAILED.message)
               for t in request["topics"] if t not in permitted]
     if not permitted:
-        return _answer(key, version, responses=denied)
+        return answer(key, version, responses=denied)
 
     def merge(response: Body) -> Body:
         slots: list[Slot] = [(entry, entry["topic_name"]) for entry in denied] if response["error_code"] == 0 else []
@@ -693,7 +641,7 @@ def authorize_init_producer_id(request: Body, version: int, view: AuthzView) -> 
         error = KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         # An idempotent producer: IDEMPOTENT_WRITE on the cluster (a denial not logged), or WRITE on some topic.
-        ok = (view.allowed(Action(Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False))
+        ok = (cluster_allowed(view, Op.IDEMPOTENT_WRITE, log_if_denied=False)
               or view.allowed_any(Op.WRITE, ResourceType.TOPIC))
         error = KafkaError.CLUSTER_AUTHORIZATION_FAILED
     return _gate(ok, ApiKey.INIT_PRODUCER_ID, version, error_code=error, producer_id=-1, producer_epoch=-1)
@@ -702,8 +650,8 @@ def authorize_init_producer_id(request: Body, version: int, view: AuthzView) -> 
 def _txn_topic_results(version: int, topics: list[Body], error_of: Callable[[str], int]) -> list[Body]:
     key = ApiKey.ADD_PARTITIONS_TO_TXN
     path = ("results_by_topic_v3_and_below",)
-    return [_item(key, version, path, name=t["name"], results_by_partition=[
-        _item(key, version, (*path, "results_by_partition"), partition_index=p,
+    return [item(key, version, path, name=t["name"], results_by_partition=[
+        item(key, version, (*path, "results_by_partition"), partition_index=p,
               partition_error_code=error_of(t["name"])) for p in t["partitions"]]) for t in topics]
 
 
@@ -711,18 +659,18 @@ def authorize_add_partitions_to_txn(request: Body, version: int, view: AuthzView
     key = ApiKey.ADD_PARTITIONS_TO_TXN
     if version >= 4:
         # v4+ batches come only from brokers: KafkaApis requires CLUSTER_ACTION for the whole request.
-        return _gate(view.allowed(Action(Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)), key, version,
+        return _gate(cluster_allowed(view, Op.CLUSTER_ACTION), key, version,
                      error_code=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
     topics = request["v3_and_below_topics"]
     if not _txn(view, Op.WRITE, request["v3_and_below_transactional_id"]):
-        return _answer(key, version, results_by_topic_v3_and_below=_txn_topic_results(
+        return answer(key, version, results_by_topic_v3_and_below=_txn_topic_results(
             version, topics, lambda _: KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     # Internal topics are never authorized here (filterNot(Topic.isInternal)).
     denied = {t["name"] for t in topics if t["name"] in INTERNAL_TOPICS or not _topic(view, Op.WRITE, t["name"])}
     if not denied:
         return Relay()
     # Any failed partition fails the whole transaction: the others are OPERATION_NOT_ATTEMPTED.
-    return _answer(key, version, results_by_topic_v3_and_below=_txn_topic_results(
+    return answer(key, version, results_by_topic_v3_and_below=_txn_topic_results(
         version, topics, lambda name: KafkaError.TOPIC_AUTHORIZATION_FAILED if name in denied
         else KafkaError.OPERATION_NOT_ATTEMPTED))
 
@@ -730,7 +678,7 @@ def authorize_add_partitions_to_txn(request: Body, version: int, view: AuthzView
 def authorize_add_offsets_to_txn(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.ADD_OFFSETS_TO_TXN
     if not _txn(view, Op.WRITE, request["transactional_id"]):
-        return _answer(key, version, error_code=KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return answer(key, version, error_code=KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     return _gate(_group(view, Op.READ, request["group_id"]), key, version,
                  error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
 
@@ -749,37 +697,22 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
                    else None)
     if first_error is not None:
         # TxnOffsetCommitRequest.getErrorResponse: the error on every requested partition.
-        return _answer(key, version, topics=[_item(key, version, ("topics",), name=t["name"], partitions=[
-            _item(key, version, ("topics", "partitions"), partition_index=i, error_code=first_error)
+        return answer(key, version, topics=[item(key, version, ("topics",), name=t["name"], partitions=[
+            item(key, version, ("topics", "partitions"), partition_index=i, error_code=first_error)
             for i in _indexes(t)]) for t in topics])
     errors = _TopicErrors(key, version, "topics", "name")
-    permitted = []
-    for topic in topics:
-        if _topic(view, Op.READ, topic["name"]):
-            permitted.append(topic)
-        else:
-            errors.add(topic, _indexes(topic), KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    if not errors.by_key:
-        return Relay()
-    if not permitted:
-        return _answer(key, version, topics=errors.entries())
-
-    def merge(response: Body) -> Body:
-        response["topics"] = errors.merged(response["topics"], permitted)
-        return response
-
-    return Rewrite({**request, "topics": permitted}, merge)
+    return errors.verdict(request, view)
 
 
 def authorize_describe_transactions(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.DESCRIBE_TRANSACTIONS
-    entries: Entries = [(tid, None if _txn(view, Op.DESCRIBE, tid) else _item(
+    entries: Entries = [(tid, None if _txn(view, Op.DESCRIBE, tid) else item(
         key, version, ("transaction_states",), transactional_id=tid,
         error_code=KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         for tid in request["transactional_ids"]]
     permitted = [tid for tid, e in entries if e is None]
     if not permitted:
-        return _answer(key, version, transaction_states=[e for _, e in entries])
+        return answer(key, version, transaction_states=[e for _, e in entries])
 
     def merge(response: Body) -> Body:
         response["transaction_states"] = merge_items(_slots(entries), response["transaction_states"],
@@ -814,7 +747,6 @@ POLICIES: dict[int, ApiPolicy] = {
     ApiKey.OFFSET_DELETE: authorize_offset_delete,
     ApiKey.DESCRIBE_GROUPS: authorize_describe_groups,
     ApiKey.LIST_GROUPS: authorize_list_groups,
-    ApiKey.DELETE_GROUPS: authorize_delete_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: authorize_consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: authorize_consumer_group_describe,
     ApiKey.SHARE_GROUP_HEARTBEAT: authorize_share_group_heartbeat,
@@ -864,7 +796,6 @@ TABLE: list[tuple[ApiKey, str, str, str]] = [
     (ApiKey.TXN_OFFSET_COMMIT, "Write", "TransactionalId", "the transactional id, checked first"),
     (ApiKey.TXN_OFFSET_COMMIT, "Read", "Group", "the group"),
     (ApiKey.TXN_OFFSET_COMMIT, "Read", "Topic", "each topic"),
-    (ApiKey.DELETE_GROUPS, "Delete", "Group", "each (distinct) group"),
     (ApiKey.OFFSET_DELETE, "Delete", "Group", "the group"),
     (ApiKey.OFFSET_DELETE, "Read", "Topic", "each topic"),
     (ApiKey.DESCRIBE_TRANSACTIONS, "Describe", "TransactionalId", "each transactional id"),

@@ -65,7 +65,7 @@ def _partition(index_field: str = "partition_index", **extra: Any) -> list[dict[
 
 
 CASES = [
-    # --- Produce and the data APIs (authz/policies/produce.py, data.py) ---
+    # --- Produce and the data APIs (authz/policies/produce.py, data.py, rules.py) ---
     Case(K.PRODUCE, 9, lambda n: {"name": n, "partition_data": _partition("index", records=None)},
          lambda n: {"name": n, "partition_responses": _partition("index")}, lambda t: t["name"], IN_CLIENT_ORDER,
          items="topic_data", answers="responses", request_fields={"acks": -1}),
@@ -98,7 +98,7 @@ CASES = [
          answers="results"),
     Case(K.DELETE_TOPICS, 6, lambda n: {"name": n}, lambda n: {"name": n}, lambda t: t["name"], IN_CLIENT_ORDER,
          answers="responses"),
-    # --- group, offset and transaction APIs (authz/policies/groups.py) ---
+    # --- group, offset and transaction APIs (authz/policies/groups.py, rules.py) ---
     Case(K.FIND_COORDINATOR, 4, lambda n: n, lambda n: {"key": n}, lambda c: c["key"], IN_CLIENT_ORDER,
          items="coordinator_keys", answers="coordinators", request_fields={"key_type": 0}),
     Case(K.OFFSET_COMMIT, 9, lambda n: {"name": n, "partitions": _partition()},
