@@ -1,0 +1,99 @@
+"""The quotas in force, indexed for enforcement: which bound applies to a (user, client id) and why.
+
+Kafka's precedence, per quota kind (the first configured entity that sets that kind wins):
+user+client-id → user+default client → user → default user+client-id → default user+default
+client → default user → client-id → default client-id; for connections, the ip, then the
+default ip (KIP-612).  A lookup is at most eight dict probes, however many entities exist.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gateway.quotas.model import CLIENT_ID, CONNECTION_CREATION_RATE, IP, USER, canonical_ip
+from gateway.quotas.state import QuotaState
+
+
+class _Default:
+    __slots__ = ()
+
+
+class _Absent:
+    __slots__ = ()
+
+
+DEFAULT: object = _Default()  # the entity names the type's <default>
+ABSENT: object = _Absent()  # the entity does not name the type at all
+_Key = tuple[object, object]  # (user part, client-id part): a name, DEFAULT or ABSENT
+
+
+@dataclass(slots=True, frozen=True)
+class _Index:
+    by_kind: Mapping[str, Mapping[_Key, tuple[float, str]]]
+    ips: Mapping[str | None, float]  # canonical address (None: the default ip) → connection_creation_rate
+
+
+def _part(name: str | None) -> object:
+    return DEFAULT if name is None else name
+
+
+def _index(state: QuotaState) -> _Index:
+    by_kind: dict[str, dict[_Key, tuple[float, str]]] = {}
+    ips: dict[str | None, float] = {}
+    for entity, values in state.items():
+        if entity.is_ip:
+            if CONNECTION_CREATION_RATE in values:
+                name = entity.name(IP)
+                ips[None if name is None else canonical_ip(name)] = values[CONNECTION_CREATION_RATE]
+            continue
+        key = (_part(entity.name(USER)) if entity.has(USER) else ABSENT,
+               _part(entity.name(CLIENT_ID)) if entity.has(CLIENT_ID) else ABSENT)
+        label = entity.label()
+        for kind, bound in values.items():
+            by_kind.setdefault(kind, {})[key] = (bound, label)
+    return _Index(by_kind, ips)
+
+
+_EMPTY = _Index({}, {})
+
+
+class QuotaBook:
+    """The quotas of every entity, swapped whole on each change; ``version`` counts the changes."""
+
+    __slots__ = ("_index", "_lock", "version")
+
+    def __init__(self, state: QuotaState | None = None) -> None:
+        self._index = _EMPTY if not state else _index(state)
+        self._lock = threading.Lock()
+        self.version = 0
+
+    def replace(self, state: QuotaState) -> None:
+        """Adopt the store's new state (from any thread): readers see the old index or the new, whole."""
+        index = _index(state)
+        with self._lock:
+            self._index = index
+            self.version += 1
+
+    def lookup(self, user: str, client_id: str, kind: str) -> tuple[float, str] | None:
+        """(bound, entity label) of the most specific entity with a ``kind`` quota; None when none applies."""
+        table = self._index.by_kind.get(kind)
+        if not table:
+            return None
+        get = table.get
+        found = (get((user, client_id)) or get((user, DEFAULT)) or get((user, ABSENT))
+                 or get((DEFAULT, client_id)) or get((DEFAULT, DEFAULT)) or get((DEFAULT, ABSENT))
+                 or get((ABSENT, client_id)) or get((ABSENT, DEFAULT)))
+        return found
+
+    def connection_creation_rate(self, ip: str) -> float | None:
+        """KIP-612: the rate of new connections ``ip`` may open per second, or None when unlimited."""
+        ips = self._index.ips
+        if not ips:
+            return None
+        rate = ips.get(ip)
+        if rate is None:
+            rate = ips.get(canonical_ip(ip))
+        return ips.get(None) if rate is None else rate
+
