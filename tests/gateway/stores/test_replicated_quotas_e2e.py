@@ -24,7 +24,7 @@ PBR = "producer_byte_rate"
 
 @pytest.fixture(scope="module")
 def instances(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-              ) -> Iterator[tuple[dict[str, Any], list[GatewayThread]]]:
+              ) -> Iterator[tuple[Path, list[GatewayThread]]]:
     directory: Path = tmp_path_factory.mktemp("replicated-quotas")
     settings: dict[str, Any] = {
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": "StandardAuthorizer",
@@ -36,7 +36,7 @@ def instances(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
     password.write_text("admin-secret\n")
     assert ksgate(["users", "add", "admin", "--config", str(config), "--password-file", str(password)]) == 0
     running = [GatewayThread(broker.bootstrap, settings, protocol="SASL_PLAINTEXT").start() for _ in range(2)]
-    yield settings, running
+    yield config, running
     for gateway in running:
         gateway.stop()
 
@@ -65,8 +65,7 @@ def _applied_on(other: GatewayThread, op: dict[str, Any], through: GatewayThread
         unsubscribe()
 
 
-def test_add_change_and_remove_reach_the_other_instance(instances: tuple[dict[str, Any], list[GatewayThread]]
-                                                        ) -> None:
+def test_add_change_and_remove_reach_the_other_instance(instances: tuple[Path, list[GatewayThread]]) -> None:
     _, (first, second) = instances
     took = [_applied_on(second, {"key": PBR, "value": 1_000_000.0, "remove": False}, through=first)]
     assert second.gateway.ctx.quotas.lookup("alice", "app", PBR) == (1_000_000.0, "user=alice")
@@ -77,12 +76,27 @@ def test_add_change_and_remove_reach_the_other_instance(instances: tuple[dict[st
     print(f"applied on the other instance after {', '.join(f'{t * 1000:.0f}' for t in took)} ms")  # -s shows it
 
 
-def test_a_new_instance_replays_the_quotas(instances: tuple[dict[str, Any], list[GatewayThread]],
+def test_a_new_instance_replays_the_quotas(instances: tuple[Path, list[GatewayThread]],
                                            broker: EmbeddedBroker) -> None:
-    settings, (first, _) = instances
+    config, (first, _) = instances
     _alter(first, {"key": "consumer_byte_rate", "value": 5000.0, "remove": False})
+    settings = {k: v for k, v in yaml.safe_load(config.read_text()).items() if k != "upstream.bootstrap.servers"}
     late = GatewayThread(broker.bootstrap, settings, protocol="SASL_PLAINTEXT").start()
     try:
         assert late.gateway.ctx.quotas.lookup("alice", "", "consumer_byte_rate") == (5000.0, "user=alice")
     finally:
         late.stop()
+
+
+def test_ksgate_quotas_writes_to_the_security_topic(instances: tuple[Path, list[GatewayThread]]) -> None:
+    config, (_, second) = instances
+    applied = threading.Event()
+    assert second.gateway.quota_store is not None
+    unsubscribe = second.gateway.quota_store.subscribe(lambda _state: applied.set())
+    try:
+        assert ksgate(["quotas", "--config", str(config), "--alter", "--add-config", "request_percentage=25",
+                       "--client", "batch"]) == 0
+        assert applied.wait(10)
+    finally:
+        unsubscribe()
+    assert second.gateway.ctx.quotas.lookup("anyone", "batch", "request_percentage") == (25.0, "client-id=batch")
