@@ -109,7 +109,7 @@ def _filter(components: list[Body]) -> tuple[dict[str, str | None], set[str]]:
 
 
 def _matches(entity: QuotaEntity, exact: dict[str, str | None], present: set[str], strict: bool) -> bool:
-    parts = dict(entity.parts)
+    parts = entity.by_type
     if strict and len(parts) != len(exact) + len(present):
         return False
     return all(t in parts and parts[t] == name for t, name in exact.items()) and all(t in parts for t in present)

@@ -43,16 +43,20 @@ def _index(state: QuotaState) -> _Index:
     by_kind: dict[str, dict[_Key, tuple[float, str]]] = {}
     ips: dict[str | None, float] = {}
     for entity, values in state.items():
-        if entity.is_ip:
+        by_type = entity.by_type
+        if IP in by_type:
             if CONNECTION_CREATION_RATE in values:
-                name = entity.name(IP)
+                name = by_type[IP]
                 ips[None if name is None else canonical_ip(name)] = values[CONNECTION_CREATION_RATE]
             continue
-        key = (_part(entity.name(USER)) if entity.has(USER) else ABSENT,
-               _part(entity.name(CLIENT_ID)) if entity.has(CLIENT_ID) else ABSENT)
+        key = (_part(by_type[USER]) if USER in by_type else ABSENT,
+               _part(by_type[CLIENT_ID]) if CLIENT_ID in by_type else ABSENT)
         label = entity.label()
         for kind, bound in values.items():
-            by_kind.setdefault(kind, {})[key] = (bound, label)
+            table = by_kind.get(kind)
+            if table is None:
+                table = by_kind[kind] = {}
+            table[key] = (bound, label)
     return _Index(by_kind, ips)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from protocol.kafka_errors import KafkaError
 
@@ -76,9 +76,19 @@ def _java_order(types: list[str]) -> list[str]:
 
 @dataclass(slots=True, frozen=True)
 class QuotaEntity:
-    """A validated entity: its parts sorted in the order Kafka answers them (one part per type)."""
+    """An entity: its parts in the order Kafka answers them (one part per type).  Its per-type map and
+    label are computed once, here: the quota book indexes every entity on each change."""
 
     parts: tuple[Part, ...]
+    by_type: Mapping[str, str | None] = field(init=False, compare=False, hash=False, repr=False)
+    _label: str = field(init=False, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_type = dict(self.parts)
+        object.__setattr__(self, "by_type", by_type)
+        object.__setattr__(self, "_label", ",".join(
+            f"{t}={DEFAULT_NAME if by_type[t] is None else by_type[t]}"
+            for t in (*ENTITY_TYPES, *(t for t in by_type if t not in ENTITY_TYPES)) if t in by_type))
 
     @classmethod
     def of(cls, parts: Iterable[Part]) -> QuotaEntity:
@@ -86,15 +96,11 @@ class QuotaEntity:
         by_type = dict(parts)
         return cls(tuple((t, by_type[t]) for t in _java_order(list(by_type))))
 
-    def sort_key(self) -> tuple[tuple[str, bool, str], ...]:
-        """A total order (defaults first within a type), for listings."""
-        return tuple((t, n is not None, n or "") for t, n in self.parts)
-
     def name(self, entity_type: str) -> str | None:
-        return dict(self.parts).get(entity_type)
+        return self.by_type.get(entity_type)
 
     def has(self, entity_type: str) -> bool:
-        return any(t == entity_type for t, _ in self.parts)
+        return entity_type in self.by_type
 
     @property
     def is_ip(self) -> bool:
@@ -105,8 +111,7 @@ class QuotaEntity:
 
     def label(self) -> str:
         """A stable text: ``user=alice,client-id=<default>`` (user first, as kafka-configs prints)."""
-        ordered = sorted(self.parts, key=lambda part: ENTITY_TYPES.index(part[0]))
-        return ",".join(f"{t}={DEFAULT_NAME if n is None else n}" for t, n in ordered)
+        return self._label
 
     def java_text(self) -> str:
         """Kafka's ClientQuotaEntity.toString, which its duplicate-entity message quotes."""

@@ -49,7 +49,10 @@ class QuotaStore(Protocol):
 
 
 def encode_quota_file(state: QuotaState) -> bytes:
-    return (json.dumps({"version": FILE_VERSION, "quotas": state_to_json(state)}, indent=2) + "\n").encode()
+    """One entity a line (readable, diffable), each line by the C JSON encoder: ``indent`` would take the
+    pure-Python one, ten times slower on a file of 10,000 entities."""
+    lines = ",\n".join(json.dumps(item) for item in state_to_json(state))
+    return f'{{"version": {FILE_VERSION}, "quotas": [\n{lines}\n]}}\n'.encode()
 
 
 def decode_quota_file(data: bytes) -> QuotaState:
