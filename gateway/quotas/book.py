@@ -12,7 +12,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.quotas.model import CLIENT_ID, CONNECTION_CREATION_RATE, IP, USER, canonical_ip
+from auth.client_address import canonical_host
+from gateway.quotas.model import CLIENT_ID, CONNECTION_CREATION_RATE, IP, USER
 from gateway.quotas.state import QuotaState
 
 
@@ -47,7 +48,9 @@ def _index(state: QuotaState) -> _Index:
         if IP in by_type:
             if CONNECTION_CREATION_RATE in values:
                 name = by_type[IP]
-                ips[None if name is None else canonical_ip(name)] = values[CONNECTION_CREATION_RATE]
+                # The spelling client addresses have (auth/client_address.py): ::1 = 0:0:0:0:0:0:0:1,
+                # ::ffff:10.1.2.3 = 10.1.2.3.
+                ips[None if name is None else canonical_host(name)] = values[CONNECTION_CREATION_RATE]
             continue
         key = (_part(by_type[USER]) if USER in by_type else ABSENT,
                _part(by_type[CLIENT_ID]) if CLIENT_ID in by_type else ABSENT)
@@ -96,8 +99,8 @@ class QuotaBook:
         ips = self._index.ips
         if not ips:
             return None
-        rate = ips.get(ip)
+        rate = ips.get(ip)  # a ClientAddress host is canonical already
         if rate is None:
-            rate = ips.get(canonical_ip(ip))
+            rate = ips.get(canonical_host(ip))
         return ips.get(None) if rate is None else rate
 

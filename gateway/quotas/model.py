@@ -149,14 +149,6 @@ def is_ip_literal(name: str) -> bool:
     return True
 
 
-def canonical_ip(name: str) -> str:
-    """One spelling per address (``0:0:0:0:0:0:0:1`` and ``::1`` alike), for matching client addresses."""
-    try:
-        return ipaddress.ip_address(name).compressed
-    except ValueError:
-        return name
-
-
 def validate_value(entity: QuotaEntity, key: str, value: float) -> None:
     """A value to set for ``key`` on ``entity``; QuotaError (INVALID_REQUEST) with Kafka's message."""
     keys = entity.keys()

@@ -78,6 +78,8 @@ def test_connection_creation_rate_by_ip_then_default_ip() -> None:
     assert book.connection_creation_rate("::1") == 7.0  # the same address, spelt differently
     assert book.connection_creation_rate("10.0.0.1") == 3.0
     assert book.connection_creation_rate("10.0.0.2") is None
+    book.replace({QuotaEntity.of([("ip", "::ffff:10.0.0.3")]): {"connection_creation_rate": 2.0}})
+    assert book.connection_creation_rate("10.0.0.3") == 2.0  # an IPv4 client as a dual-stack socket sees it
     book.replace({QuotaEntity.of([("ip", None)]): {"connection_creation_rate": 5.0}})
     assert book.connection_creation_rate("10.0.0.1") == 5.0
 
