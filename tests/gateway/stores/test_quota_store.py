@@ -105,3 +105,23 @@ def test_a_quota_record_kafka_would_refuse_stalls_rather_than_applies() -> None:
     bad = quota_record(ALICE, {"producer_byte_rate": 1.5})
     with pytest.raises(StoreRecordError, match="fractional"):
         apply_records(SecuritySnapshot(), [(bad.key, bad.value)])
+
+
+def test_a_bad_quota_file_stops_the_start_and_a_good_one_fills_the_book(tmp_path: Path) -> None:
+    from gateway.config import ConfigError, build_config
+    from gateway.quotas.book import QuotaBook
+    from gateway.stores.setup import follow_quotas, quota_store
+
+    path = tmp_path / "quotas.json"
+    config = build_config({"upstream.bootstrap.servers": "b:9092", "ksgate.quota.file": str(path)})
+    path.write_text('{"version": 1, "quotas": [{"entity": {"user": "a"}, "values": {"producer_byte_rate": 0}}]}')
+    with pytest.raises(ConfigError, match=r"ksgate\.quota\.file: .*must be greater than 0"):
+        quota_store(config)
+    path.write_text('{"version": 1, "quotas": [{"entity": {"user": "a"}, "values": {"producer_byte_rate": 5}}]}')
+    store, book = quota_store(config), QuotaBook()
+    assert store is not None
+    follow_quotas(store, book)
+    assert book.lookup("a", "", "producer_byte_rate") == (5.0, "user=a")
+    store.alter([(ALICE, {"producer_byte_rate": 7.0})])
+    assert book.lookup("alice", "", "producer_byte_rate") == (7.0, "user=alice")
+    assert quota_store(build_config({"upstream.bootstrap.servers": "b:9092"})) is None
