@@ -18,6 +18,9 @@ from protocol.kafka_errors import KafkaError
 
 Body = dict[str, Any]
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+# Up to this many entities a DescribeClientQuotas scan is answered on the event loop (well under a
+# millisecond); beyond, in a worker thread.
+INLINE_DESCRIBE_ENTITIES = 1000
 
 
 def _entity_body(entity: QuotaEntity) -> list[Body]:

@@ -168,3 +168,24 @@ def test_the_audit_names_what_took_effect_and_counts_refusals(store: FileQuotaSt
     assert change.sample == ("user=alice set producer_byte_rate=1048576 remove consumer_byte_rate",)
     dry = quotas_altered({**request, "validate_only": True}, alter_client_quotas(store, request, 1))
     assert dry.changed == 0
+
+
+def test_a_describe_over_many_entities_runs_off_the_event_loop(store: FileQuotaStore) -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from gateway.admin.client_quotas import INLINE_DESCRIBE_ENTITIES
+    from gateway.admin.handlers import LOCAL_HANDLERS, OffLoop
+    from gateway.quotas.model import QuotaEntity
+    from protocol.api_keys import ApiKey
+
+    handler = LOCAL_HANDLERS[ApiKey.DESCRIBE_CLIENT_QUOTAS]
+    shared = cast(Any, SimpleNamespace(quota_store=store))
+    request = {"components": [{"entity_type": U, "match_type": EXACT, "match": "u7"}], "strict": False}
+    store.alter([(QuotaEntity.of([(U, "u7")]), {"producer_byte_rate": 7.0})])
+    assert isinstance(handler(shared, cast(Any, None), request, 1), dict)  # small: answered at once
+    store.alter([(QuotaEntity.of([(U, f"u{i}")]), {"producer_byte_rate": float(i + 1)})
+                 for i in range(INLINE_DESCRIBE_ENTITIES + 1)])
+    deferred = handler(shared, cast(Any, None), request, 1)
+    assert isinstance(deferred, OffLoop)
+    assert _bounds(deferred.work()) == {8.0}
