@@ -68,3 +68,28 @@ def test_kafka_configs_reports_kafkas_refusal(kafka_configs: ConfigsTool) -> Non
     with pytest.raises(Exception, match="producer_byte_rate cannot be a fractional value"):
         kafka_configs("--alter", "--add-config", "producer_byte_rate=1.5", "--entity-type", "users",
                       "--entity-name", "bob")
+
+
+def test_ksgate_quotas_prints_what_kafka_configs_prints(kafka_configs: ConfigsTool,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.commands.cli import main as ksgate
+    from gateway.stores.file_quotas import FileQuotaStore
+
+    kafka_configs("--alter", "--add-config", "consumer_byte_rate=100000000,controller_mutation_rate=2.5",
+                  "--entity-type", "users", "--entity-name", "carol")
+    kafka_configs("--alter", "--add-config", "producer_byte_rate=2048", "--entity-type", "users", "--entity-default")
+    try:
+        tool = [line for line in kafka_configs("--describe", "--entity-type", "users").splitlines()
+                if line.startswith("Quota configs")]
+        store = kafka_configs.gateway.gateway.quota_store
+        assert isinstance(store, FileQuotaStore)
+        capsys.readouterr()
+        assert ksgate(["quotas", "--quota-file", str(store.path), "--describe", "--entity-type", "users"]) == 0
+        ours = capsys.readouterr().out.splitlines()
+        print(tool)
+        assert sorted(ours) == sorted(tool) and len(tool) == 2
+    finally:
+        kafka_configs("--alter", "--delete-config", "consumer_byte_rate,controller_mutation_rate",
+                      "--entity-type", "users", "--entity-name", "carol")
+        kafka_configs("--alter", "--delete-config", "producer_byte_rate", "--entity-type", "users",
+                      "--entity-default")
