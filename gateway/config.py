@@ -264,6 +264,9 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "delegation.token.max.lifetime.ms": (_int, 604_800_000),
     "delegation.token.expiry.check.interval.ms": (_int, 3_600_000),
     "ksgate.delegation.token.file": (_optional_str, None),
+    # client quotas (Kafka's user / client-id / ip entities), managed with kafka-configs or ksgate quotas;
+    # without it (and with the FILE store) ksgate answers no quota API
+    "ksgate.quota.file": (_optional_str, None),
     # where users, ACLs and tokens live: "file" (the *.file keys) or "kafka" (a compacted
     # topic on the upstream cluster, shared by every ksgate instance in front of it)
     "ksgate.security.store": (_choice("FILE", "KAFKA"), "FILE"),

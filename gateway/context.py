@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.ops.metrics import Metrics
+from gateway.quotas.book import QuotaBook
 from gateway.session.api_versions import VersionRanges
 from gateway.session.authz_view import GatewayAuthorization
 from gateway.session.request_memory import RequestMemoryBudget
@@ -66,6 +67,8 @@ class GatewayContext:
     # Where password hashes run, off the event loop (ksgate.authentication.verification.*), and
     # when: within each client address's budget (ksgate.authentication.hash.*).
     hashes: HashScheduler = field(default_factory=lambda: HashScheduler(VerificationPool()))
+    # The client quotas in force (gateway/quotas/book.py), kept in step with the quota store.
+    quotas: QuotaBook = field(default_factory=QuotaBook)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

@@ -37,9 +37,18 @@ from gateway.ops.metrics import Metrics
 from gateway.session.api_versions import negotiate
 from gateway.session.request_memory import RequestMemoryBudget
 from gateway.session.sasl_stage import record_certificate_failure
+from gateway.stores.file_quotas import QuotaStore
 from gateway.stores.file_tokens import TokenStore
 from gateway.stores.security_topic import SecurityTopic
-from gateway.stores.setup import build_authorization, build_security, credential_store, security_topic, token_store
+from gateway.stores.setup import (
+    build_authorization,
+    build_security,
+    credential_store,
+    follow_quotas,
+    quota_store,
+    security_topic,
+    token_store,
+)
 from gateway.transport.client_connection import ClientConnection
 from gateway.transport.hash_scheduler import HashScheduler
 from gateway.transport.verification_pool import VerificationPool
@@ -73,6 +82,7 @@ class Gateway:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
     security_topic: SecurityTopic | None = None  # the replicated store (ksgate.security.store KAFKA)
+    quota_store: QuotaStore | None = None  # client quotas (ksgate.quota.file, or the replicated store)
     _stopping: bool = False
     reuse_port: bool = False  # several worker processes share the listening ports
     started: bool = False  # listeners open and the upstream answered: ready for /readyz
@@ -157,6 +167,8 @@ class Gateway:
             if self.ctx.authorization is not None:
                 # O(ACLs) when the file changed: off the event loop (the swap itself is atomic).
                 await asyncio.to_thread(self.ctx.authorization.store.reload_if_changed)
+            if self.quota_store is not None:
+                await asyncio.to_thread(self.quota_store.reload_if_changed)
             if self.tokens is not None and tick % max(1, round(
                     self.config.settings["delegation.token.expiry.check.interval.ms"] / 1000 / self.ACL_POLL_S)) == 0:
                 await asyncio.to_thread(self.tokens.purge_expired, wall_clock_ms())
@@ -184,6 +196,9 @@ class Gateway:
         self.security_topic = security_topic(self.config, self.ctx.upstream_ssl)
         credentials = credential_store(self.config, self.security_topic)
         self.tokens = token_store(self.config, self.security_topic)
+        self.quota_store = quota_store(self.config, self.security_topic)
+        if self.quota_store is not None:
+            follow_quotas(self.quota_store, self.ctx.quotas)
         settings = self.config.settings
         self.ctx.hashes = HashScheduler(
             VerificationPool(settings["ksgate.authentication.verification.threads"],
@@ -196,7 +211,7 @@ class Gateway:
             self.ctx.metrics.password_hashed)
         self.ctx.security = build_security(self.config, credentials, self.tokens)
         self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
-                                                     self.tokens, self.security_topic)
+                                                     self.tokens, self.security_topic, self.quota_store)
         cluster.on_new_node.append(self._open_node_listeners)
         self.limits = ConnectionLimits(limit_settings(self.config, _resolve_host), time.monotonic)
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])

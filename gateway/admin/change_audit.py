@@ -3,7 +3,7 @@
 One function per API that changes a store: the items that took effect (as the audit log's
 ``sample`` names them) and how many were refused.  Never a secret: SCRAM items name the user
 and mechanism, token items the token id and owner (a renew or expire names its token only by
-its HMAC, which is never recorded).
+its HMAC, which is never recorded); quota items their entity and keys.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from authz.model import (
 )
 from gateway.admin.scram_credentials import MECHANISMS
 from gateway.ops.audit import AdminChange
+from gateway.quotas.model import QuotaEntity
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 
@@ -70,6 +71,30 @@ def token_changed(_request: Body, response: Body) -> AdminChange:
     return AdminChange(1 if ok else 0, 0 if ok else 1, ())
 
 
+def _quota_value(value: float) -> str:
+    return str(int(value)) if value.is_integer() and abs(value) < 2**63 else repr(value)
+
+
+def _quota_ops(entry: Body) -> str:
+    return " ".join(f"remove {op['key']}" if op["remove"] else f"set {op['key']}={_quota_value(op['value'])}"
+                    for op in entry["ops"])
+
+
+def quotas_altered(request: Body, response: Body) -> AdminChange:
+    """Entities whose change took effect (none when validate_only): ``user=alice set producer_byte_rate=1048576``."""
+    failed = sum(1 for r in response["entries"] if r["error_code"] != KafkaError.NONE)
+    if request["validate_only"]:
+        return AdminChange.of([], failed)
+    refused = {QuotaEntity.of((e["entity_type"], e["entity_name"]) for e in r["entity"])
+               for r in response["entries"] if r["error_code"] != KafkaError.NONE}
+    changed = []
+    for entry in request["entries"]:
+        entity = QuotaEntity.of((e["entity_type"], e["entity_name"]) for e in entry["entity"])
+        if entity not in refused:
+            changed.append(f"{entity.label()} {_quota_ops(entry)}".rstrip())
+    return AdminChange.of(changed, failed)
+
+
 DESCRIBE_CHANGE: dict[int, Callable[[Body, Body], AdminChange]] = {
     ApiKey.CREATE_ACLS: acls_created,
     ApiKey.DELETE_ACLS: acls_deleted,
@@ -77,4 +102,5 @@ DESCRIBE_CHANGE: dict[int, Callable[[Body, Body], AdminChange]] = {
     ApiKey.CREATE_DELEGATION_TOKEN: token_created,
     ApiKey.RENEW_DELEGATION_TOKEN: token_changed,
     ApiKey.EXPIRE_DELEGATION_TOKEN: token_changed,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas_altered,
 }

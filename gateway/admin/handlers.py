@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from auth.sasl.mechanism import wall_clock_ms
 from gateway.admin.acls import create_acls, delete_acls, describe_acls
 from gateway.admin.change_audit import DESCRIBE_CHANGE
+from gateway.admin.client_quotas import INLINE_DESCRIBE_ENTITIES, alter_client_quotas, describe_client_quotas
 from gateway.admin.delegation_tokens import (
     TokenRequestContext,
     authenticated_via,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from gateway.ops.audit import AuditLog
     from gateway.session.authz_view import GatewayAuthorization
     from gateway.session.request_context import RequestContext
+    from gateway.stores.file_quotas import QuotaStore
 
 Body = dict[str, Any]
 log = logging.getLogger("ksgate.admin")
@@ -123,6 +125,21 @@ def _alter_scram(shared: GatewayAuthorization, who: RequestContext, body: Body, 
                     partial(alter_user_scram_credentials, shared.credentials, body, version))
 
 
+def _describe_quotas(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> Body | OffLoop:
+    assert shared.quota_store is not None  # offered only with a quota store (local_handlers)
+    quotas = shared.quota_store.quotas()  # a snapshot: a store replaces its state whole, never edits it
+    if len(quotas) <= INLINE_DESCRIBE_ENTITIES:
+        return describe_client_quotas(quotas, body, version)
+    # A scan of many entities (7 ms at 10,000) would stall every connection on the loop: a worker does it.
+    return OffLoop(partial(describe_client_quotas, quotas, body, version))
+
+
+def _alter_quotas(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
+    assert shared.quota_store is not None
+    return _audited(shared, who, ApiKey.ALTER_CLIENT_QUOTAS, body, version,
+                    partial(alter_client_quotas, shared.quota_store, body, version))
+
+
 # Every API ksgate answers itself (the route table, gateway/session/routes.py, lists them per API).
 LOCAL_HANDLERS: dict[int, LocalHandler] = {
     ApiKey.CREATE_ACLS: _create_acls,
@@ -134,13 +151,18 @@ LOCAL_HANDLERS: dict[int, LocalHandler] = {
     ApiKey.DESCRIBE_DELEGATION_TOKEN: _describe_tokens,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_scram,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_quotas,
 }
 _NEED_CREDENTIALS = frozenset({ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
+_NEED_QUOTA_STORE = frozenset({ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS})
 
 
-def local_handlers(credentials: CredentialStore | None) -> dict[int, LocalHandler]:
+def local_handlers(credentials: CredentialStore | None, quotas: QuotaStore | None = None) -> dict[int, LocalHandler]:
     """The handlers this gateway offers: the ACL and delegation-token APIs always (tokens answer
     DELEGATION_TOKEN_AUTH_DISABLED without delegation.token.secret.key); the KIP-554 APIs only
-    with a credential store."""
+    with a credential store; the client-quota APIs only with a quota store (never relayed: on the
+    broker they would read and set the quotas of the gateway's own principal)."""
     return {key: handler for key, handler in LOCAL_HANDLERS.items()
-            if credentials is not None or key not in _NEED_CREDENTIALS}
+            if (credentials is not None or key not in _NEED_CREDENTIALS)
+            and (quotas is not None or key not in _NEED_QUOTA_STORE)}

@@ -13,6 +13,7 @@ import structlog
 from gateway.commands.acls import add_acls_parser
 from gateway.commands.init import add_init_parser
 from gateway.commands.quickstart import run_quickstart
+from gateway.commands.quotas import add_quotas_parser
 from gateway.commands.serving import install_event_loop_policy, serve
 from gateway.commands.tokens import add_tokens_parser
 from gateway.commands.users import add_users_parser
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_users_parser(sub)
     add_acls_parser(sub)
     add_tokens_parser(sub)
+    add_quotas_parser(sub)
     add_audit_parser(sub)
     return parser
 

@@ -23,6 +23,7 @@ from gateway.admin.handlers import LocalHandler
 from gateway.ops.audit import AuditLog
 from gateway.ops.audit_batch import DecisionBatch, bounded_sample
 from gateway.stores.file_acls import AclStore
+from gateway.stores.file_quotas import QuotaStore
 from gateway.stores.file_tokens import TokenStore
 from protocol.registry import api
 
@@ -45,6 +46,7 @@ class GatewayAuthorization:
     # What the locally answered admin APIs work on besides the ACL store.
     credentials: CredentialStore | None = None
     tokens: TokenStore | None = None
+    quota_store: QuotaStore | None = None  # DescribeClientQuotas / AlterClientQuotas (gateway/admin/client_quotas.py)
     token_settings: TokenSettings = field(default_factory=TokenSettings)
 
 

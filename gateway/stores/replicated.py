@@ -1,4 +1,4 @@
-"""Users, ACLs and delegation tokens kept in the security topic: the file stores' interfaces over one SecurityTopic.
+"""Users, ACLs, tokens and client quotas in the security topic: the file stores' interfaces over one SecurityTopic.
 
 Reads come from the topic's current snapshot (no I/O).  Every change is one batch of records
 appended to the topic; the call returns once this instance has applied it, and the other
@@ -18,7 +18,9 @@ from auth.sasl.plain import plain_credential
 from auth.sasl.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
 from authz.acl_json import AclStoreError
 from authz.model import AclBinding, AclBindingFilter, validate_binding, validate_filter
+from gateway.quotas.state import QuotaChange, QuotaState, apply_changes
 from gateway.stores.file_acls import AclChangeListener, matches_per_filter, union
+from gateway.stores.file_quotas import QuotaListener, QuotaStoreError
 from gateway.stores.file_tokens import TokenEntry, TokenStore
 from gateway.stores.file_users import ALL_MECHANISMS, PLAIN, UserEntry, UserEntryReads, _validate_user, new_decoy_secret
 from gateway.stores.security_records import (
@@ -27,6 +29,7 @@ from gateway.stores.security_records import (
     acl_record,
     credential_record,
     decoy_secret_record,
+    quota_record,
     token_record,
 )
 from gateway.stores.security_topic import SecurityTopic, StoreWriteError
@@ -205,3 +208,40 @@ class TopicTokenStore(TokenStore):
         before: Mapping[str, TokenEntry] = self._local.before
         records = [token_record(t, entries.get(t)) for t in {**before, **entries} if entries.get(t) != before.get(t)]
         self._topic.append(records)
+
+
+class TopicQuotaStore:
+    """gateway.stores.file_quotas.QuotaStore over the security topic: one record per changed entity."""
+
+    def __init__(self, topic: SecurityTopic) -> None:
+        self._topic = topic
+        self.path = f"topic {topic.settings.topic}"
+
+    def quotas(self) -> QuotaState:
+        return self._topic.snapshot.quotas
+
+    def alter(self, changes: Sequence[QuotaChange]) -> None:
+        before = self._topic.snapshot.quotas
+        after = apply_changes(before, changes)
+        touched = dict.fromkeys(entity for entity, _ in changes)
+        records = [quota_record(e, after.get(e)) for e in touched if after.get(e) != before.get(e)]
+        try:
+            self._topic.append(records)
+        except StoreWriteError as exc:
+            raise QuotaStoreError(str(exc)) from None
+
+    def subscribe(self, callback: QuotaListener) -> Callable[[], None]:
+        def on_applied(applied: AppliedRecords) -> None:
+            if applied.quotas_changed:
+                callback(applied.state.quotas)
+
+        return self._topic.subscribe(on_applied)
+
+    def load_and_subscribe(self, callback: QuotaListener) -> None:
+        """The current quotas, then every later change, with no change slipping in between."""
+        with self._topic.lock:
+            callback(self.quotas())
+            self.subscribe(callback)
+
+    def reload_if_changed(self) -> bool:
+        return False  # the topic's tail applies changes as they arrive

@@ -7,6 +7,7 @@ Kafka topic, keyed so that compaction keeps exactly the latest record of each:
     {"kind": "acl", <the binding's fields>}             →  {"v": 1} while the binding exists
     {"kind": "token", "id": TOKEN_ID}                   →  the token's details, its HMAC hashed
     {"kind": "decoy_secret", "id": RANDOM}              →  the secret SCRAM's decoy salts derive from
+    {"kind": "quota", "entity": {TYPE: NAME or null}}   →  the entity's client-quota values
 
 A null value (a tombstone) deletes.  The decoy secret is written once, by whichever instance
 finds none after loading; if several race, each writes its own id (so compaction keeps all)
@@ -27,6 +28,8 @@ from typing import Any
 from auth.credentials import PlainCredential, ScramCredential
 from authz.acl_json import binding_from_json, binding_to_json
 from authz.model import AclBinding, AclValidationError
+from gateway.quotas.model import QuotaEntity, QuotaError
+from gateway.quotas.state import entity_from_json, entity_to_json, values_from_json
 from gateway.stores.file_tokens import TokenEntry, TokenFileError, token_entry_from_json, token_entry_to_json
 from gateway.stores.file_users import (
     MIN_DECOY_SECRET_BYTES,
@@ -44,6 +47,7 @@ KIND_CREDENTIAL = "credential"
 KIND_ACL = "acl"
 KIND_TOKEN = "token"
 KIND_DECOY_SECRET = "decoy_secret"
+KIND_QUOTA = "quota"
 
 
 class StoreRecordError(ValueError):
@@ -84,6 +88,12 @@ def decoy_secret_record(secret: bytes) -> StoreRecord:
     return StoreRecord(key, _canonical({"v": VALUE_VERSION, "secret": b64(secret)}))
 
 
+def quota_record(entity: QuotaEntity, values: Mapping[str, float] | None) -> StoreRecord:
+    """One entity's quotas, whole (None or empty: it has none left), as Kafka's ClientQuotaRecord per entity."""
+    key = _canonical({"kind": KIND_QUOTA, "entity": entity_to_json(entity)})
+    return StoreRecord(key, _canonical({"v": VALUE_VERSION, "values": dict(values)}) if values else None)
+
+
 @dataclass(slots=True, frozen=True)
 class SecuritySnapshot:
     """Everything the store holds at one log position; replaced whole, never changed in place."""
@@ -92,6 +102,7 @@ class SecuritySnapshot:
     users: Mapping[str, UserEntry] = field(default_factory=dict)
     tokens: Mapping[str, TokenEntry] = field(default_factory=dict)
     decoy_secret: bytes | None = field(default=None, repr=False)  # the first in log order
+    quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
@@ -102,6 +113,7 @@ class AppliedRecords:
     acls_added: list[AclBinding]
     acls_removed: list[AclBinding]
     unknown: int  # records of kinds this version does not know (written by a newer ksgate): skipped
+    quotas_changed: bool = False  # a quota record was applied: the quota book must follow
 
 
 def _json_object(data: bytes, what: str) -> dict[str, Any]:
@@ -124,13 +136,14 @@ def _value_object(value: bytes, what: str) -> dict[str, Any]:
 class _Changes:
     """Copy-on-write views of the three maps: a map is copied the first time a record touches it."""
 
-    __slots__ = ("acls", "base", "decoy_secret", "tokens", "touched_acls", "users")
+    __slots__ = ("acls", "base", "decoy_secret", "quotas", "tokens", "touched_acls", "users")
 
     def __init__(self, base: SecuritySnapshot) -> None:
         self.base = base
         self.acls: dict[AclBinding, None] | None = None
         self.users: dict[str, UserEntry] | None = None
         self.tokens: dict[str, TokenEntry] | None = None
+        self.quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self.touched_acls: dict[AclBinding, None] = {}
         self.decoy_secret = base.decoy_secret
 
@@ -167,14 +180,23 @@ class _Changes:
         else:
             self.tokens[token_id] = entry
 
+    def quota(self, entity: QuotaEntity, values: Mapping[str, float] | None) -> None:
+        if self.quotas is None:
+            self.quotas = dict(self.base.quotas)
+        if values:
+            self.quotas[entity] = values
+        else:
+            self.quotas.pop(entity, None)
+
     def result(self, unknown: int) -> AppliedRecords:
         base = self.base
         state = SecuritySnapshot(base.acls if self.acls is None else self.acls,
                                  base.users if self.users is None else self.users,
-                                 base.tokens if self.tokens is None else self.tokens, self.decoy_secret)
+                                 base.tokens if self.tokens is None else self.tokens, self.decoy_secret,
+                                 base.quotas if self.quotas is None else self.quotas)
         added = [b for b in self.touched_acls if b in state.acls and b not in base.acls]
         removed = [b for b in self.touched_acls if b in base.acls and b not in state.acls]
-        return AppliedRecords(state, added, removed, unknown)
+        return AppliedRecords(state, added, removed, unknown, self.quotas is not None)
 
 
 def apply_records(state: SecuritySnapshot, records: Iterable[tuple[bytes | None, bytes | None]]) -> AppliedRecords:
@@ -198,9 +220,11 @@ def apply_records(state: SecuritySnapshot, records: Iterable[tuple[bytes | None,
                 _apply_token(changes, key_obj, value)
             elif kind == KIND_DECOY_SECRET:
                 _apply_decoy_secret(changes, value)
+            elif kind == KIND_QUOTA:
+                _apply_quota(changes, key_obj, value)
             else:
                 unknown += 1
-        except (AclValidationError, CredentialFileError, TokenFileError) as exc:
+        except (AclValidationError, CredentialFileError, TokenFileError, QuotaError) as exc:
             raise StoreRecordError(f"{kind} record: {exc}") from None
     return changes.result(unknown)
 
@@ -238,3 +262,9 @@ def _apply_decoy_secret(changes: _Changes, value: bytes | None) -> None:
         raise StoreRecordError(f"decoy_secret record: the secret must hold at least {MIN_DECOY_SECRET_BYTES} bytes")
     if changes.decoy_secret is None:
         changes.decoy_secret = secret
+
+
+def _apply_quota(changes: _Changes, key: dict[str, Any], value: bytes | None) -> None:
+    entity = entity_from_json(key.get("entity"))
+    values = None if value is None else values_from_json(entity, _value_object(value, "quota").get("values"))
+    changes.quota(entity, values)

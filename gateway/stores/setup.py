@@ -20,8 +20,10 @@ from gateway.session.sasl_stage import ListenerSecurity
 
 if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
+    from gateway.quotas.book import QuotaBook
     from gateway.session.authz_view import GatewayAuthorization
     from gateway.stores.file_acls import FileAclStore
+    from gateway.stores.file_quotas import QuotaStore
     from gateway.stores.file_tokens import TokenStore
     from gateway.stores.security_topic import SecurityTopic
 
@@ -60,6 +62,32 @@ def token_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> To
         return open_token_store(settings["ksgate.delegation.token.file"], settings["delegation.token.secret.key"])
     except (ValueError, TokenFileError) as exc:
         raise ConfigError(f"ksgate.delegation.token.file: {exc}") from None
+
+
+def quota_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> QuotaStore | None:
+    """Client quotas: in the security topic, else in ksgate.quota.file (loaded now: a bad file stops the
+    start, as a bad ACL file does), else None (no quota API is offered)."""
+    if topic is not None:
+        from gateway.stores.replicated import TopicQuotaStore
+
+        return TopicQuotaStore(topic)
+    path = config.settings["ksgate.quota.file"]
+    if path is None:
+        return None
+    from gateway.stores.file_quotas import FileQuotaStore, QuotaStoreError
+
+    store = FileQuotaStore(path)
+    try:
+        store.load()
+    except QuotaStoreError as exc:
+        raise ConfigError(f"ksgate.quota.file: {exc}") from None
+    return store
+
+
+def follow_quotas(store: QuotaStore, book: QuotaBook) -> Callable[[], None]:
+    """Keep ``book`` (what enforcement reads) in step with ``store``; for the topic store, before it starts."""
+    book.replace(store.quotas())
+    return store.subscribe(book.replace)
 
 
 def _identity(name: str) -> str:
@@ -202,7 +230,8 @@ def _warn_if_missing(store: FileAclStore, allow_if_no_acl: bool) -> None:
 def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
                         credentials: CredentialStore | None = None,
                         tokens: TokenStore | None = None,
-                        topic: SecurityTopic | None = None) -> GatewayAuthorization | None:
+                        topic: SecurityTopic | None = None,
+                        quotas: QuotaStore | None = None) -> GatewayAuthorization | None:
     """The shared authorizer, ACL store, audit log and policies; None when authorization is off.
 
     With a file store the authorizer is loaded here; with the security topic it stays
@@ -237,7 +266,7 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
     from gateway.admin.handlers import local_handlers
 
     return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh,
-                                local_handlers(credentials),
+                                local_handlers(credentials, quotas),
                                 reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset(),
-                                credentials=credentials, tokens=tokens,
+                                credentials=credentials, tokens=tokens, quota_store=quotas,
                                 token_settings=TokenSettings.from_settings(settings))

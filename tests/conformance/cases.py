@@ -310,6 +310,84 @@ def _security_cases() -> list[Case]:
         Case("alter_client_quotas.validate", ApiKey.ALTER_CLIENT_QUOTAS, _static({"validate_only": True, "entries": [
             {"entity": [{"entity_type": "user", "entity_name": "cf-full"}],
              "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}]}]})),
+        *_quota_cases(),
+    ]
+
+
+def _quota(parts: tuple[tuple[str, str | None], ...], *ops: tuple[str, float | None]) -> Body:
+    """One AlterClientQuotas entry: ``(key, value)`` sets, ``(key, None)`` removes."""
+    return {"entity": [{"entity_type": t, "entity_name": n} for t, n in parts],
+            "ops": [{"key": k, "value": 0.0 if v is None else v, "remove": v is None} for k, v in ops]}
+
+
+def _quota_filter(*components: tuple[str, int, str | None], strict: bool = False) -> Callable[[Names], Body]:
+    return _static({"components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components],
+                    "strict": strict})
+
+
+_USER, _CLIENT, _IP = "user", "client-id", "ip"
+_EXACT, _DEFAULT, _ANY = 0, 1, 2
+_QUOTA_ENTITIES: tuple[tuple[tuple[str, str | None], ...], ...] = (
+    ((_USER, "cf-q"),), ((_CLIENT, "cf-c"),), ((_USER, "cf-q"), (_CLIENT, "cf-c")), ((_USER, None),),
+    ((_USER, "cf-q"), (_CLIENT, None)), ((_CLIENT, None),), ((_IP, "127.0.0.2"),), ((_IP, None),))
+
+
+def _quota_cases() -> list[Case]:
+    """Client quotas (KIP-546, KIP-612): set on every kind of entity, described through each filter, refused
+    as Kafka refuses, then removed again so the cases after these see no quota."""
+    describe = [
+        ("all", _quota_filter()), ("all_strict", _quota_filter(strict=True)),
+        ("user_exact", _quota_filter((_USER, _EXACT, "cf-q"))),
+        ("user_exact_strict", _quota_filter((_USER, _EXACT, "cf-q"), strict=True)),
+        ("user_default", _quota_filter((_USER, _DEFAULT, None))),
+        ("user_any_strict", _quota_filter((_USER, _ANY, None), strict=True)),
+        ("user_client", _quota_filter((_USER, _EXACT, "cf-q"), (_CLIENT, _ANY, None), strict=True)),
+        ("client_exact", _quota_filter((_CLIENT, _EXACT, "cf-c"))),
+        ("ip_any", _quota_filter((_IP, _ANY, None))),
+        ("bad_filters", _quota_filter((_USER, 3, None))),
+        ("exact_without_name", _quota_filter((_USER, _EXACT, None))),
+        ("default_with_name", _quota_filter((_USER, _DEFAULT, "x"))),
+        ("repeated_type", _quota_filter((_USER, _EXACT, "a"), (_USER, _ANY, None))),
+        ("unknown_type", _quota_filter(("topic", _ANY, None))),
+        ("ip_with_user", _quota_filter((_IP, _ANY, None), (_USER, _ANY, None))),
+    ]
+    return [
+        Case("alter_client_quotas.set", ApiKey.ALTER_CLIENT_QUOTAS, _static({"validate_only": False, "entries": [
+            _quota(((_USER, "cf-q"),), ("producer_byte_rate", 1048576.0), ("request_percentage", 50.5)),
+            _quota(((_CLIENT, "cf-c"),), ("consumer_byte_rate", 2048.0)),
+            _quota(((_USER, "cf-q"), (_CLIENT, "cf-c")), ("producer_byte_rate", 4096.0)),
+            _quota(((_USER, None),), ("controller_mutation_rate", 1.5)),
+            _quota(((_USER, "cf-q"), (_CLIENT, None)), ("consumer_byte_rate", 8192.0)),
+            _quota(((_CLIENT, None),), ("producer_byte_rate", 100000.0)),
+            _quota(((_IP, "127.0.0.2"),), ("connection_creation_rate", 10.0)),
+            _quota(((_IP, None),), ("connection_creation_rate", 100.0))]})),
+        Case("alter_client_quotas.refused", ApiKey.ALTER_CLIENT_QUOTAS, _static({"validate_only": False, "entries": [
+            _quota(((_USER, "cf-r1"),), ("producer_byte_rate", 1.5)),
+            _quota(((_USER, "cf-r2"),), ("consumer_byte_rate", 0.0)),
+            _quota(((_USER, "cf-r3"),), ("consumer_byte_rate", 1e30)),
+            _quota(((_USER, "cf-r4"),), ("connection_creation_rate", 10.0)),
+            _quota(((_USER, "cf-r5"),), ("no_such_quota", 10.0)),
+            _quota(((_USER, "cf-r6"),), ("request_percentage", -1.0)),
+            _quota(((_IP, "127.0.0.3"),), ("producer_byte_rate", 10.0)),
+            _quota(((_IP, "127.0.0.4"),), ("connection_creation_rate", 1e30)),
+            _quota(((_IP, "127.0.0.5"), (_USER, "cf-r7")), ("connection_creation_rate", 10.0)),
+            _quota(((_IP, "not-an-ip!"),), ("connection_creation_rate", 10.0)),
+            _quota((("topic", "cf-a"),), ("producer_byte_rate", 10.0)),
+            _quota((), ("producer_byte_rate", 10.0)),
+            _quota(((_USER, ""),), ("producer_byte_rate", 10.0)),
+            _quota(((_USER, "cf-r8"),), ("producer_byte_rate", 10.0), ("producer_byte_rate", 20.0)),
+            _quota(((_USER, "cf-r9"),), ("no_such_quota", None))]})),
+        # Kafka also takes a host name it can resolve; ksgate only addresses (docs/kafka-differences.md).
+        Case("alter_client_quotas.ip_host_name", ApiKey.ALTER_CLIENT_QUOTAS, _static({"validate_only": True,
+             "entries": [_quota(((_IP, "localhost"),), ("connection_creation_rate", 10.0))]})),
+        *(Case(f"describe_client_quotas.{name}", ApiKey.DESCRIBE_CLIENT_QUOTAS, template, eventual=True)
+          for name, template in describe),
+        Case("alter_client_quotas.remove", ApiKey.ALTER_CLIENT_QUOTAS, _static({"validate_only": False, "entries": [
+            _quota(parts, *((key, None) for key in (
+                "producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
+                "connection_creation_rate") if (key == "connection_creation_rate") == (parts[0][0] == _IP)))
+            for parts in _QUOTA_ENTITIES]})),
+        Case("describe_client_quotas.after_removal", ApiKey.DESCRIBE_CLIENT_QUOTAS, _quota_filter(), eventual=True),
     ]
 
 

@@ -45,6 +45,9 @@ DELIBERATE: tuple[Deliberate, ...] = (
                versions=range(8, 10), principals=("cf-super",)),
     # cf-describe may describe cf-missing but not delete it; ksgate cannot tell that it does not exist.
     Deliberate("delete-topics-existence", "delete_topics.unknown", "*", principals=("cf-describe",)),
+    # Kafka resolves a host name given as an ip quota entity (DNS, at request time); ksgate takes addresses only.
+    Deliberate("quota-ip-addresses-only", "alter_client_quotas.ip_host_name", "entries.error_code",
+               principals=("cf-super", "cf-full")),
 )
 
 # API version ranges ksgate offers differently from Kafka, by API key, each with the doc's id.

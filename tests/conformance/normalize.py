@@ -62,6 +62,7 @@ UNORDERED: dict[int, frozenset[str]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: frozenset({"results", "results.credential_infos"}),
     ApiKey.DESCRIBE_DELEGATION_TOKEN: frozenset({"tokens", "tokens.renewers"}),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: frozenset({"entries", "entries.entity", "entries.values"}),
+    ApiKey.ALTER_CLIENT_QUOTAS: frozenset({"entries"}),  # Kafka's: a hash map's order of the entities
     ApiKey.DESCRIBE_PRODUCERS: frozenset({"topics"}),
     ApiKey.DESCRIBE_TRANSACTIONS: frozenset({"transaction_states"}),
     ApiKey.LIST_TRANSACTIONS: frozenset({"transaction_states"}),

@@ -67,5 +67,6 @@ def _gateway(upstream: KafkaBroker, directory: Path, secret: str) -> GatewayThre
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "ksgate.credentials.file": str(credentials),
         "super.users": f"User:{SUPER}", "allow.everyone.if.no.acl.found": False,
         "delegation.token.secret.key": secret, "ksgate.delegation.token.file": str(directory / "tokens.json"),
+        "ksgate.quota.file": str(directory / "quotas.json"),
         **TOKEN_SETTINGS,
     }, protocol="SASL_PLAINTEXT").start()

@@ -87,7 +87,7 @@ def test_token_records_replace_and_delete_tokens() -> None:
 
 
 def test_records_of_an_unknown_kind_are_skipped_and_counted() -> None:
-    applied = apply_records(SecuritySnapshot(), [(b'{"kind":"quota","user":"x"}', b'{"v":1}'),
+    applied = apply_records(SecuritySnapshot(), [(b'{"kind":"from_a_newer_ksgate","user":"x"}', b'{"v":1}'),
                                                  (acl_record(_binding("a")).key, acl_record(_binding("a")).value)])
     assert applied.unknown == 1 and list(applied.state.acls) == [_binding("a")]
 
