@@ -10,8 +10,9 @@ paths direct, ksgate and kroxylicious in a rotated order (so drift on the machin
   produce latency, with the proxy's CPU during each phase;
 * bench/latency.py's fixed-rate producer + consumer (publish and end-to-end percentiles) at ``--rates``.
 
-CPU per MB/s = the proxy process's CPU (% of one core, from /proc) / MB/s of record values relayed; it
-depends far less on a busy machine than the throughput itself.  Kroxylicious is kroxylicious-runtime from
+CPU per MB/s = the proxy process's CPU (from /proc, in millicores: 1000 = one core busy) / MB/s of record
+values relayed, the unit of Kroxylicious's sizing guidance; it depends far less on a busy machine than the
+throughput itself.  Kroxylicious is kroxylicious-runtime from
 Maven Central (scripts/kroxylicious/fetch.sh; kroxylicious-app is not published there), started by
 scripts/kroxylicious/KroxyliciousMain.java on Java 17 with the JVM's default options.
 
@@ -149,32 +150,33 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def per_mb(cpu_pct: float, mb_s: float) -> float:
-    return cpu_pct / mb_s if mb_s else float("nan")
+def millicores_per_mb_s(cpu_pct: float, mb_s: float) -> float:
+    """CPU (% of one core) per MB/s relayed, in millicores per MB/s (Kroxylicious's sizing unit): 1 % = 10."""
+    return 10 * cpu_pct / mb_s if mb_s else float("nan")
 
 
 def table(report: Report, rates: list[int]) -> str:
     lines = [f"{'path':<14}{'produce MB/s':>13}{'fetch MB/s':>11}{'lat p50':>8}{'p99':>7}"
-             f"{'proxy CPU%/MB/s prod':>22}{'fetch':>7}   (medians; single-record latency, ms)"]
+             f"{'proxy mcores/MB/s produce':>27}{'fetch':>7}   (medians; single-record latency, ms)"]
     for path in PATHS:
         runs = [r for r in report.throughput if r.path == path]
         lines.append(
             f"{path:<14}{median([r.produce_mb_s for r in runs]):>13.1f}{median([r.fetch_mb_s for r in runs]):>11.1f}"
             f"{median([r.latency_p50_ms for r in runs]):>8.3f}{median([r.latency_p99_ms for r in runs]):>7.3f}"
-            f"{median([per_mb(r.cpu_produce.get('gateway', 0), r.produce_mb_s) for r in runs]):>22.3f}"
-            f"{median([per_mb(r.cpu_fetch.get('gateway', 0), r.fetch_mb_s) for r in runs]):>7.3f}")
+            f"{median([millicores_per_mb_s(r.cpu_produce.get('gateway', 0), r.produce_mb_s) for r in runs]):>27.2f}"
+            f"{median([millicores_per_mb_s(r.cpu_fetch.get('gateway', 0), r.fetch_mb_s) for r in runs]):>7.2f}")
     lines.append("")
-    lines.append(f"{'rate/s':>7} {'path':<14}{'pub p50':>8}{'p99':>7}{'e2e p50':>9}{'p99':>7}{'proxy CPU%':>11}"
-                 f"{'%/MB/s':>8}   (ms, medians of repeats)")
+    lines.append(f"{'rate/s':>7} {'path':<14}{'pub p50':>10}{'p99':>10}{'e2e p50':>10}{'p99':>10}{'proxy CPU%':>11}"
+                 f"{'mcores/MB/s':>12}   (ms, medians of repeats)")
     for rate in rates:
         for path in PATHS:
             fixed = [r for r in report.latency if r.path == path and r.rate == rate]
-            lines.append(f"{rate:>7} {path:<14}{median([r.publish['p50'] for r in fixed]):>8.2f}"
-                         f"{median([r.publish['p99'] for r in fixed]):>7.2f}"
-                         f"{median([r.end_to_end['p50'] for r in fixed]):>9.2f}"
-                         f"{median([r.end_to_end['p99'] for r in fixed]):>7.2f}"
+            lines.append(f"{rate:>7} {path:<14}{median([r.publish['p50'] for r in fixed]):>10.2f}"
+                         f"{median([r.publish['p99'] for r in fixed]):>10.2f}"
+                         f"{median([r.end_to_end['p50'] for r in fixed]):>10.2f}"
+                         f"{median([r.end_to_end['p99'] for r in fixed]):>10.2f}"
                          f"{median([r.gateway_cpu_pct for r in fixed]):>11.2f}"
-                         f"{median([r.gateway_cpu_pct_per_mb_s for r in fixed]):>8.3f}")
+                         f"{10 * median([r.gateway_cpu_pct_per_mb_s for r in fixed]):>12.2f}")
     return "\n".join(lines)
 
 
