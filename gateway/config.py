@@ -273,6 +273,10 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.security.store.topic": (_str, "_ksgate_security"),
     "ksgate.security.store.replication.factor": (_int, -1),
     "ksgate.security.store.load.timeout.ms": (_int, 60_000),
+    # how long each instance's tail Fetch waits for new records (a consumer's fetch.max.wait.ms): Kafka
+    # answers as soon as a change is written, so it only sets the idle polling; a broker that holds every
+    # Fetch for the whole wait (Tansu) sees a change up to this long after it was written
+    "ksgate.security.store.fetch.max.wait.ms": (_int, 500),
     # operations: Prometheus /metrics, /healthz and /readyz on host:port (unset: off)
     "ksgate.metrics.listener": (_optional_str, None),
     "upstream.bootstrap.servers": (_str, None),
@@ -426,6 +430,7 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
     _check_positive(settings, "socket.request.max.bytes", "queued.max.requests",
                     "connection.buffer.max.bytes", "shutdown.timeout.ms", "sasl.server.max.receive.size",
                     "ksgate.authentication.timeout.ms", "ksgate.security.store.load.timeout.ms",
+                    "ksgate.security.store.fetch.max.wait.ms",
                     "ksgate.readiness.upstream.timeout.ms")
     if settings["ksgate.upstream.startup.timeout.ms"] < 0:
         raise ConfigError(f"ksgate.upstream.startup.timeout.ms: must not be negative, "

@@ -79,6 +79,14 @@ class Reader:
         return uuid.UUID(bytes=bytes(self.buf[start : start + 16]))
 
     def uvarint(self) -> int:
+        # Nearly every uvarint on the wire is one byte (tag counts, lengths + 1 of short strings and
+        # arrays): read it without the loop (measured: 18 of them per relayed Produce round trip).
+        start = self.pos
+        if start < self.end:
+            first = self.buf[start]
+            if first < 0x80:
+                self.pos = start + 1
+                return first
         result = 0
         shift = 0
         for _ in range(_MAX_UVARINT_BYTES):
@@ -111,7 +119,7 @@ class Reader:
         """Validate an array count against the bytes left before any list is built."""
         if n < 0:
             raise DecodeError(f"negative array length {n}")
-        if n * min_item_size > self.remaining():
+        if n * min_item_size > self.end - self.pos:
             raise DecodeError(f"array of {n} items cannot fit in {self.remaining()} bytes")
         return n
 

@@ -44,7 +44,8 @@ def security_topic(config: GatewayConfig, ssl_context: ssl.SSLContext | None) ->
     settings = config.settings
     return SecurityTopic(config.upstream, ssl_context, StoreTopicSettings(
         topic=settings["ksgate.security.store.topic"],
-        replication_factor=settings["ksgate.security.store.replication.factor"]))
+        replication_factor=settings["ksgate.security.store.replication.factor"],
+        fetch_max_wait_ms=settings["ksgate.security.store.fetch.max.wait.ms"]))
 
 
 def token_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> TokenStore | None:

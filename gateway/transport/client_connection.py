@@ -42,7 +42,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Future[Any]] = set()  # referenced until done (asyncio keeps weak refs)
         self._landed = False  # the last get_buffer() handed out _landing
-        loop = asyncio.get_event_loop()
+        self._loop = loop = asyncio.get_event_loop()
         self.last_active = loop.time()
         # connections.max.idle.ms (negative: never, as on Kafka)
         limit_ms = ctx.config.connections_max_idle_ms
@@ -68,7 +68,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         return self.session.receive_buffer()  # sized by the frame being received, not by sizehint
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = asyncio.get_running_loop().time()
+        # The loop kept, not asked for: asyncio.get_running_loop() checks the process id, a getpid
+        # system call on every read (one of the seven a relayed request cost).
+        self.last_active = self._loop.time()
         if self._landed:  # the receiver's buffer is at least 4 KiB when it holds nothing
             self._landed = False
             self.session.receive_buffer()[:nbytes] = memoryview(_landing)[:nbytes]
