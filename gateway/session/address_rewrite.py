@@ -16,10 +16,14 @@ from protocol.registry import all_apis, api
 from protocol.tag_scan import TagScan, compile_tag_scan
 
 
-class NodeAddressBook(Protocol):
-    def learn(self, node_id: int, host: str, port: int) -> None: ...
-
+class ListenerAddresses(Protocol):
     def client_address(self, node_id: int) -> tuple[str, int]: ...
+
+
+class NodeAddressBook(ListenerAddresses, Protocol):
+    """Where the rewriting finds a node's address on the client's listener, and notes the upstream's."""
+
+    def learn(self, node_id: int, host: str, port: int) -> None: ...
 
 
 def _has_endpoints(api_key: int, version: int) -> bool:

@@ -56,9 +56,12 @@ SentCounter = Callable[[int, int], None]  # (api key, bytes of a response writte
 
 
 class ResponseQueue:
-    __slots__ = ("_awaiting", "_next_id", "_next_unanswered", "_observe", "_sent", "_slots")
+    __slots__ = ("_awaiting", "_clock", "_next_id", "_next_unanswered", "_observe", "_sent", "_slots")
 
-    def __init__(self, observe: LatencyObserver | None = None, sent: SentCounter | None = None) -> None:
+    def __init__(self, observe: LatencyObserver | None = None, sent: SentCounter | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: the session's monotonic clock, in seconds (latencies are measured with it)."""
+        self._clock = clock
         self._observe = observe
         self._sent = sent
         self._slots: deque[Slot] = deque()
@@ -73,7 +76,7 @@ class ResponseQueue:
                         hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
         """Open a slot for a relayed request; returns the correlation id to send upstream."""
         self._next_id = (self._next_id + 1) % _ANSWERED_IDS
-        slot = Slot(correlation_id, api_key, api_version, hook=hook, arrived=time.monotonic())
+        slot = Slot(correlation_id, api_key, api_version, hook=hook, arrived=self._clock())
         self._slots.append(slot)
         self._awaiting[self._next_id] = slot
         return self._next_id
@@ -87,17 +90,17 @@ class ResponseQueue:
         return _UNANSWERED_BASE + self._next_unanswered
 
     def add_local(self, correlation_id: int, api_key: int, api_version: int, response: WireBytes) -> None:
-        self._slots.append(Slot(correlation_id, api_key, api_version, [response], True, arrived=time.monotonic()))
+        self._slots.append(Slot(correlation_id, api_key, api_version, [response], True, arrived=self._clock()))
 
     def add_deferred(self, correlation_id: int, api_key: int, api_version: int) -> Slot:
         """A slot the gateway fills itself later (set ``response`` and ``ready``); it keeps its place in order."""
-        slot = Slot(correlation_id, api_key, api_version, arrived=time.monotonic())
+        slot = Slot(correlation_id, api_key, api_version, arrived=self._clock())
         self._slots.append(slot)
         return slot
 
     def reserve_upstream_id(self) -> int:
         """An upstream id for a deferred slot registered later with ``await_upstream`` (transport/worker_thread.py)."""
-        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        self._next_id = (self._next_id + 1) % _ANSWERED_IDS  # the answered range, as expect_upstream's
         return self._next_id
 
     def await_upstream(self, upstream_id: int, slot: Slot) -> None:
@@ -127,7 +130,7 @@ class ResponseQueue:
         assert self._slots[0] is slot
         self._slots.popleft()
         if self._observe is not None:  # latency to the response's first byte
-            self._observe(slot.api_key, time.monotonic() - slot.arrived)
+            self._observe(slot.api_key, self._clock() - slot.arrived)
         return slot
 
     def pop_ready(self) -> list[WireBytes]:
@@ -136,7 +139,7 @@ class ResponseQueue:
         slots = self._slots
         if not slots or not slots[0].ready:
             return ready
-        now = time.monotonic()
+        now = self._clock()
         observe, sent = self._observe, self._sent
         while slots and slots[0].ready:
             slot = slots.popleft()

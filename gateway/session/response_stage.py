@@ -10,12 +10,13 @@ a large one in the worker thread.
 from __future__ import annotations
 
 import struct
+import uuid
+from typing import Any
 
 from gateway.config import ConfigError
-from gateway.session.address_rewrite import NodeAddressBook, body_names_endpoints, needs_rewrite, rewrite_endpoints
+from gateway.session.address_rewrite import ListenerAddresses, body_names_endpoints, needs_rewrite, rewrite_endpoints
 from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
-from gateway.session.routes import route
-from gateway.upstream.cluster_view import ClusterView
+from gateway.session.routes import RouteTable
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
@@ -37,29 +38,60 @@ def match_response(responses: ResponseQueue, frame: Frame) -> Slot | None:
     return responses.match_upstream(_SIZE.unpack_from(frame.payload, 0)[0])
 
 
-def needs_decoding(slot: Slot) -> bool:
+class Learned:
+    """What responses taught (brokers, topic ids), recorded for the session to report as a Discovered
+    action: the response stage may run in the worker thread and never changes shared state itself.
+    Also the address book the rewriting reads (a node's address on this listener)."""
+
+    __slots__ = ("book", "nodes", "topic_ids")
+
+    def __init__(self, book: ListenerAddresses) -> None:
+        self.book = book
+        self.nodes: list[tuple[int, str, int]] = []
+        self.topic_ids: list[tuple[uuid.UUID, str]] = []
+
+    def learn(self, node_id: int, host: str, port: int) -> None:
+        self.nodes.append((node_id, host, port))
+
+    def client_address(self, node_id: int) -> tuple[str, int]:
+        return self.book.client_address(node_id)
+
+    def learn_topics(self, topics: list[dict[str, Any]]) -> None:
+        # The cluster view keeps only real ids with a name (a topic in error has the zero id).
+        self.topic_ids.extend((topic_id, name) for topic in topics
+                              if (topic_id := topic.get("topic_id")) is not None and (name := topic.get("name")))
+
+    def take(self, into: Learned) -> None:
+        """Hand what was learned on to ``into`` (a worker's record, passed on from the loop)."""
+        into.nodes.extend(self.nodes)
+        into.topic_ids.extend(self.topic_ids)
+        self.nodes, self.topic_ids = [], []
+
+
+def needs_decoding(slot: Slot, routes: RouteTable) -> bool:
     """Whether the response may need decoding (addresses to rewrite, topic ids to learn, an authorization hook)."""
     if slot.hook is not None:
         return True
-    found = route(slot.api_key)
-    return found is None or not found.streams(slot.api_version)
+    route = routes.get(slot.api_key)
+    return route is None or not route.streams(slot.api_version)
 
 
-def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAddressBook) -> list[WireBytes]:
+def response_pieces(slot: Slot, frame: Frame, routes: RouteTable, learned: Learned) -> list[WireBytes]:
     """The slot's response: the upstream's bytes, or (when needed) decoded, rewritten and re-encoded.
 
-    Touches nothing of the session, so the session may run it in the worker thread.
+    Touches nothing of the session or the process (what it learns goes to ``learned``), so the
+    session may run it in the worker thread.
     """
     payload = frame.payload
-    if not needs_decoding(slot):  # the fast path: relay the bytes untouched
+    if not needs_decoding(slot, routes):  # the fast path: relay the bytes untouched
         return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     schema = api(slot.api_key)
     assert schema is not None
     header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
     _, header_size = decode_response_header(payload, header_version)
     raw_body = payload[header_size:]
-    found = route(slot.api_key)
-    learns = found is not None and found.learns_topic_ids
+    route = routes.get(slot.api_key)
+    learns = route is not None and route.learns_topic_ids
     rewrite = needs_rewrite(slot.api_key, slot.api_version) and \
         body_names_endpoints(slot.api_key, slot.api_version, raw_body)
     if slot.hook is None and not rewrite and not learns:
@@ -68,11 +100,11 @@ def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAd
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(raw_body)
     if learns:
-        cluster.learn_topics(body.get("topics") or [])
+        learned.learn_topics(body.get("topics") or [])
     changed = False
     if rewrite:
         try:
-            changed = rewrite_endpoints(slot.api_key, slot.api_version, body, book)
+            changed = rewrite_endpoints(slot.api_key, slot.api_version, body, learned)
         except ConfigError as exc:
             raise PipelineRefusal(str(exc)) from None
     if slot.hook is not None:
