@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
 import pytest
 
+from authz.model import AclOperation
 from authz.policies import all_policies
-from gateway.admin.handlers import LOCAL_HANDLERS
+from authz.request_policy import Refuse, Verdict
+from gateway.admin.handlers import LOCAL_HANDLERS, AdminRequest
+from gateway.server import Gateway
+from gateway.session import actions as act
 from gateway.session.api_versions import negotiate
 from gateway.session.routes import ApiRoute, Dispatch, RouteTable, build_routes
+from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
+from gateway.stores.file_acls import FileAclStore
 from protocol.api_keys import INTERNAL_APIS, ApiKey
+from protocol.framing import Frame
+from protocol.kafka_errors import KafkaError
+from protocol.messages import request_frame, response_frame
 from protocol.registry import all_apis
+from tests.authz.helpers import acl
+from tests.authz.test_policies_data import entry, request, response
+from tests.gateway.session.session_driver import Driver, gateway_for
+
+METADATA_V = 12
+FETCH_V = 15
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +116,135 @@ def test_admin_apis_the_gateway_serves_start_at_kafka_4s_first_version(routes: R
 def test_produce_below_v3_is_advertised_but_refused_as_on_kafka_4(routes: RouteTable) -> None:
     found = _route(routes, ApiKey.PRODUCE)
     assert found.versions.start == 0 and found.refused_below == 3
+
+
+# --- the spine at run time: the session and the stages dispatch through the gateway's table -----------
+
+def _metadata(*names: str) -> dict[str, Any]:
+    return request(ApiKey.METADATA, METADATA_V, topics=[{"name": n, "topic_id": uuid.UUID(int=0)} for n in names],
+                   allow_auto_topic_creation=False)
+
+
+_PARTITION = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+              "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+
+
+@pytest.fixture
+def plaintext(tmp_path: Path) -> Gateway:
+    return gateway_for(tmp_path)
+
+
+@pytest.fixture
+def strict(tmp_path: Path) -> Gateway:
+    """An authorizer; ANONYMOUS may describe topic a, nothing else."""
+    FileAclStore(tmp_path / "acls.json").add([acl("a", AclOperation.DESCRIBE, principal="User:ANONYMOUS")])
+    return gateway_for(tmp_path, **{"authorizer.class.name": "StandardAuthorizer",
+                                    "ksgate.acl.file": str(tmp_path / "acls.json")})
+
+
+def _with_route(gateway: Gateway, key: int, **changes: Any) -> None:
+    routes = gateway.ctx.routes
+    gateway.ctx.routes = MappingProxyType({**routes, key: replace(routes[key], **changes)})
+
+
+def test_the_gateway_builds_its_table_once_with_the_handlers_it_serves(plaintext: Gateway, strict: Gateway) -> None:
+    assert plaintext.ctx.routes[ApiKey.CREATE_ACLS].local is None  # no authorizer: no admin API here
+    assert strict.ctx.routes[ApiKey.CREATE_ACLS].local is LOCAL_HANDLERS[ApiKey.CREATE_ACLS]
+    assert strict.ctx.routes[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS].local is None  # no credential store
+
+
+def test_the_policy_that_runs_is_the_routes(strict: Gateway) -> None:
+    asked: list[int] = []
+
+    def refuse_all(body: dict[str, Any], version: int, view: Any) -> Verdict:
+        asked.append(version)
+        return Refuse("the route's own policy")
+
+    _with_route(strict, ApiKey.METADATA, policy=refuse_all)
+    driver = Driver.connect(strict)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, _metadata("a")))
+    assert asked == [METADATA_V]
+    assert driver.closed is not None and driver.closed.reason == "the route's own policy"
+
+
+def test_the_admin_handler_that_answers_is_the_routes(tmp_path: Path) -> None:
+    def answer(authorization: Any, requester: AdminRequest, body: dict[str, Any], version: int) -> dict[str, Any]:
+        assert requester.principal.name == "ANONYMOUS" and requester.listener == "PLAINTEXT"
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": "from the route", "resources": []}
+
+    FileAclStore(tmp_path / "acls.json")
+    gateway = gateway_for(tmp_path, **{"authorizer.class.name": "StandardAuthorizer", "super.users": "User:ANONYMOUS",
+                                       "ksgate.acl.file": str(tmp_path / "acls.json")})
+    _with_route(gateway, ApiKey.DESCRIBE_ACLS, local=answer)
+    driver = Driver.connect(gateway)
+    body = request(ApiKey.DESCRIBE_ACLS, 3, resource_type_filter=1, pattern_type_filter=1, operation=1,
+                   permission_type=1)
+    driver.send(request_frame(ApiKey.DESCRIBE_ACLS, 3, 5, body))
+    [(correlation_id, answered)] = driver.responses(ApiKey.DESCRIBE_ACLS, 3)
+    assert correlation_id == 5 and answered["error_message"] == "from the route"
+    assert driver.upstream_bytes == b""
+
+
+def test_sasl_frames_are_dispatched_by_their_route(plaintext: Gateway) -> None:
+    # Without a SASL listener, a SaslHandshake after connecting gets ILLEGAL_SASL_STATE from the session.
+    driver = Driver.connect(plaintext)
+    driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 3, {"mechanism": "PLAIN"}))
+    [(_, answer)] = driver.responses(ApiKey.SASL_HANDSHAKE, 1)
+    assert answer["error_code"] == KafkaError.ILLEGAL_SASL_STATE and driver.upstream_bytes == b""
+
+
+def test_a_large_fetch_request_is_decided_in_the_worker_and_its_response_still_streams(plaintext: Gateway) -> None:
+    # Fetch requests carry no records (only their responses do): a large one is decoded off the loop like any other.
+    driver = Driver.connect(plaintext)
+    topics = [{"topic_id": uuid.uuid4(), "partitions": [_PARTITION]} for _ in range(LARGE_BYTES // 40)]
+    driver.send(request_frame(ApiKey.FETCH, FETCH_V, 1, request(ApiKey.FETCH, FETCH_V, topics=topics)))
+    assert any(job.kind is act.JobKind.LARGE for job in driver.jobs.values()) and driver.upstream_bytes == b""
+    driver.run_job(act.JobKind.LARGE)
+    [fetch] = driver.upstream_requests()
+    assert len(fetch.body["topics"]) == len(topics)
+    assert driver.session.may_stream(fetch.upstream_id, STREAM_MIN_BYTES)
+
+
+def test_a_broker_a_response_names_is_reported_as_a_discovery_not_learned_by_the_session(
+        plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, _metadata("a")))
+    [relayed] = driver.upstream_requests()
+    topic_id = uuid.uuid4()
+    answer = response(ApiKey.METADATA, METADATA_V, "topics",
+                      [entry(ApiKey.METADATA, METADATA_V, "topics", name="a", topic_id=topic_id)],
+                      brokers=[{"node_id": 7, "host": "10.9.9.7", "port": 9092, "rack": None}])
+    actions = driver.session.upstream_frames([Frame(memoryview(response_frame(
+        ApiKey.METADATA, METADATA_V, relayed.upstream_id, answer)))])
+    [found] = [a for a in actions if isinstance(a, act.Discovered)]
+    assert found.nodes == ((7, "10.9.9.7", 9092),) and found.topic_ids == ((topic_id, "a"),)
+    assert 7 not in plaintext.ctx.cluster.nodes and topic_id not in plaintext.ctx.cluster.topic_names
+
+
+def test_an_unknown_topic_id_asks_for_a_refresh_as_an_action(strict: Gateway) -> None:
+    driver = Driver.connect(strict)
+    body = request(ApiKey.FETCH, FETCH_V, topics=[{"topic_id": uuid.uuid4(), "partitions": [_PARTITION]}])
+    driver.send(request_frame(ApiKey.FETCH, FETCH_V, 2, body))
+    assert [d.refresh_topic_ids for d in driver.discovered] == [True]
+
+
+def test_the_server_opens_node_listeners_once_per_new_broker(plaintext: Gateway,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[int] = []
+    refreshed: list[bool] = []
+    monkeypatch.setattr(Gateway, "_open_node_listeners", lambda _gateway, node_id: opened.append(node_id))
+    monkeypatch.setattr(Gateway, "_request_topic_refresh", lambda _gateway: refreshed.append(True))
+    topic_id = uuid.uuid4()
+    plaintext.discovered(act.Discovered(nodes=((7, "10.9.9.7", 9092),), topic_ids=((topic_id, "a"),)))
+    plaintext.discovered(act.Discovered(nodes=((7, "10.9.9.8", 9092),), refresh_topic_ids=True))
+    assert opened == [7] and refreshed == [True]
+    assert plaintext.ctx.cluster.nodes[7] == ("10.9.9.8", 9092)
+    assert plaintext.ctx.cluster.topic_names == {topic_id: "a"}
+
+
+def test_a_decision_reads_the_topic_ids_known_when_its_request_arrived(plaintext: Gateway) -> None:
+    cluster = plaintext.ctx.cluster
+    snapshot = cluster.topic_names
+    cluster.learn_topics([{"topic_id": uuid.uuid4(), "name": "later"}])
+    assert snapshot == {} and len(cluster.topic_names) == 1  # replaced whole, never edited
+
