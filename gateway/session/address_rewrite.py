@@ -78,10 +78,10 @@ def body_names_endpoints(api_key: int, version: int, body: memoryview | bytes | 
     else the body is decoded.  Fails closed: a body the scan cannot walk is reported as naming
     endpoints, so the full decoder sees (and refuses) it.
     """
-    found = _endpoints_scan(api_key, version)
-    if found is None:
+    compiled = _endpoints_scan(api_key, version)
+    if compiled is None:
         return True
-    scan, tags = found
+    scan, tags = compiled
     try:
         present = scan(body)
     except DecodeError:

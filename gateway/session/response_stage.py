@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.config import ConfigError
 from gateway.session.address_rewrite import ListenerAddresses, body_names_endpoints, needs_rewrite, rewrite_endpoints
-from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
+from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
 from gateway.session.routes import RouteTable
 from protocol.errors import DecodeError
 from protocol.framing import Frame
@@ -31,7 +31,7 @@ class PipelineRefusal(Exception):
     """The request (or response) cannot be handled safely; the connection is closed."""
 
 
-def match_response(responses: ResponseQueue, frame: Frame) -> Slot | None:
+def match_response(responses: ResponseQueue, frame: Frame) -> ResponseSlot | None:
     """The slot an upstream response fills (taken out of the awaited ones); None to drop it."""
     if len(frame.payload) < 4:
         raise DecodeError("upstream response shorter than a correlation id")
@@ -68,7 +68,7 @@ class Learned:
         self.nodes, self.topic_ids = [], []
 
 
-def needs_decoding(slot: Slot, routes: RouteTable) -> bool:
+def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:
     """Whether the response may need decoding (addresses to rewrite, topic ids to learn, an authorization hook)."""
     if slot.hook is not None:
         return True
@@ -76,7 +76,7 @@ def needs_decoding(slot: Slot, routes: RouteTable) -> bool:
     return route is None or not route.streams(slot.api_version)
 
 
-def response_pieces(slot: Slot, frame: Frame, routes: RouteTable, learned: Learned) -> list[WireBytes]:
+def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learned: Learned) -> list[WireBytes]:
     """The slot's response: the upstream's bytes, or (when needed) decoded, rewritten and re-encoded.
 
     Touches nothing of the session or the process (what it learns goes to ``learned``), so the

@@ -15,7 +15,7 @@ from auth.client_address import ClientAddress
 from auth.listener_security import ListenerSecurity
 from auth.principal import KafkaPrincipal, PlaintextAuthContext, SslAuthContext
 from auth.sasl.mechanism import SaslContext
-from auth.sasl.server import Authenticated, Close, SaslServerAuthenticator
+from auth.sasl.server import Authenticated, Refused, SaslServerAuthenticator
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.session.api_versions import api_versions_response
 from protocol.framing import Frame
@@ -70,7 +70,7 @@ def record_login(ctx: GatewayContext, listener: ListenerConfig, client: ClientAd
 
 
 def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: ClientAddress,
-                         authenticator: SaslServerAuthenticator | None, step: Close) -> None:
+                         authenticator: SaslServerAuthenticator | None, step: Refused) -> None:
     if step.quiet:  # a repeat, or answered unhashed under a flood: not a warning per attempt (audited below)
         log.debug("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS),
                   mechanism_failure=step.authentication_failure)

@@ -39,7 +39,7 @@ from auth.client_address import ClientAddress
 from auth.principal import KafkaPrincipal
 from auth.sasl.first_frame import diagnose_non_kafka
 from auth.sasl.mechanism import HashClaim
-from auth.sasl.server import Authenticated, Close, Respond, SaslServerAuthenticator, Step, Verifying
+from auth.sasl.server import Authenticated, Refused, Respond, SaslServerAuthenticator, Step, Verifying
 from gateway.admin.handlers import OffLoop
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.context import GatewayContext
@@ -51,7 +51,7 @@ from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
 from gateway.session.request_memory import ReceiveGate
 from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
-from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
+from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
 from gateway.session.response_stage import Learned, PipelineRefusal, match_response, needs_decoding, response_pieces
 from gateway.session.routes import Dispatch
 from gateway.session.sasl_stage import (
@@ -131,7 +131,7 @@ class ProxySession:
         # Local answers that wait for the store write before them (a connection sees its own
         # admin changes, as on a Kafka broker, which handles one request at a time).
         self._local_busy = False
-        self._local_queue: deque[tuple[Slot, AnswerLocally]] = deque()
+        self._local_queue: deque[tuple[ResponseSlot, AnswerLocally]] = deque()
         self._streaming = False
         self._stream_api = -1  # the API of the response being streamed (for its byte count)
         self._farewell: WireBytes | None = None
@@ -150,8 +150,8 @@ class ProxySession:
         self.log = self.log.bind(client=str(client))
         if self.listener.sni is not None and self.security.tls is not None:
             # One port for every broker: the handshake's server name said which node this connection is for.
-            found = self.security.tls.route_of(ssl_object)
-            self.node_id = found.node_id if isinstance(found, Node) else None
+            served = self.security.tls.route_of(ssl_object)
+            self.node_id = served.node_id if isinstance(served, Node) else None
             self.log = self.log.bind(node=self.node_id)
         try:
             principal = principal_at_connect(self.listener, self.client.host, ssl_object, self.security)
@@ -378,7 +378,7 @@ class ProxySession:
                               ctx.negotiated, ctx.cluster.features, ctx.authorization, ctx.cluster.topic_names,
                               self._topic_id_misses, now_ms, expired)
 
-    def _apply(self, decision: Decision, slot: Slot | None = None) -> None:
+    def _apply(self, decision: Decision, slot: ResponseSlot | None = None) -> None:
         """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""
         metrics = self.ctx.metrics
         if decision.outcome is not None:
@@ -390,7 +390,7 @@ class ProxySession:
         else:
             self._relay(decision, slot)
 
-    def _relay(self, decision: RelayRequest, slot: Slot | None) -> None:
+    def _relay(self, decision: RelayRequest, slot: ResponseSlot | None) -> None:
         if not decision.expects_response:
             assert slot is None  # fire-and-forget APIs stay on the loop (routes)
             upstream_id = self.responses.expect_nothing()
@@ -405,7 +405,7 @@ class ProxySession:
         self.ctx.metrics.relayed(decision.key)
         self._outgoing.extend(upstream_pieces(decision, upstream_id))
 
-    def _fill(self, slot: Slot | None, key: int, version: int, correlation_id: int, frame: WireBytes) -> None:
+    def _fill(self, slot: ResponseSlot | None, key: int, version: int, correlation_id: int, frame: WireBytes) -> None:
         if slot is None:
             self.responses.add_local(correlation_id, key, version, frame)
         else:
@@ -453,7 +453,7 @@ class ProxySession:
         self._job(act.JobKind.LARGE, partial(decide, self._request_context(), frame),
                   partial(self._large_decided, slot))
 
-    def _large_decided(self, slot: Slot, result: Decision | BaseException) -> None:
+    def _large_decided(self, slot: ResponseSlot, result: Decision | BaseException) -> None:
         if isinstance(result, BaseException):
             self._request_failed(result)
             return
@@ -465,12 +465,12 @@ class ProxySession:
         self._send_upstream()
         self._stop_waiting("large-request")
 
-    def _fill_large(self, slot: Slot, frame: Frame) -> None:
+    def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
         learned = Learned(self._learned.book)  # the job's own record: the loop's may grow meanwhile
         work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
         self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 
-    def _large_filled(self, slot: Slot, learned: Learned, result: list[WireBytes] | BaseException) -> None:
+    def _large_filled(self, slot: ResponseSlot, learned: Learned, result: list[WireBytes] | BaseException) -> None:
         if isinstance(result, BaseException):
             self._response_failed(result)
             return
@@ -480,7 +480,7 @@ class ProxySession:
 
     # --- local answers: admin APIs, one store write at a time --------------------------------
 
-    def _answer_locally(self, decision: AnswerLocally, slot: Slot | None) -> None:
+    def _answer_locally(self, decision: AnswerLocally, slot: ResponseSlot | None) -> None:
         if self._local_busy or self._local_queue:  # computed once the earlier local answers are done
             slot = slot or self.responses.add_deferred(decision.correlation_id, decision.key, decision.version)
             self._local_queue.append((slot, decision))
@@ -492,11 +492,11 @@ class ProxySession:
         else:
             self._fill(slot, decision.key, decision.version, decision.correlation_id, _encoded(decision, result))
 
-    def _store_write(self, slot: Slot, decision: AnswerLocally, work: OffLoop) -> None:
+    def _store_write(self, slot: ResponseSlot, decision: AnswerLocally, work: OffLoop) -> None:
         self._local_busy = True
         self._job(act.JobKind.STORE, work.work, partial(self._stored, slot, decision))
 
-    def _stored(self, slot: Slot, decision: AnswerLocally, result: Body | BaseException) -> None:
+    def _stored(self, slot: ResponseSlot, decision: AnswerLocally, result: Body | BaseException) -> None:
         self._local_busy = False
         try:
             if isinstance(result, BaseException):
@@ -553,7 +553,7 @@ class ProxySession:
             self._wait_for("verifying")
             self._job(act.JobKind.VERIFY, step.job, self._verified, step.claim)
         else:
-            assert isinstance(step, Close)
+            assert isinstance(step, Refused)
             self._refuse_authentication(step)
 
     def _verified(self, result: bytes | BaseException) -> None:
@@ -596,7 +596,7 @@ class ProxySession:
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
         record_login(self.ctx, self.listener, self.client, principal, mechanism)
 
-    def _refuse_authentication(self, step: Close) -> None:
+    def _refuse_authentication(self, step: Refused) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
         record_login_failure(self.ctx, self.log, self.listener, self.client,
                              self.authenticator, step)
@@ -684,7 +684,7 @@ def _encoded(decision: AnswerLocally, body: Body) -> bytes:
     return response_frame(decision.key, decision.version, decision.correlation_id, body)
 
 
-def _pieces_and_drop_hook(slot: Slot, frame: Frame, routes: Any, learned: Learned) -> list[WireBytes]:
+def _pieces_and_drop_hook(slot: ResponseSlot, frame: Frame, routes: Any, learned: Learned) -> list[WireBytes]:
     pieces = response_pieces(slot, frame, routes, learned)
     slot.hook = None  # its state (an entry per item of the request) is freed here, in the worker, not on the loop
     return pieces

@@ -10,7 +10,7 @@ import pytest
 
 from authz.policies import all_policies
 from gateway.session.address_rewrite import ENDPOINT_APIS, body_names_endpoints, needs_rewrite, rewrite_endpoints
-from gateway.session.response_queue import Slot
+from gateway.session.response_queue import ResponseSlot
 from gateway.session.response_stage import Learned, response_pieces
 from gateway.session.routes import build_routes
 from protocol.api_keys import ApiKey
@@ -119,7 +119,7 @@ def test_apis_with_untagged_endpoints_are_always_decoded() -> None:
 def _pieces(key: ApiKey, version: int, body: dict[str, Any]) -> tuple[bytes, bytes]:
     """The upstream's frame (upstream correlation id 99) and what the client gets (its id 7)."""
     wire = response_frame(key, version, 99, body)
-    slot = Slot(correlation_id=7, api_key=key, api_version=version)
+    slot = ResponseSlot(correlation_id=7, api_key=key, api_version=version)
     routes = build_routes(all_policies(), {})
     pieces = response_pieces(slot, Frame(memoryview(wire)), routes, Learned(Book()))
     return wire, b"".join(bytes(p) for p in pieces)
