@@ -33,7 +33,7 @@ def authorize(requester: RequestContext, authorization: GatewayAuthorization, ro
     if policy is None or schema is None:
         return Refuse(f"no authorization policy for api key {key}")
     guard = TopicGuard(key, version, schema.request, schema.response, authorization.reserved_topics,
-                       requester.topic_names)
+                       requester.topic_names, route.topic_rules)
     findings = guard.inspect(body)
     view = ConnectionAuthzView(authorization, requester.principal, requester.client_host, requester.client_port,
                                requester.listener.name, key, version, requester.topic_names, requester.misses,
@@ -42,13 +42,13 @@ def authorize(requester: RequestContext, authorization: GatewayAuthorization, ro
         verdict = policy(body, version, view)
     finally:
         view.flush_audit()
-    unchecked = _unallowed_id(key, version, schema.request, body, verdict, view)
+    unchecked = _unallowed_id(route, version, schema.request, body, verdict, view)
     if unchecked is not None:
         return Refuse(f"the {schema.name} policy relays {unchecked[0].name} {unchecked[1]!r} without allowing it")
     return guard.seal(_flushing_hook(verdict, view), findings)
 
 
-def _unallowed_id(key: int, version: int, spec: MessageSpec, body: Body, verdict: Verdict,
+def _unallowed_id(route: ApiRoute, version: int, spec: MessageSpec, body: Body, verdict: Verdict,
                   view: ConnectionAuthzView) -> tuple[ResourceType, str] | None:
     """The id guard (authz/id_guard.py) over what the verdict relays (or answers locally)."""
     if not isinstance(verdict, Relay | Rewrite):
@@ -56,7 +56,7 @@ def _unallowed_id(key: int, version: int, spec: MessageSpec, body: Body, verdict
     if view.broker_request:  # authorized as a broker's request: the ids it names are others'
         return None
     relayed = verdict.request if isinstance(verdict, Rewrite) else body
-    return unallowed_id(key, spec, version, relayed, view.allowed_names)
+    return unallowed_id(spec, version, relayed, view.allowed_names, route.ids_not_checked)
 
 
 def check_topics(requester: RequestContext, route: ApiRoute, version: int, body: Body) -> Verdict:
@@ -69,7 +69,8 @@ def check_topics(requester: RequestContext, route: ApiRoute, version: int, body:
     schema = api(key)
     if schema is None:
         return Refuse(f"api key {key} has no schema")
-    guard = TopicGuard(key, version, schema.request, schema.response, frozenset(), requester.topic_names)
+    guard = TopicGuard(key, version, schema.request, schema.response, frozenset(), requester.topic_names,
+                       route.topic_rules)
     findings = guard.inspect(body)
     if not findings.suspicious:
         return _RELAY

@@ -3,7 +3,8 @@
 A reader looking for "what happens to API X" reads its row of the table ``build_routes``
 makes: the versions ksgate can parse and the cap it offers clients, how the request is
 dispatched (relayed, answered by an admin handler here, ApiVersions, SASL), the authorization
-policy, a refusal no policy may override (a follower Fetch), whether its responses name broker
+policy, a refusal no policy may override (a follower Fetch), the guards' exemptions (how Kafka
+treats the topic names and ids it names), whether its responses name broker
 endpoints (rewritten) or topic ids (learned), whether a request may expect no answer (Produce
 acks=0), and whether its requests carry records (relayed as bytes, so never worth the worker).
 
@@ -23,9 +24,11 @@ from typing import Any
 
 from authz.policies.data import is_follower_fetch
 from authz.request_policy import ApiPolicy
+from authz.topic_guard import TopicRules
 from gateway.admin.handlers import LOCAL_HANDLERS, LocalHandler
 from gateway.session.address_rewrite import ENDPOINT_APIS, needs_rewrite
 from protocol.api_keys import INTERNAL_APIS, ApiKey
+from protocol.entities.ids import Entity
 from protocol.registry import all_apis
 from protocol.schema import FieldSpec
 
@@ -71,6 +74,14 @@ _FLOORS: dict[int, int] = {key: 1 for key in (
 _REFUSED_BELOW: dict[int, int] = {ApiKey.PRODUCE: 3}
 # Refusals no policy may override, checked before any (with or without an authorizer).
 _REFUSALS: dict[int, Callable[[Body, int], str | None]] = {ApiKey.FETCH: _follower_fetch}
+# How Kafka's handler treats topic names, for the topic guard (authz/topic_guard.py, TopicRules): where it
+# validates them itself, and where its answer names exactly the topics asked (never a listing to scrub).
+_VALIDATES_TOPIC_NAMES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS,
+                                    ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
+_ANSWERS_ONLY_WHAT_WAS_ASKED = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+# Ids a request names that Kafka's handler does not authorize as such, for the id guard (authz/id_guard.py):
+# a Produce's transactional id is checked by its policy only when its batches are transactional.
+_IDS_NOT_CHECKED: dict[int, frozenset[Entity]] = {ApiKey.PRODUCE: frozenset({"transactionalId"})}
 # Responses that reveal topic ids, and so feed the id → name cache authorization uses.
 _TOPIC_ID_SOURCES = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 # Requests whose client may expect no response at all, and how to tell.
@@ -88,6 +99,8 @@ class ApiRoute:
     policy: ApiPolicy | None  # None: refused whenever authorization is on
     local: LocalHandler | None  # LOCAL: the admin handler, when this gateway serves it (None: refused)
     refusal: Callable[[Body, int], str | None] | None  # a reason to close the connection, before any policy
+    topic_rules: TopicRules  # how Kafka treats its topic names (the topic guard's exemptions)
+    ids_not_checked: frozenset[Entity]  # ids Kafka does not authorize as such (the id guard's exemptions)
     rewrites_endpoints: bool  # its responses can name brokers (gateway/session/address_rewrite.py)
     learns_topic_ids: bool  # its responses feed the topic id → name cache
     fire_and_forget: Callable[[Body], bool] | None  # the request expects no response (Produce acks=0)
@@ -131,7 +144,9 @@ def build_routes(policies: Mapping[int, ApiPolicy], local: Mapping[int, LocalHan
             versions=range(max(schema.min_version, _FLOORS.get(key, 0)), schema.max_version + 1),
             cap=_CAPS.get(key), refused_below=_REFUSED_BELOW.get(key, 0),
             dispatch=_DISPATCH.get(key, Dispatch.RELAY), policy=policies.get(key), local=local.get(key),
-            refusal=_REFUSALS.get(key), rewrites_endpoints=key in ENDPOINT_APIS,
+            refusal=_REFUSALS.get(key),
+            topic_rules=TopicRules(key in _VALIDATES_TOPIC_NAMES, key in _ANSWERS_ONLY_WHAT_WAS_ASKED),
+            ids_not_checked=_IDS_NOT_CHECKED.get(key, frozenset()), rewrites_endpoints=key in ENDPOINT_APIS,
             learns_topic_ids=key in _TOPIC_ID_SOURCES, fire_and_forget=_FIRE_AND_FORGET.get(key),
             records_as_bytes=_has_records(schema.request.fields))
     return MappingProxyType(table)

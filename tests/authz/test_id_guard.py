@@ -77,8 +77,8 @@ def test_the_guard_finds_an_id_the_policy_never_allowed() -> None:
                        {"group_id": "g2", "member_id": None, "member_epoch": -1, "topics": None}],
             "require_stable": False}
     allowed = {(ResourceType.GROUP, "g1")}
-    assert unallowed_id(ApiKey.OFFSET_FETCH, schema.request, 9, body, allowed) == (ResourceType.GROUP, "g2")
-    assert unallowed_id(ApiKey.OFFSET_FETCH, schema.request, 9, body, allowed | {(ResourceType.GROUP, "g2")}) is None
+    assert unallowed_id(schema.request, 9, body, allowed) == (ResourceType.GROUP, "g2")
+    assert unallowed_id(schema.request, 9, body, allowed | {(ResourceType.GROUP, "g2")}) is None
 
 
 def test_a_policy_that_forgets_a_group_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

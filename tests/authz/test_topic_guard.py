@@ -249,7 +249,8 @@ def test_topic_names_follow_kafkas_rules(name: str, legal: bool) -> None:
 
 def _guard(key: int, version: int) -> TopicGuard:
     schema = all_apis()[key]
-    return TopicGuard(key, version, schema.request, schema.response, frozenset({RESERVED}), TOPIC_NAMES)
+    return TopicGuard(key, version, schema.request, schema.response, frozenset({RESERVED}), TOPIC_NAMES,
+                      ROUTES[key].topic_rules)
 
 
 def test_a_listing_answer_loses_the_reserved_topic_on_the_way_back() -> None:

@@ -106,6 +106,16 @@ def test_only_fetch_has_a_refusal_no_policy_overrides(routes: RouteTable) -> Non
     assert refusal({"replica_id": 1}, 4) is not None and refusal({"replica_id": -1}, 4) is None
 
 
+def test_the_guards_exemptions_are_route_rows(routes: RouteTable) -> None:
+    assert {k for k, r in routes.items() if r.topic_rules.validates_names} == {
+        ApiKey.CREATE_TOPICS, ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS}
+    assert {k for k, r in routes.items() if r.topic_rules.answers_only_what_was_asked} == {
+        ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
+    assert {k: r.ids_not_checked for k, r in routes.items() if r.ids_not_checked} == {
+        ApiKey.PRODUCE: frozenset({"transactionalId"})}
+
+
 @pytest.mark.parametrize("key", [ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
                                  ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN])
 def test_admin_apis_the_gateway_serves_start_at_kafka_4s_first_version(routes: RouteTable, key: ApiKey) -> None:
