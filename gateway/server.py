@@ -91,7 +91,6 @@ class Gateway:
     STARTUP_RETRY_S = 0.5
     STARTUP_RETRY_MAX_S = 5.0
     _upstream_silent: bool = False  # the periodic probe's last attempt failed (logged once per outage)
-    _loop: asyncio.AbstractEventLoop | None = None
     # Request memory released since the last tick beyond which free heap is given back.
     TRIM_AFTER_BYTES = 16 * 1024 * 1024
     _released_seen: int = 0
@@ -217,7 +216,6 @@ class Gateway:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
         # per-read bytes, smaller frames) come from the warm heap too (a process-wide setting).
         keep_large_buffers_on_the_heap()
-        self._loop = asyncio.get_running_loop()
         for key in sorted(DEPRECATED_KEYS.keys() & self.config.raw.keys()):
             log.warning("deprecated_config_key", key=key, hint=DEPRECATED_KEYS[key])
         if self.ctx.authorization is None:
