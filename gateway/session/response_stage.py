@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.config import ConfigError
@@ -43,10 +44,13 @@ class Learned:
     action: the response stage may run in the worker thread and never changes shared state itself.
     Also the address book the rewriting reads (a node's address on this listener)."""
 
-    __slots__ = ("book", "nodes", "topic_ids")
+    __slots__ = ("book", "known_topics", "nodes", "topic_ids")
 
-    def __init__(self, book: ListenerAddresses) -> None:
+    def __init__(self, book: ListenerAddresses, known_topics: Callable[[], Mapping[uuid.UUID, str]]) -> None:
+        """``known_topics``: the cluster view's id → name map as it is now (replaced whole, never edited, so it
+        may be read from the worker), to report only what is new."""
         self.book = book
+        self.known_topics = known_topics
         self.nodes: list[tuple[int, str, int]] = []
         self.topic_ids: list[tuple[uuid.UUID, str]] = []
 
@@ -57,9 +61,12 @@ class Learned:
         return self.book.client_address(node_id)
 
     def learn_topics(self, topics: list[dict[str, Any]]) -> None:
-        # The cluster view keeps only real ids with a name (a topic in error has the zero id).
+        # The cluster view keeps only real ids with a name (a topic in error has the zero id). Only what it lacks
+        # is reported: an all-topics answer is walked here (in the worker, when large), not again on the loop.
+        known = self.known_topics()
         self.topic_ids.extend((topic_id, name) for topic in topics
-                              if (topic_id := topic.get("topic_id")) is not None and (name := topic.get("name")))
+                              if (topic_id := topic.get("topic_id")) is not None and (name := topic.get("name"))
+                              and known.get(topic_id) != name)
 
     def take(self, into: Learned) -> None:
         """Hand what was learned on to ``into`` (a worker's record, passed on from the loop)."""

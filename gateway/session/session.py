@@ -136,7 +136,7 @@ class ProxySession:
         self._stream_api = -1  # the API of the response being streamed (for its byte count)
         self._farewell: WireBytes | None = None
         # What traffic taught about the cluster, reported as one Discovered action per event.
-        self._learned = Learned(ctx.address_book(self.listener))
+        self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names)
         self._topic_id_misses = TopicIdMisses()
 
     # --- events: the client side ------------------------------------------------------------
@@ -466,7 +466,7 @@ class ProxySession:
         self._stop_waiting("large-request")
 
     def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
-        learned = Learned(self._learned.book)  # the job's own record: the loop's may grow meanwhile
+        learned = Learned(self._learned.book, self._learned.known_topics)  # its own: the loop's may grow meanwhile
         work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
         self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 

@@ -258,3 +258,16 @@ def test_a_decision_reads_the_topic_ids_known_when_its_request_arrived(plaintext
     cluster.learn_topics([{"topic_id": uuid.uuid4(), "name": "later"}])
     assert snapshot == {} and len(cluster.topic_names) == 1  # replaced whole, never edited
 
+
+
+def test_only_topic_ids_the_cluster_view_lacks_are_reported(plaintext: Gateway) -> None:
+    known, new = uuid.uuid4(), uuid.uuid4()
+    plaintext.ctx.cluster.learn_topic_ids([(known, "a")])
+    driver = Driver.connect(plaintext)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, _metadata("a", "b")))
+    [relayed] = driver.upstream_requests()
+    driver.answer(relayed, response(ApiKey.METADATA, METADATA_V, "topics", [
+        entry(ApiKey.METADATA, METADATA_V, "topics", name="a", topic_id=known),
+        entry(ApiKey.METADATA, METADATA_V, "topics", name="b", topic_id=new)]))
+    assert [d.topic_ids for d in driver.discovered] == [((new, "b"),)]
+    assert plaintext.ctx.cluster.topic_names == {known: "a", new: "b"}
