@@ -16,21 +16,23 @@ from collections.abc import Container
 from typing import Any
 
 from authz.model import ResourceType
-from protocol.api_keys import ApiKey
 from protocol.entities.ids import Entity, entity_values
 from protocol.schema import MessageSpec
 
 _RESOURCES: tuple[tuple[Entity, ResourceType], ...] = (
     ("groupId", ResourceType.GROUP), ("transactionalId", ResourceType.TRANSACTIONAL_ID))
-# (api key, entity): ids Kafka's handler does not authorize as such (its policy says when it checks them).
-_NOT_CHECKED_BY_KAFKA = frozenset({(ApiKey.PRODUCE, "transactionalId")})
 
 
-def unallowed_id(api_key: int, spec: MessageSpec, version: int, relayed: dict[str, Any],
-                 allowed: Container[tuple[ResourceType, str]]) -> tuple[ResourceType, str] | None:
-    """The first group or transactional id ``relayed`` names that is not in ``allowed``, if any."""
+def unallowed_id(spec: MessageSpec, version: int, relayed: dict[str, Any],
+                 allowed: Container[tuple[ResourceType, str]],
+                 not_checked: Container[Entity] = frozenset()) -> tuple[ResourceType, str] | None:
+    """The first group or transactional id ``relayed`` names that is not in ``allowed``, if any.
+
+    ``not_checked``: the entities Kafka's handler of this API does not authorize as such (its route says
+    which; its policy says when it checks them).
+    """
     for entity, resource_type in _RESOURCES:
-        if (api_key, entity) in _NOT_CHECKED_BY_KAFKA:
+        if entity in not_checked:
             continue
         for value in entity_values(spec, version, relayed, entity):
             if (resource_type, value) not in allowed:

@@ -18,17 +18,28 @@ from typing import Any
 from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, Answer, Body, Refuse, Relay, Rewrite, Verdict
-from protocol.api_keys import ApiKey
 from protocol.entities.topics import TopicRef, drop_topics, elements_naming, names_topics, topic_refs
 from protocol.kafka_errors import KafkaError
 from protocol.schema import MessageSpec
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_NAME_LENGTH}}}")
-# Where Kafka validates the name itself (Topic.validate) it answers INVALID_TOPIC_EXCEPTION; everywhere
-# else an illegal name is a topic that cannot exist: UNKNOWN_TOPIC_OR_PARTITION.
-_VALIDATING_APIS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS,
-                              ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
+
+
+@dataclass(slots=True, frozen=True)
+class TopicRules:
+    """How Kafka's handler of one API treats topic names: each API's route carries its own
+    (gateway/session/routes.py), and the guard follows it."""
+
+    # Kafka validates the name itself (Topic.validate): an illegal one gets INVALID_TOPIC_EXCEPTION.
+    # Everywhere else an illegal name is a topic that cannot exist: UNKNOWN_TOPIC_OR_PARTITION.
+    validates_names: bool = False
+    # The answer names exactly the topics the request named (the data APIs), so it never needs
+    # scrubbing of a reserved topic, and its bytes are relayed undecoded (the hot path).
+    answers_only_what_was_asked: bool = False
+
+    def illegal_topic_error(self) -> int:
+        return KafkaError.INVALID_TOPIC_EXCEPTION if self.validates_names else KafkaError.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -46,10 +57,6 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
-def illegal_topic_error(api_key: int) -> int:
-    return KafkaError.INVALID_TOPIC_EXCEPTION if api_key in _VALIDATING_APIS else KafkaError.UNKNOWN_TOPIC_OR_PARTITION
-
-
 @dataclass(slots=True, frozen=True)
 class TopicFindings:
     """What the pre-pass found among the topics a request names."""
@@ -64,9 +71,6 @@ class TopicFindings:
 
 
 NOTHING_FOUND = TopicFindings()
-# The hot path: these answer exactly the topics their request named, so their bytes are relayed undecoded.
-_ANSWERS_ONLY_WHAT_WAS_ASKED = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH,
-                                           ApiKey.SHARE_ACKNOWLEDGE})
 
 
 @dataclass(slots=True)
@@ -79,6 +83,7 @@ class TopicGuard:
     response_spec: MessageSpec
     reserved: frozenset[str]
     topic_names: Mapping[uuid.UUID, str]
+    rules: TopicRules  # the API's (its route's)
     # Names the view denied only because they are illegal (their 29 becomes the API's own error).
     illegal_denied: set[str] = field(default_factory=set)
 
@@ -124,7 +129,7 @@ class TopicGuard:
     def _scrubs_responses(self) -> bool:
         """Whether an upstream answer may name a reserved topic nobody asked for (a listing: all topics, log dirs,
         a group's assignment…).  The data APIs answer exactly what was asked, which the request guard checked."""
-        return bool(self.reserved) and self.api_key not in _ANSWERS_ONLY_WHAT_WAS_ASKED \
+        return bool(self.reserved) and not self.rules.answers_only_what_was_asked \
             and names_topics(self.response_spec, self.version)
 
     def _finishing(self, hook: Callable[[Body], Body] | None, scrub: bool) -> Callable[[Body], Body]:
@@ -144,7 +149,7 @@ class TopicGuard:
         """Turn the view's TOPIC_AUTHORIZATION_FAILED for illegal names into the API's own error."""
         if not self.illegal_denied:
             return
-        code = illegal_topic_error(self.api_key)
+        code = self.rules.illegal_topic_error()
         for element, ref in list(elements_naming(self.response_spec, self.version, response,
                                                  lambda r: r.name in self.illegal_denied)):
             assert ref.name is not None

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from auth.listener_security import ListenerSecurity
+from gateway.authorization import GatewayAuthorization
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.ops.metrics import Metrics
 from gateway.quotas.book import QuotaBook
-from gateway.session.api_versions import VersionRanges
-from gateway.session.authz_view import GatewayAuthorization
+from gateway.session.actions import Discovered
 from gateway.session.request_memory import RequestMemoryBudget
-from gateway.session.sasl_stage import ListenerSecurity
+from gateway.session.routes import RouteTable, VersionRanges
 from gateway.transport.hash_scheduler import HashScheduler
 from gateway.transport.verification_pool import VerificationPool
 from gateway.upstream.cluster_view import ClusterView
@@ -21,14 +23,13 @@ from protocol.frame_receiver import BufferPool
 
 @dataclass(slots=True)
 class ListenerAddressBook:
-    """Maps upstream node ids to this listener's advertised host and node ports."""
+    """Maps upstream node ids to this listener's advertised host and node ports.
+
+    Learns nothing itself: a node a response names is a discovery the session reports as an
+    action (LearnNodes), and the server carries it out (it may open a listener)."""
 
     listener: ListenerConfig
     config: GatewayConfig
-    cluster: ClusterView
-
-    def learn(self, node_id: int, host: str, port: int) -> None:
-        self.cluster.learn_node(node_id, host, port)
 
     def client_address(self, node_id: int) -> tuple[str, int]:
         if self.listener.sni is not None:  # one port for every broker: the node is told apart by its name
@@ -52,7 +53,8 @@ class GatewayContext:
     config: GatewayConfig
     cluster: ClusterView
     upstream_ssl: ssl.SSLContext | None
-    negotiated: VersionRanges = field(default_factory=dict)
+    routes: RouteTable  # one ApiRoute per API, built once when the gateway is wired (gateway/server.py)
+    negotiated: VersionRanges = field(default_factory=dict)  # replaced whole on each negotiation, never edited
     address_books: dict[str, ListenerAddressBook] = field(default_factory=dict)
     security: dict[str, ListenerSecurity] = field(default_factory=dict)
     counters: Counters = field(default_factory=Counters)
@@ -69,9 +71,12 @@ class GatewayContext:
     hashes: HashScheduler = field(default_factory=lambda: HashScheduler(VerificationPool()))
     # The client quotas in force (gateway/quotas/book.py), kept in step with the quota store.
     quotas: QuotaBook = field(default_factory=QuotaBook)
+    # Carries out what a session discovered (the server applies it to the cluster view, opens node
+    # listeners, asks for topic ids); the adapter calls it with each Discovered action, on the loop.
+    discovered: Callable[[Discovered], None] = field(default=lambda _: None)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)
         if book is None:
-            book = self.address_books[listener.name] = ListenerAddressBook(listener, self.config, self.cluster)
+            book = self.address_books[listener.name] = ListenerAddressBook(listener, self.config)
         return book

@@ -17,6 +17,8 @@ from auth.hash_budget import HashBudget
 from auth.sasl.mechanism import wall_clock_ms
 from auth.tls import TlsConfigError
 from auth.tls_handshake import certificate_failure, send_handshake_alerts_to
+from authz.policies import all_policies
+from gateway.admin.handlers import local_handlers
 from gateway.config import DEPRECATED_KEYS, ConfigError, GatewayConfig, ListenerConfig
 from gateway.context import GatewayContext
 from gateway.edge.acceptor import Acceptor, set_ipv6_only
@@ -34,8 +36,10 @@ from gateway.ops.allocator import give_back_free_memory, keep_large_buffers_on_t
 from gateway.ops.descriptors import connections_that_fit, open_files_limit
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
+from gateway.session import actions as act
 from gateway.session.api_versions import negotiate
 from gateway.session.request_memory import RequestMemoryBudget
+from gateway.session.routes import build_routes
 from gateway.session.sasl_stage import record_certificate_failure
 from gateway.stores.file_quotas import QuotaStore
 from gateway.stores.file_tokens import TokenStore
@@ -97,26 +101,30 @@ class Gateway:
     STARTUP_RETRY_S = 0.5
     STARTUP_RETRY_MAX_S = 5.0
     _upstream_silent: bool = False  # the periodic probe's last attempt failed (logged once per outage)
-    _loop: asyncio.AbstractEventLoop | None = None
     # Request memory released since the last tick beyond which free heap is given back.
     TRIM_AFTER_BYTES = 16 * 1024 * 1024
     _released_seen: int = 0
     _proxied_pending: int = 0  # accepted on a PROXY-protocol listener, header not read yet
 
-    def _policed_apis(self) -> tuple[set[int], set[int]] | None:
-        """(APIs with a policy, APIs the gateway serves itself); None when authorization is off."""
-        if self.ctx.authorization is None:
-            return None
-        return set(self.ctx.authorization.policies), set(self.ctx.authorization.local)
+    def discovered(self, found: act.Discovered) -> None:
+        """What a connection's traffic taught (reported by its session as an action, carried out here, on
+        the loop): brokers a response named (a new one gets its node listeners), topic ids a response
+        revealed, and a topic id a request named that nobody knows yet (ask the upstream)."""
+        cluster = self.ctx.cluster
+        for node_id, host, port in found.nodes:
+            self._learn_node(node_id, host, port)
+        if found.topic_ids:
+            cluster.learn_topic_ids(found.topic_ids)
+        if found.refresh_topic_ids:
+            self._request_topic_refresh()
+
+    def _learn_node(self, node_id: int, host: str, port: int) -> None:
+        if self.ctx.cluster.learn_node(node_id, host, port):
+            self._open_node_listeners(node_id)
 
     def _request_topic_refresh(self) -> None:
         """A request named an unknown topic id: learn the upstream's ids (at most once a second)."""
-        try:
-            now = asyncio.get_running_loop().time()
-        except RuntimeError:  # asked by a large request's authorization in the worker (transport/worker_thread.py)
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._request_topic_refresh)
-            return
+        now = asyncio.get_running_loop().time()
         if self._stopping or now - self._last_topic_refresh < self.TOPIC_REFRESH_MIN_INTERVAL_S:
             return
         self._last_topic_refresh = now
@@ -189,7 +197,7 @@ class Gateway:
 
     def __post_init__(self) -> None:
         cluster = ClusterView()
-        self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream),
+        self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream), {},
                                   metrics=Metrics((listener.name for listener in self.config.listeners), process=True),
                                   upstream_health=UpstreamHealth(
                                       self.config.settings["ksgate.readiness.upstream.timeout.ms"] / 1000))
@@ -210,9 +218,12 @@ class Gateway:
                        settings["ksgate.authentication.hash.max.tracked.ips"]),
             self.ctx.metrics.password_hashed)
         self.ctx.security = build_security(self.config, credentials, self.tokens)
-        self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
-                                                     self.tokens, self.security_topic, self.quota_store)
-        cluster.on_new_node.append(self._open_node_listeners)
+        self.ctx.authorization = build_authorization(self.config, credentials, self.tokens, self.security_topic,
+                                                     self.quota_store)
+        # The spine: one route per API, built once. Admin APIs are served here only with an authorizer.
+        local = local_handlers(credentials, self.quota_store) if self.ctx.authorization else {}
+        self.ctx.routes = build_routes(all_policies(), local)
+        self.ctx.discovered = self.discovered
         self.limits = ConnectionLimits(limit_settings(self.config, _resolve_host), time.monotonic)
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
         self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)
@@ -222,7 +233,6 @@ class Gateway:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
         # per-read bytes, smaller frames) come from the warm heap too (a process-wide setting).
         keep_large_buffers_on_the_heap()
-        self._loop = asyncio.get_running_loop()
         for key in sorted(DEPRECATED_KEYS.keys() & self.config.raw.keys()):
             log.warning("deprecated_config_key", key=key, hint=DEPRECATED_KEYS[key])
         if self.ctx.authorization is None:
@@ -382,7 +392,8 @@ class Gateway:
     async def _learn_cluster(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
         """After ApiVersions: negotiate, log in (a SASL upstream), then learn the brokers from Metadata."""
         self.ctx.cluster.learn_api_versions(versions)
-        self.ctx.negotiated = negotiate(self.ctx.cluster.api_ranges, self._policed_apis())
+        self.ctx.negotiated = negotiate(self.ctx.routes, self.ctx.cluster.api_ranges,
+                                        self.ctx.authorization is not None)
         if self.config.upstream.uses_sasl:
             await client.authenticate(self.config.upstream)
         metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
@@ -391,7 +402,7 @@ class Gateway:
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False})
         for broker in metadata["brokers"]:
-            self.ctx.cluster.learn_node(broker["node_id"], broker["host"], broker["port"])
+            self._learn_node(broker["node_id"], broker["host"], broker["port"])
         self.ctx.upstream_health.answered(asyncio.get_running_loop().time())
 
     def _route_server_names(self) -> None:

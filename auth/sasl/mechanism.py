@@ -40,7 +40,7 @@ class Done:
 class Failure:
     """Authentication failed. ``reason`` is logged, never sent; the client gets a generic message.
 
-    ``failure_class`` is the short, stable class audit and metrics record (auth.sasl.server.Close).
+    ``failure_class`` is the short, stable class audit and metrics record (auth.sasl.server.Refused).
     ``quiet``: a repeat answered from memory (the same password already failed), logged at debug
     so that a client retrying a stale password does not flood the log; audited all the same.
     """

@@ -70,8 +70,9 @@ class Authenticated:
 
 
 @dataclass(slots=True, frozen=True)
-class Close:
-    """Send ``frame`` if any (after the failure delay), then close; ``reason`` is for logs."""
+class Refused:
+    """The authentication is refused: send ``frame`` if any (after the failure delay), then close;
+    ``reason`` is for logs. (A step of this machine; the session turns it into its own actions.)"""
 
     reason: str
     frame: bytes | None = None
@@ -92,7 +93,7 @@ class Verifying:
     claim: HashClaim | None = None
 
 
-Step = Respond | Authenticated | Close | Verifying
+Step = Respond | Authenticated | Refused | Verifying
 # What a mechanism's outcome becomes on the wire, for the request that carried its token.
 _StepFor = Callable[[Challenge | Done | Failure], Step]
 
@@ -168,7 +169,7 @@ class SaslServerAuthenticator:
             return self._dispatch(payload)
         except DecodeError as exc:
             self.state = SaslState.FAILED
-            return Close(f"unparsable frame during authentication: {exc}", failure_class="malformed")
+            return Refused(f"unparsable frame during authentication: {exc}", failure_class="malformed")
 
     def session_expired(self, now_ms: int) -> bool:
         return self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms
@@ -201,11 +202,11 @@ class SaslServerAuthenticator:
                 return self._illegal_authenticate(payload, version, correlation_id, state)
             return self._authenticate(payload, version, correlation_id)
         self.state = SaslState.FAILED
-        return Close(f"api key {key} before authentication completed (state {state.value})")
+        return Refused(f"api key {key} before authentication completed (state {state.value})")
 
-    def _fail_state(self, reason: str) -> Close:
+    def _fail_state(self, reason: str) -> Refused:
         self.state = SaslState.FAILED
-        return Close(reason)
+        return Refused(reason)
 
     # --- SaslHandshake -----------------------------------------------------------------
 
@@ -219,13 +220,13 @@ class SaslServerAuthenticator:
             self.state = SaslState.REAUTH_BAD_MECHANISM
             frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
                                    {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
-            return Close(f"re-authentication changed mechanism {self._mechanism_name} → {mechanism}", frame,
+            return Refused(f"re-authentication changed mechanism {self._mechanism_name} → {mechanism}", frame,
                          authentication_failure=True, failure_class="reauthentication_refused")
         if mechanism not in enabled:
             self.state = SaslState.FAILED
             frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
                                    {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
-            return Close(f"mechanism {mechanism!r} is not enabled on this listener", frame,
+            return Refused(f"mechanism {mechanism!r} is not enabled on this listener", frame,
                          authentication_failure=True, failure_class="unsupported_mechanism")
         self._mechanism_name = mechanism
         self._server = self._config.mechanisms[mechanism].create(self._context)
@@ -243,7 +244,7 @@ class SaslServerAuthenticator:
             "error_code": KafkaError.ILLEGAL_SASL_STATE,
             "error_message": f"Unexpected SaslAuthenticate request in state {state.value}",
             "auth_bytes": b"", "session_lifetime_ms": 0})
-        return Close(f"SaslAuthenticate in state {state.value}", frame)
+        return Refused(f"SaslAuthenticate in state {state.value}", frame)
 
     def _authenticate(self, payload: memoryview, version: int, correlation_id: int) -> Step:
         header, schema = decode_request_header(payload)
@@ -259,8 +260,9 @@ class SaslServerAuthenticator:
                 return Respond(reply(KafkaError.NONE, None, outcome.data))
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
-                return Close(outcome.reason, reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b""),
-                             authentication_failure=True, failure_class=outcome.failure_class, quiet=outcome.quiet)
+                answer = reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b"")
+                return Refused(outcome.reason, answer, authentication_failure=True,
+                               failure_class=outcome.failure_class, quiet=outcome.quiet)
             final = outcome.final
             return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, None, final, lifetime),
                                   lambda message: reply(KafkaError.SASL_AUTHENTICATION_FAILED, message, b""))
@@ -275,7 +277,7 @@ class SaslServerAuthenticator:
                 return Respond(_framed(outcome.data))
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
-                return Close(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class,
+                return Refused(outcome.reason, None, authentication_failure=True, failure_class=outcome.failure_class,
                              quiet=outcome.quiet)
             final = outcome.final
             # No refusal frame: re-authentication needs SaslHandshake v1+, so never reaches here.
@@ -336,7 +338,7 @@ class SaslServerAuthenticator:
         if reauthenticated and principal != self.principal:
             assert self.principal is not None
             self.state = SaslState.FAILED
-            return Close(f"re-authentication as {principal} on a connection of {self.principal}",
+            return Refused(f"re-authentication as {principal} on a connection of {self.principal}",
                          refusal_for(principal_change_message(self.principal, principal)),
                          authentication_failure=True, failure_class="reauthentication_refused")
         now = self._context.now_ms()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from auth.sasl.mechanism import wall_clock_ms
+from auth.principal import KafkaPrincipal
 from gateway.admin.acls import create_acls, delete_acls, describe_acls
 from gateway.admin.change_audit import DESCRIBE_CHANGE
 from gateway.admin.client_quotas import INLINE_DESCRIBE_ENTITIES, alter_client_quotas, describe_client_quotas
@@ -32,9 +32,8 @@ from protocol.registry import api
 
 if TYPE_CHECKING:
     from auth.credentials import CredentialStore
+    from gateway.authorization import GatewayAuthorization
     from gateway.ops.audit import AuditLog
-    from gateway.session.authz_view import GatewayAuthorization
-    from gateway.session.request_context import RequestContext
     from gateway.stores.file_quotas import QuotaStore
 
 Body = dict[str, Any]
@@ -48,29 +47,43 @@ class OffLoop:
     work: Callable[[], Body]
 
 
-LocalHandler = Callable[["GatewayAuthorization", "RequestContext", Body, int], "Body | OffLoop"]
+@dataclass(slots=True, frozen=True)
+class AdminRequest:
+    """Who asks an admin API, and when: all a handler reads of the connection (it may run off the loop)."""
+
+    principal: KafkaPrincipal
+    client_host: str
+    client_port: int
+    listener: str
+    security_protocol: str  # the listener's: how a delegation token's requester authenticated
+    now_ms: int  # wall-clock time the request arrived (token expiry and renewal)
 
 
-def _token_context(shared: GatewayAuthorization, who: RequestContext) -> TokenRequestContext:
-    return TokenRequestContext(principal=who.principal, token_authenticated=who.principal.token_authenticated,
-                               authenticated_via=authenticated_via(who.listener.security_protocol),
-                               now_ms=wall_clock_ms(), store=shared.tokens, settings=shared.token_settings)
+LocalHandler = Callable[["GatewayAuthorization", AdminRequest, Body, int], "Body | OffLoop"]
 
 
-def _audited(shared: GatewayAuthorization, who: RequestContext, key: ApiKey, body: Body, version: int,
+def _token_context(authorization: GatewayAuthorization, requester: AdminRequest) -> TokenRequestContext:
+    principal = requester.principal
+    return TokenRequestContext(principal=principal, token_authenticated=principal.token_authenticated,
+                               authenticated_via=authenticated_via(requester.security_protocol),
+                               now_ms=requester.now_ms, store=authorization.tokens,
+                               settings=authorization.token_settings)
+
+
+def _audited(authorization: GatewayAuthorization, requester: AdminRequest, key: ApiKey, body: Body, version: int,
              work: Callable[[], Body]) -> OffLoop:
     """``work``, then one audit event saying what it changed (docs/audit-log.md, admin changes)."""
 
     def run() -> Body:
         response = work()
-        if shared.audit.enabled:
-            record_change(shared.audit, who, key, version, body, response)
+        if authorization.audit.enabled:
+            record_change(authorization.audit, requester, key, version, body, response)
         return response
 
     return OffLoop(run)
 
 
-def record_change(audit: AuditLog, who: RequestContext, key: ApiKey, version: int, request: Body,
+def record_change(audit: AuditLog, requester: AdminRequest, key: ApiKey, version: int, request: Body,
                   response: Body) -> None:
     try:
         change = DESCRIBE_CHANGE[key](request, response)
@@ -78,69 +91,73 @@ def record_change(audit: AuditLog, who: RequestContext, key: ApiKey, version: in
         log.exception("cannot describe the change of a %s request for the audit log", key.name)
         return
     schema = api(key)
-    audit.admin_change(principal=str(who.principal), client_host=who.client_host, client_port=who.client_port,
-                       listener=who.listener.name, api_key=int(key), api_name=schema.name if schema else key.name,
+    audit.admin_change(principal=str(requester.principal), client_host=requester.client_host,
+                       client_port=requester.client_port,
+                       listener=requester.listener, api_key=int(key), api_name=schema.name if schema else key.name,
                        api_version=version, change=change)
 
 
-def _create_acls(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return _audited(shared, who, ApiKey.CREATE_ACLS, body, version, partial(create_acls, shared.store, body, version))
+def _create_acls(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> OffLoop:
+    return _audited(authorization, requester, ApiKey.CREATE_ACLS, body, version,
+                    partial(create_acls, authorization.store, body, version))
 
 
-def _delete_acls(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return _audited(shared, who, ApiKey.DELETE_ACLS, body, version, partial(delete_acls, shared.store, body, version))
+def _delete_acls(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> OffLoop:
+    return _audited(authorization, requester, ApiKey.DELETE_ACLS, body, version,
+                    partial(delete_acls, authorization.store, body, version))
 
 
-def _describe_acls(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> Body:
-    return describe_acls(shared.authorizer, body, version)
+def _describe_acls(authorization: GatewayAuthorization, _requester: AdminRequest, body: Body, version: int) -> Body:
+    return describe_acls(authorization.authorizer, body, version)
 
 
-def _create_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return _audited(shared, who, ApiKey.CREATE_DELEGATION_TOKEN, body, version,
-                    partial(create_delegation_token, _token_context(shared, who), body, version))
+def _create_token(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> OffLoop:
+    return _audited(authorization, requester, ApiKey.CREATE_DELEGATION_TOKEN, body, version,
+                    partial(create_delegation_token, _token_context(authorization, requester), body, version))
 
 
-def _renew_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return _audited(shared, who, ApiKey.RENEW_DELEGATION_TOKEN, body, version,
-                    partial(renew_delegation_token, _token_context(shared, who), body, version))
+def _renew_token(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> OffLoop:
+    return _audited(authorization, requester, ApiKey.RENEW_DELEGATION_TOKEN, body, version,
+                    partial(renew_delegation_token, _token_context(authorization, requester), body, version))
 
 
-def _expire_token(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    return _audited(shared, who, ApiKey.EXPIRE_DELEGATION_TOKEN, body, version,
-                    partial(expire_delegation_token, _token_context(shared, who), body, version))
+def _expire_token(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> OffLoop:
+    return _audited(authorization, requester, ApiKey.EXPIRE_DELEGATION_TOKEN, body, version,
+                    partial(expire_delegation_token, _token_context(authorization, requester), body, version))
 
 
-def _describe_tokens(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> Body:
-    return describe_delegation_token(_token_context(shared, who), body, version)
+def _describe_tokens(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> Body:
+    return describe_delegation_token(_token_context(authorization, requester), body, version)
 
 
-def _describe_scram(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> Body:
-    assert shared.credentials is not None  # offered only with a credential store (local_handlers)
-    return describe_user_scram_credentials(shared.credentials, body, version)
+def _describe_scram(authorization: GatewayAuthorization, _requester: AdminRequest, body: Body, version: int) -> Body:
+    assert authorization.credentials is not None  # offered only with a credential store (local_handlers)
+    return describe_user_scram_credentials(authorization.credentials, body, version)
 
 
-def _alter_scram(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    assert shared.credentials is not None
-    return _audited(shared, who, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, version,
-                    partial(alter_user_scram_credentials, shared.credentials, body, version))
+def _alter_scram(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> OffLoop:
+    assert authorization.credentials is not None
+    return _audited(authorization, requester, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, version,
+                    partial(alter_user_scram_credentials, authorization.credentials, body, version))
 
 
-def _describe_quotas(shared: GatewayAuthorization, _who: RequestContext, body: Body, version: int) -> Body | OffLoop:
-    assert shared.quota_store is not None  # offered only with a quota store (local_handlers)
-    quotas = shared.quota_store.quotas()  # a snapshot: a store replaces its state whole, never edits it
+def _describe_quotas(authorization: GatewayAuthorization, _requester: AdminRequest, body: Body,
+                     version: int) -> Body | OffLoop:
+    assert authorization.quota_store is not None  # offered only with a quota store (local_handlers)
+    quotas = authorization.quota_store.quotas()  # a snapshot: the store replaces its state whole
     if len(quotas) <= INLINE_DESCRIBE_ENTITIES:
         return describe_client_quotas(quotas, body, version)
     # A scan of many entities (7 ms at 10,000) would stall every connection on the loop: a worker does it.
     return OffLoop(partial(describe_client_quotas, quotas, body, version))
 
 
-def _alter_quotas(shared: GatewayAuthorization, who: RequestContext, body: Body, version: int) -> OffLoop:
-    assert shared.quota_store is not None
-    return _audited(shared, who, ApiKey.ALTER_CLIENT_QUOTAS, body, version,
-                    partial(alter_client_quotas, shared.quota_store, body, version))
+def _alter_quotas(authorization: GatewayAuthorization, requester: AdminRequest, body: Body, version: int) -> OffLoop:
+    assert authorization.quota_store is not None
+    return _audited(authorization, requester, ApiKey.ALTER_CLIENT_QUOTAS, body, version,
+                    partial(alter_client_quotas, authorization.quota_store, body, version))
 
 
-# Every API ksgate answers itself (the route table, gateway/session/routes.py, lists them per API).
+# Every API ksgate answers itself (each is a LOCAL route: gateway/session/routes.py).
 LOCAL_HANDLERS: dict[int, LocalHandler] = {
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,

@@ -61,7 +61,7 @@ GC_PAUSE_BUCKETS: tuple[float, ...] = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.0
 # Relay → allowed, Rewrite → partial (denied parts answered by the gateway),
 # Answer → denied (nothing relayed), Refuse → refused (connection closed).
 AUTHZ_OUTCOMES = ("allowed", "partial", "denied", "refused")
-# "success", or auth.sasl.server.Close.failure_class, or "timeout" (authentication.timeout.ms).
+# "success", or auth.sasl.server.Refused.failure_class, or "timeout" (authentication.timeout.ms).
 # nonce_mismatch: SCRAM's client-final nonce was not this exchange's; throttled: answered unhashed because
 # the same user from the same address already had its share of attempts waiting for a hash
 # (auth.hash_budget); overloaded: the password-verification queue was full.

@@ -8,6 +8,7 @@ with further events (``upstream_ready``, ``job_done``, ``timer_fired`` …).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -30,7 +31,7 @@ class SendToUpstream:
 @dataclass(slots=True, frozen=True)
 class OpenUpstream:
     """Connect to the first reachable target and log in as the gateway's service principal;
-    then report ``upstream_ready`` (or ``upstream_unreachable``)."""
+    then report ``upstream_ready`` (or ``upstream_failed``)."""
 
     targets: tuple[tuple[str, int], ...]
 
@@ -99,14 +100,25 @@ class WakeReaders:
     wakes: tuple[Callable[[], None], ...]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
+class Discovered:
+    """What this connection's traffic taught about the upstream cluster, for the server to apply to
+    its shared view (gateway/upstream/cluster_view.py): brokers a response named (a new one may
+    need a node listener), topic ids a response revealed, and whether a request named a topic id
+    nobody knows yet (ask the upstream, rate-limited). The session never changes that view itself."""
+
+    nodes: tuple[tuple[int, str, int], ...] = ()  # (node id, host, port), as the upstream advertised them
+    topic_ids: tuple[tuple[uuid.UUID, str], ...] = ()
+    refresh_topic_ids: bool = False
+
+
+@dataclass(slots=True, frozen=True)
 class Close:
-    """Close both sockets; after ``delay_s`` (Kafka's failed-authentication delay), writing ``farewell`` first."""
+    """Close both sockets. A farewell (the failed-authentication answer, after Kafka's delay) is written
+    before, as a SendToClient: by then the session has stopped reading, so nothing else comes between."""
 
     reason: str | None = None  # logged as connection_refused when set
-    delay_s: float = 0.0
-    farewell: list[WireBytes] = field(default_factory=list)
 
 
 Action = (SendToClient | SendToUpstream | OpenUpstream | PauseClientReading | PauseUpstreamReading | RunJob
-          | StartTimer | CancelTimer | WakeReaders | Close)
+          | StartTimer | CancelTimer | WakeReaders | Discovered | Close)

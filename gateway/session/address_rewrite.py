@@ -16,10 +16,14 @@ from protocol.registry import all_apis, api
 from protocol.tag_scan import TagScan, compile_tag_scan
 
 
-class NodeAddressBook(Protocol):
-    def learn(self, node_id: int, host: str, port: int) -> None: ...
-
+class ListenerAddresses(Protocol):
     def client_address(self, node_id: int) -> tuple[str, int]: ...
+
+
+class NodeAddressBook(ListenerAddresses, Protocol):
+    """Where the rewriting finds a node's address on the client's listener, and notes the upstream's."""
+
+    def learn(self, node_id: int, host: str, port: int) -> None: ...
 
 
 def _has_endpoints(api_key: int, version: int) -> bool:
@@ -74,10 +78,10 @@ def body_names_endpoints(api_key: int, version: int, body: memoryview | bytes | 
     else the body is decoded.  Fails closed: a body the scan cannot walk is reported as naming
     endpoints, so the full decoder sees (and refuses) it.
     """
-    found = _endpoints_scan(api_key, version)
-    if found is None:
+    compiled = _endpoints_scan(api_key, version)
+    if compiled is None:
         return True
-    scan, tags = found
+    scan, tags = compiled
     try:
         present = scan(body)
     except DecodeError:

@@ -6,7 +6,9 @@ the gateway can parse and police; anything else is refused rather than relayed b
 
 from __future__ import annotations
 
-from gateway.session.routes import routes
+from collections.abc import Mapping
+
+from gateway.session.routes import Dispatch, RouteTable, VersionRanges
 from protocol.api_keys import ApiKey
 from protocol.codec import MessageCodec
 from protocol.errors import DecodeError
@@ -14,23 +16,20 @@ from protocol.header import encode_response_header
 from protocol.kafka_errors import KafkaError
 from protocol.registry import api
 
-VersionRanges = dict[int, tuple[int, int]]
 
-
-def negotiate(upstream: VersionRanges, policed: tuple[set[int], set[int]] | None = None) -> VersionRanges:
+def negotiate(routes: RouteTable, upstream: VersionRanges, authorizing: bool) -> dict[int, tuple[int, int]]:
     """Per api key, the versions clients may use (gateway/session/routes.py says why each is what it is).
 
-    With authorization on (``policed`` = (APIs with a policy, admin APIs the gateway serves itself)),
-    an API without a policy is not offered, and a gateway-served API is offered over its whole schema
-    range whatever the upstream supports. Without it, no admin API is served here, and none is relayed.
+    With authorization on, an API without a policy is not offered, and an admin API this gateway
+    serves is offered over its whole schema range whatever the upstream supports. Without it, no
+    admin API is served here (their routes have no handler), and none is relayed.
     """
-    with_policy, served_here = policed if policed is not None else (None, set())
-    ranges: VersionRanges = {}
-    for key, route in routes().items():
-        if route.session_answered or key in served_here:
+    ranges: dict[int, tuple[int, int]] = {}
+    for key, route in routes.items():
+        if route.dispatch in (Dispatch.API_VERSIONS, Dispatch.SASL) or route.local is not None:
             ranges[key] = (route.versions.start, route.versions.stop - 1)
             continue
-        if key not in upstream or route.never_relayed or (with_policy is not None and key not in with_policy):
+        if key not in upstream or route.never_relayed or (authorizing and route.policy is None):
             continue
         offered = route.offered(upstream[key])
         if offered:
@@ -45,7 +44,7 @@ def _codec(version: int) -> MessageCodec:
 
 
 def api_versions_response(correlation_id: int, version: int, ranges: VersionRanges,
-                          features: dict[str, object]) -> bytes:
+                          features: Mapping[str, object]) -> bytes:
     """The full response payload (header + body) for a client's ApiVersions request.
 
     A version newer than the gateway knows gets Kafka's KIP-511 answer: a v0 response

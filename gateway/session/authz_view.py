@@ -1,67 +1,58 @@
 """The gateway side of authorization: one AuthzView per connection over the shared authorizer.
 
 Every question a policy asks becomes an authorizer decision and, unless its Action says Kafka
-would not log it, an audit event; topic ids
-are resolved through the cluster view's cache (fed by Metadata responses) and a miss
-triggers a background refresh while the request gets UNKNOWN_TOPIC_ID, which clients retry.
+would not log it, an audit event; topic ids are resolved through a snapshot of the cluster
+view's cache (fed by Metadata responses) and a miss is noted (TopicIdMisses) so that the
+session asks for a refresh, while the request gets UNKNOWN_TOPIC_ID, which clients retry.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from auth.credentials import CredentialStore
 from auth.principal import KafkaPrincipal
-from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, Decision, StandardAuthorizer
+from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, Decision
 from authz.model import AclOperation, ResourceType
-from authz.request_policy import Action, ApiPolicy
+from authz.request_policy import Action
 from authz.topic_guard import NOTHING_FOUND, TopicFindings
-from gateway.admin.delegation_tokens import TokenSettings
-from gateway.admin.handlers import LocalHandler
-from gateway.ops.audit import AuditLog
+from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit_batch import DecisionBatch, bounded_sample
-from gateway.stores.file_acls import AclStore
-from gateway.stores.file_quotas import QuotaStore
-from gateway.stores.file_tokens import TokenStore
 from protocol.registry import api
 
 
-@dataclass(slots=True)
-class GatewayAuthorization:
-    """What every connection shares when authorization is on."""
+class TopicIdMisses:
+    """A connection's record that a request (or its response hook) named a topic id the gateway cannot
+    name yet. The session turns it into a RefreshTopicIds action; the server carries it out.
 
-    authorizer: StandardAuthorizer
-    store: AclStore
-    audit: AuditLog
-    policies: dict[int, ApiPolicy]
-    # Asks for a topic-id refresh from the upstream (rate-limited by the caller).
-    request_topic_refresh: Callable[[], None] = field(default=lambda: None)
-    # APIs answered by the gateway itself once authorized (gateway/admin/handlers.py).
-    local: dict[int, LocalHandler] = field(default_factory=dict)
-    # Topics only the gateway itself uses (the replicated security store's): no client may
-    # touch or even see them, super users included; they hold derived credential keys.
-    reserved_topics: frozenset[str] = frozenset()
-    # What the locally answered admin APIs work on besides the ACL store.
-    credentials: CredentialStore | None = None
-    tokens: TokenStore | None = None
-    quota_store: QuotaStore | None = None  # DescribeClientQuotas / AlterClientQuotas (gateway/admin/client_quotas.py)
-    token_settings: TokenSettings = field(default_factory=TokenSettings)
+    Set from the loop or the worker thread, taken by the loop: a plain flag, so a set racing a take
+    loses at most a refresh that was being asked for at that very moment.
+    """
+
+    __slots__ = ("missed",)
+
+    def __init__(self) -> None:
+        self.missed = False
+
+    def take(self) -> bool:
+        missed, self.missed = self.missed, False
+        return missed
 
 
 @dataclass(slots=True)
 class ConnectionAuthzView:
     """An AuthzView for one request of one connection (cheap to create per request)."""
 
-    shared: GatewayAuthorization
+    authorization: GatewayAuthorization
     principal: KafkaPrincipal
     client_host: str
     client_port: int
     listener: str
     api_key: int
     api_version: int
-    topic_names: dict[uuid.UUID, str]
+    topic_names: Mapping[uuid.UUID, str]  # a snapshot, taken when the request arrived
+    misses: TopicIdMisses  # where a topic id it cannot name is noted (the session asks for a refresh)
     # What the topic guard found in this request: with a reserved or illegal topic named, cluster-level
     # actions are denied so that the policy decides every topic on its own (authz/topic_guard.py).
     findings: TopicFindings = NOTHING_FOUND
@@ -74,7 +65,7 @@ class ConnectionAuthzView:
     _batch: DecisionBatch = field(default_factory=DecisionBatch, init=False)
 
     def _audit(self, action: Action, decision: Decision) -> None:
-        audit = self.shared.audit
+        audit = self.authorization.audit
         if not audit.enabled or not (action.log_if_allowed if decision.allowed else action.log_if_denied):
             return
         if decision.allowed and not audit.record_allowed:
@@ -94,7 +85,7 @@ class ConnectionAuthzView:
         for aggregate in self._batch.drain():
             single = aggregate.count == 1  # exactly today's event: no count, no sample
             sample = bounded_sample(aggregate)
-            self.shared.audit.authorization(
+            self.authorization.audit.authorization(
                 principal=principal, client_host=self.client_host, client_port=self.client_port,
                 listener=self.listener, api_key=self.api_key, api_name=api_name, api_version=self.api_version,
                 operation=aggregate.operation, resource_type=aggregate.resource_type,
@@ -103,14 +94,14 @@ class ConnectionAuthzView:
                 count=None if single else aggregate.count, sample=None if single else sample)
 
     def _reserved(self, resource_type: ResourceType, name: str) -> bool:
-        return resource_type == ResourceType.TOPIC and name in self.shared.reserved_topics
+        return resource_type == ResourceType.TOPIC and name in self.authorization.reserved_topics
 
     def allowed(self, action: Action) -> bool:
         if self._reserved(action.resource_type, action.name) or (
                 self.findings.suspicious and action.resource_type == ResourceType.CLUSTER):
             decision = GATEWAY_RESERVED
         else:
-            decision = self.shared.authorizer.authorize(self.principal, self.client_host, action.operation,
+            decision = self.authorization.authorizer.authorize(self.principal, self.client_host, action.operation,
                                                         action.resource_type, action.name)
             if decision.allowed and action.resource_type == ResourceType.TOPIC \
                     and action.name in self.findings.illegal:
@@ -123,7 +114,8 @@ class ConnectionAuthzView:
         return decision.allowed
 
     def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
-        decision = self.shared.authorizer.authorize_any(self.principal, self.client_host, operation, resource_type)
+        authorizer = self.authorization.authorizer
+        decision = authorizer.authorize_any(self.principal, self.client_host, operation, resource_type)
         # Kafka's authorizeByResourceType never logs a denial: it only backs up another check.
         self._audit(Action(operation, resource_type, "*", log_if_denied=False), decision)
         return decision.allowed
@@ -135,7 +127,7 @@ class ConnectionAuthzView:
             return 0
         bits = 0
         for operation in candidates:
-            if self.shared.authorizer.authorize(self.principal, self.client_host, operation,
+            if self.authorization.authorizer.authorize(self.principal, self.client_host, operation,
                                                 resource_type, name).allowed:
                 bits |= 1 << int(operation)
         return bits
@@ -143,7 +135,7 @@ class ConnectionAuthzView:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         name = self.topic_names.get(topic_id)
         if name is None:
-            self.shared.request_topic_refresh()
+            self.misses.missed = True
         return name
 
 

@@ -1,56 +1,54 @@
-"""The policy check: run the API's policy for the requester, inside the topic guard.
+"""The policy check: run the route's policy for the requester, inside the topic guard.
 
 APIs without a policy are refused (fail closed). Without an authorizer only Kafka's
-topic-name rules and the follower refusal are checked. Reads a RequestContext, never the
-connection, so it runs in the worker thread for a large request as well.
+topic-name rules are checked (the route's own refusal, e.g. a follower Fetch, runs before
+either, in the request stage). Reads a RequestContext, never the connection, so it runs in
+the worker thread for a large request as well.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from authz.id_guard import unallowed_id
 from authz.model import ResourceType
-from authz.policies import all_policies
-from authz.policies.data import is_follower_fetch
 from authz.request_policy import Refuse, Relay, Rewrite, Verdict
 from authz.topic_guard import TopicGuard, UnrestrictedView
-from gateway.session.authz_view import ConnectionAuthzView, GatewayAuthorization
-from protocol.api_keys import ApiKey
+from gateway.authorization import GatewayAuthorization
+from gateway.session.authz_view import ConnectionAuthzView
+from gateway.session.request_context import RequestContext
+from gateway.session.routes import ApiRoute
 from protocol.registry import api
 from protocol.schema import MessageSpec
-
-if TYPE_CHECKING:
-    from gateway.session.request_context import RequestContext
 
 Body = dict[str, Any]
 
 
-def authorize(who: RequestContext, shared: GatewayAuthorization, key: int, version: int, body: Body) -> Verdict:
-    """The policy's verdict, inside the topic guard that no policy can skip (authz/topic_guard.py)."""
-    policy = shared.policies.get(key)
+def authorize(requester: RequestContext, authorization: GatewayAuthorization, route: ApiRoute, version: int,
+              body: Body) -> Verdict:
+    """The route's policy's verdict, inside the topic guard that no policy can skip (authz/topic_guard.py)."""
+    policy, key = route.policy, route.api_key
     schema = api(key)
     if policy is None or schema is None:
         return Refuse(f"no authorization policy for api key {key}")
-    if key == ApiKey.FETCH and is_follower_fetch(body, version):
-        return Refuse("a follower (replica) Fetch: brokers never replicate through the gateway")
-    guard = TopicGuard(key, version, schema.request, schema.response, shared.reserved_topics,
-                       who.ctx.cluster.topic_names)
+    guard = TopicGuard(key, version, schema.request, schema.response, authorization.reserved_topics,
+                       requester.topic_names, route.topic_rules)
     findings = guard.inspect(body)
-    view = ConnectionAuthzView(shared, who.principal, who.client_host, who.client_port, who.listener.name,
-                               key, version, who.ctx.cluster.topic_names, findings, guard.illegal_denied)
+    view = ConnectionAuthzView(authorization, requester.principal, requester.client_host, requester.client_port,
+                               requester.listener.name, key, version, requester.topic_names, requester.misses,
+                               findings, guard.illegal_denied)
     try:
         verdict = policy(body, version, view)
     finally:
         view.flush_audit()
-    unchecked = _unallowed_id(key, version, schema.request, body, verdict, view)
+    unchecked = _unallowed_id(route, version, schema.request, body, verdict, view)
     if unchecked is not None:
         return Refuse(f"the {schema.name} policy relays {unchecked[0].name} {unchecked[1]!r} without allowing it")
     return guard.seal(_flushing_hook(verdict, view), findings)
 
 
-def _unallowed_id(key: int, version: int, spec: MessageSpec, body: Body, verdict: Verdict,
+def _unallowed_id(route: ApiRoute, version: int, spec: MessageSpec, body: Body, verdict: Verdict,
                   view: ConnectionAuthzView) -> tuple[ResourceType, str] | None:
     """The id guard (authz/id_guard.py) over what the verdict relays (or answers locally)."""
     if not isinstance(verdict, Relay | Rewrite):
@@ -58,29 +56,28 @@ def _unallowed_id(key: int, version: int, spec: MessageSpec, body: Body, verdict
     if view.broker_request:  # authorized as a broker's request: the ids it names are others'
         return None
     relayed = verdict.request if isinstance(verdict, Rewrite) else body
-    return unallowed_id(key, spec, version, relayed, view.allowed_names)
+    return unallowed_id(spec, version, relayed, view.allowed_names, route.ids_not_checked)
 
 
-def check_topics(who: RequestContext, key: int, version: int, body: Body) -> Verdict:
-    """Without an authorizer: the follower refusal and Kafka's topic-name rules, nothing else.
+def check_topics(requester: RequestContext, route: ApiRoute, version: int, body: Body) -> Verdict:
+    """Without an authorizer: Kafka's topic-name rules, nothing else.
 
-    A request naming an illegal topic runs its API's policy with a view that allows every
+    A request naming an illegal topic runs its route's policy with a view that allows every
     legal action, so the illegal names get the API's own per-item errors.
     """
+    key = route.api_key
     schema = api(key)
     if schema is None:
         return Refuse(f"api key {key} has no schema")
-    if key == ApiKey.FETCH and is_follower_fetch(body, version):
-        return Refuse("a follower (replica) Fetch: brokers never replicate through the gateway")
-    guard = TopicGuard(key, version, schema.request, schema.response, frozenset(), who.ctx.cluster.topic_names)
+    guard = TopicGuard(key, version, schema.request, schema.response, frozenset(), requester.topic_names,
+                       route.topic_rules)
     findings = guard.inspect(body)
     if not findings.suspicious:
         return _RELAY
-    policy = all_policies().get(key)
-    if policy is None:
+    if route.policy is None:
         return Refuse(f"api key {key} v{version} names an illegal topic")
-    view = UnrestrictedView(who.principal, findings.illegal, guard.illegal_denied, who.ctx.cluster.topic_names)
-    return guard.seal(policy(body, version, view), findings)
+    view = UnrestrictedView(requester.principal, findings.illegal, guard.illegal_denied, requester.topic_names)
+    return guard.seal(route.policy(body, version, view), findings)
 
 
 _RELAY = Relay()

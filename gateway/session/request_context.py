@@ -1,19 +1,25 @@
-"""Who is asking, frozen for one request: what the request stages read instead of the connection.
+"""Who is asking, and what a decision reads, frozen for one request: what the request stages get
+instead of the connection or the process.
 
-A stage gets this snapshot, never the session or its adapter, so a large request can be
-decided in the worker thread with the very same code (gateway/transport/worker_thread.py).
+Every field is immutable or a snapshot (the negotiated versions and the topic-id cache are
+replaced whole, never edited), so a large request is decided in the worker thread with the
+very same code (gateway/transport/worker_thread.py) and reads no state the loop is changing.
+The authorizer swaps its ACLs atomically; ``misses`` is the one thing a decision writes.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from auth.principal import KafkaPrincipal
+from gateway.admin.handlers import AdminRequest
+from gateway.authorization import GatewayAuthorization
 from gateway.config import ListenerConfig
-
-if TYPE_CHECKING:
-    from gateway.context import GatewayContext
+from gateway.session.authz_view import TopicIdMisses
+from gateway.session.routes import RouteTable, VersionRanges
 
 
 @dataclass(slots=True, frozen=True)
@@ -22,5 +28,16 @@ class RequestContext:
     client_host: str
     client_port: int
     listener: ListenerConfig
-    ctx: GatewayContext  # the process's shared state (negotiated versions, cluster view, authorization)
+    routes: RouteTable
+    negotiated: VersionRanges  # what this gateway offers clients (ApiVersions), by api key
+    features: Mapping[str, Any]  # the upstream's feature fields, passed on in ApiVersions answers
+    authorization: GatewayAuthorization | None  # None: authorizer.class.name is empty
+    topic_names: Mapping[uuid.UUID, str]  # the topic id → name cache as it was when the request arrived
+    misses: TopicIdMisses  # the connection's: a topic id the request names that the cache lacks
+    now_ms: int  # wall-clock time the request arrived (the session's clock)
     session_expired: bool = False  # connections.max.reauth.ms passed without re-authentication
+
+    def admin_request(self) -> AdminRequest:
+        """What an admin handler reads of this request (gateway/admin/handlers.py)."""
+        return AdminRequest(self.principal, self.client_host, self.client_port, self.listener.name,
+                            self.listener.security_protocol, self.now_ms)

@@ -1,13 +1,13 @@
 """The request stage: one authenticated client frame → what to do with it.
 
-    frame → header → route → check negotiated version → decode body
-          → topic guard / (authorize) → (rewrite) → relay, reply or answer locally
+    frame → header → route → check negotiated version → decode body → the route's refusal
+          → topic guard / (the route's policy) → (rewrite) → relay, reply or the route's local handler
 
 A pure function of the frame and a RequestContext (who asks, frozen): it changes no
 session state, so the session can run it on the loop or, for a large request, in the
 worker thread, and apply the decision afterwards in request order. Everything the gateway
 cannot parse is refused (PipelineRefusal: the connection is closed), never relayed blind.
-SASL frames never come here: the session feeds them to its authenticator.
+SASL frames never come here: their route sends them to the session's authenticator.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from gateway.session.policy_check import authorize, check_topics
 from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal
-from gateway.session.routes import Route, route
-from protocol.api_keys import ApiKey
+from gateway.session.routes import ApiRoute, Dispatch
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
@@ -78,46 +77,48 @@ _OUTCOMES = {Relay: "allowed", Rewrite: "partial", Answer: "denied", Refuse: "re
 _REQUEST_CORRELATION_AT = 8  # size(4) api_key(2) api_version(2)
 
 
-def decide(who: RequestContext, frame: Frame) -> Decision:
-    """Run one request through the stages; raises PipelineRefusal to close the connection."""
+def decide(requester: RequestContext, frame: Frame) -> Decision:
+    """Run one request through the stages its route names; raises PipelineRefusal to close the connection."""
     payload = frame.payload
     try:
         key, version, correlation_id = peek_api(payload)
     except DecodeError as exc:
         raise PipelineRefusal(f"not a Kafka request: {exc}") from None
-    ctx = who.ctx
-    found = route(key)
-    if key == ApiKey.API_VERSIONS:
-        answer = api_versions_response(correlation_id, version, ctx.negotiated, ctx.cluster.features)
+    route = requester.routes.get(key)
+    if route is not None and route.dispatch is Dispatch.API_VERSIONS:
+        answer = api_versions_response(correlation_id, version, requester.negotiated, requester.features)
         return ReplyNow(key, version, correlation_id, framed(answer))
-    if found is not None and found.session_answered:  # SASL: the session's own, never a stage's
+    if route is not None and route.dispatch is Dispatch.SASL:  # the session's own, never a stage's
         raise PipelineRefusal(f"api key {key} is answered by the session, not the request stage")
-    if who.session_expired:
+    if requester.session_expired:
         raise PipelineRefusal("session expired without re-authentication (connections.max.reauth.ms)")
-    shared = ctx.authorization
-    if found is not None and found.local is not None and (shared is None or key not in shared.local):
+    authorization = requester.authorization
+    if route is not None and route.dispatch is Dispatch.LOCAL and route.local is None:
         raise PipelineRefusal(f"api key {key} is only served by the gateway itself, and it is not enabled here")
     try:
         header, schema = decode_request_header(payload)
-        check_negotiated(key, version, ctx.negotiated)
+        check_negotiated(key, version, requester.negotiated)
         codec = schema.request_codec(version)
         raw_body = payload[header.size :]
         body, consumed = codec.decode_prefix(raw_body)
     except DecodeError as exc:
         raise PipelineRefusal(f"refused api key {key} v{version}: {exc}") from None
-    assert found is not None  # a negotiated api key has a route
-    if version < found.refused_below:
+    assert route is not None  # a negotiated api key has a route
+    if version < route.refused_below:
         raise PipelineRefusal(f"api key {key} v{version} is advertised but not served (as on Kafka 4)")
+    refusal = route.refusal(body, version) if route.refusal is not None else None
+    if refusal is not None:
+        raise PipelineRefusal(refusal)
     wire: WireBytes = frame.wire
     if consumed != len(raw_body):
         # Trailing bytes after the body: Kafka ignores them, so we accept the request,
         # but relay the canonical encoding so the upstream sees exactly what we parsed.
         wire = framed(bytes(payload[: header.size]) + codec.encode(body))
-    if shared is not None:
-        verdict: Verdict = authorize(who, shared, key, version, body)
+    if authorization is not None:
+        verdict: Verdict = authorize(requester, authorization, route, version, body)
         outcome: str | None = _OUTCOMES[type(verdict)]
-    else:  # no ACLs, but Kafka's topic-name rules and the follower refusal still hold
-        verdict, outcome = check_topics(who, key, version, body), None
+    else:  # no ACLs, but Kafka's topic-name rules still hold
+        verdict, outcome = check_topics(requester, route, version, body), None
     if isinstance(verdict, Refuse):
         raise PipelineRefusal(verdict.reason)
     if isinstance(verdict, Answer):
@@ -125,16 +126,16 @@ def decide(who: RequestContext, frame: Frame) -> Decision:
                         outcome)
     if isinstance(verdict, Rewrite):
         wire = framed(bytes(payload[: header.size]) + codec.encode(verdict.request))
-    if found.local is not None:
-        assert shared is not None
-        return AnswerLocally(key, version, correlation_id, partial(shared.local[key], shared, who, body, version),
-                             verdict.on_response, outcome)
+    if route.local is not None:
+        assert authorization is not None  # a gateway without an authorizer serves no admin API (build_routes)
+        handler = partial(route.local, authorization, requester.admin_request(), body, version)
+        return AnswerLocally(key, version, correlation_id, handler, verdict.on_response, outcome)
     return RelayRequest(key, version, correlation_id, wire, verdict.on_response,
-                        not _fire_and_forget(found, body), outcome)
+                        not _fire_and_forget(route, body), outcome)
 
 
-def _fire_and_forget(found: Route, body: Body) -> bool:
-    return found.fire_and_forget is not None and found.fire_and_forget(body)
+def _fire_and_forget(route: ApiRoute, body: Body) -> bool:
+    return route.fire_and_forget is not None and route.fire_and_forget(body)
 
 
 def upstream_pieces(decision: RelayRequest, upstream_id: int) -> list[WireBytes]:

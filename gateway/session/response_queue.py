@@ -30,7 +30,9 @@ _I32 = struct.Struct(">i")
 
 
 @dataclass(slots=True)
-class Slot:
+class ResponseSlot:
+    """One client request's place in its connection's response order (not a merge slot: authz/policies/merge.py)."""
+
     correlation_id: int  # the client's
     api_key: int
     api_version: int
@@ -56,13 +58,16 @@ SentCounter = Callable[[int, int], None]  # (api key, bytes of a response writte
 
 
 class ResponseQueue:
-    __slots__ = ("_awaiting", "_next_id", "_next_unanswered", "_observe", "_sent", "_slots")
+    __slots__ = ("_awaiting", "_clock", "_next_id", "_next_unanswered", "_observe", "_sent", "_slots")
 
-    def __init__(self, observe: LatencyObserver | None = None, sent: SentCounter | None = None) -> None:
+    def __init__(self, observe: LatencyObserver | None = None, sent: SentCounter | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: the session's monotonic clock, in seconds (latencies are measured with it)."""
+        self._clock = clock
         self._observe = observe
         self._sent = sent
-        self._slots: deque[Slot] = deque()
-        self._awaiting: dict[int, Slot] = {}
+        self._slots: deque[ResponseSlot] = deque()
+        self._awaiting: dict[int, ResponseSlot] = {}
         self._next_id = 0
         self._next_unanswered = 0
 
@@ -73,7 +78,7 @@ class ResponseQueue:
                         hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
         """Open a slot for a relayed request; returns the correlation id to send upstream."""
         self._next_id = (self._next_id + 1) % _ANSWERED_IDS
-        slot = Slot(correlation_id, api_key, api_version, hook=hook, arrived=time.monotonic())
+        slot = ResponseSlot(correlation_id, api_key, api_version, hook=hook, arrived=self._clock())
         self._slots.append(slot)
         self._awaiting[self._next_id] = slot
         return self._next_id
@@ -87,24 +92,24 @@ class ResponseQueue:
         return _UNANSWERED_BASE + self._next_unanswered
 
     def add_local(self, correlation_id: int, api_key: int, api_version: int, response: WireBytes) -> None:
-        self._slots.append(Slot(correlation_id, api_key, api_version, [response], True, arrived=time.monotonic()))
+        self._slots.append(ResponseSlot(correlation_id, api_key, api_version, [response], True, arrived=self._clock()))
 
-    def add_deferred(self, correlation_id: int, api_key: int, api_version: int) -> Slot:
+    def add_deferred(self, correlation_id: int, api_key: int, api_version: int) -> ResponseSlot:
         """A slot the gateway fills itself later (set ``response`` and ``ready``); it keeps its place in order."""
-        slot = Slot(correlation_id, api_key, api_version, arrived=time.monotonic())
+        slot = ResponseSlot(correlation_id, api_key, api_version, arrived=self._clock())
         self._slots.append(slot)
         return slot
 
     def reserve_upstream_id(self) -> int:
         """An upstream id for a deferred slot registered later with ``await_upstream`` (transport/worker_thread.py)."""
-        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        self._next_id = (self._next_id + 1) % _ANSWERED_IDS  # the answered range, as expect_upstream's
         return self._next_id
 
-    def await_upstream(self, upstream_id: int, slot: Slot) -> None:
+    def await_upstream(self, upstream_id: int, slot: ResponseSlot) -> None:
         """The deferred ``slot`` is now filled by the upstream's answer to ``upstream_id``."""
         self._awaiting[upstream_id] = slot
 
-    def match_upstream(self, upstream_id: int) -> Slot | None:
+    def match_upstream(self, upstream_id: int) -> ResponseSlot | None:
         """The slot an upstream response fills; None for a response to drop (acks=0)."""
         slot = self._awaiting.pop(upstream_id, None)
         if slot is not None:
@@ -113,7 +118,7 @@ class ResponseQueue:
             return None
         raise DecodeError(f"upstream sent a response nobody asked for (correlation id {upstream_id})")
 
-    def streamable(self, upstream_id: int) -> Slot | None:
+    def streamable(self, upstream_id: int) -> ResponseSlot | None:
         """The slot for ``upstream_id`` if its response may be written out right now: it is the
         oldest slot (everything before it has been sent) and nothing was asked to rewrite it."""
         slot = self._awaiting.get(upstream_id)
@@ -121,13 +126,13 @@ class ResponseQueue:
             return None
         return slot
 
-    def start_streaming(self, upstream_id: int) -> Slot:
+    def start_streaming(self, upstream_id: int) -> ResponseSlot:
         """Take the head slot out: its response is being written to the client as it arrives."""
         slot = self._awaiting.pop(upstream_id)
         assert self._slots[0] is slot
         self._slots.popleft()
         if self._observe is not None:  # latency to the response's first byte
-            self._observe(slot.api_key, time.monotonic() - slot.arrived)
+            self._observe(slot.api_key, self._clock() - slot.arrived)
         return slot
 
     def pop_ready(self) -> list[WireBytes]:
@@ -136,7 +141,7 @@ class ResponseQueue:
         slots = self._slots
         if not slots or not slots[0].ready:
             return ready
-        now = time.monotonic()
+        now = self._clock()
         observe, sent = self._observe, self._sent
         while slots and slots[0].ready:
             slot = slots.popleft()

@@ -10,12 +10,14 @@ a large one in the worker thread.
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gateway.config import ConfigError
-from gateway.session.address_rewrite import NodeAddressBook, body_names_endpoints, needs_rewrite, rewrite_endpoints
-from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
-from gateway.session.routes import route
-from gateway.upstream.cluster_view import ClusterView
+from gateway.session.address_rewrite import ListenerAddresses, body_names_endpoints, needs_rewrite, rewrite_endpoints
+from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
+from gateway.session.routes import RouteTable
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
@@ -30,36 +32,73 @@ class PipelineRefusal(Exception):
     """The request (or response) cannot be handled safely; the connection is closed."""
 
 
-def match_response(responses: ResponseQueue, frame: Frame) -> Slot | None:
+def match_response(responses: ResponseQueue, frame: Frame) -> ResponseSlot | None:
     """The slot an upstream response fills (taken out of the awaited ones); None to drop it."""
     if len(frame.payload) < 4:
         raise DecodeError("upstream response shorter than a correlation id")
     return responses.match_upstream(_SIZE.unpack_from(frame.payload, 0)[0])
 
 
-def needs_decoding(slot: Slot) -> bool:
+class Learned:
+    """What responses taught (brokers, topic ids), recorded for the session to report as a Discovered
+    action: the response stage may run in the worker thread and never changes shared state itself.
+    Also the address book the rewriting reads (a node's address on this listener)."""
+
+    __slots__ = ("book", "known_topics", "nodes", "topic_ids")
+
+    def __init__(self, book: ListenerAddresses, known_topics: Callable[[], Mapping[uuid.UUID, str]]) -> None:
+        """``known_topics``: the cluster view's id → name map as it is now (replaced whole, never edited, so it
+        may be read from the worker), to report only what is new."""
+        self.book = book
+        self.known_topics = known_topics
+        self.nodes: list[tuple[int, str, int]] = []
+        self.topic_ids: list[tuple[uuid.UUID, str]] = []
+
+    def learn(self, node_id: int, host: str, port: int) -> None:
+        self.nodes.append((node_id, host, port))
+
+    def client_address(self, node_id: int) -> tuple[str, int]:
+        return self.book.client_address(node_id)
+
+    def learn_topics(self, topics: list[dict[str, Any]]) -> None:
+        # The cluster view keeps only real ids with a name (a topic in error has the zero id). Only what it lacks
+        # is reported: an all-topics answer is walked here (in the worker, when large), not again on the loop.
+        known = self.known_topics()
+        self.topic_ids.extend((topic_id, name) for topic in topics
+                              if (topic_id := topic.get("topic_id")) is not None and (name := topic.get("name"))
+                              and known.get(topic_id) != name)
+
+    def take(self, into: Learned) -> None:
+        """Hand what was learned on to ``into`` (a worker's record, passed on from the loop)."""
+        into.nodes.extend(self.nodes)
+        into.topic_ids.extend(self.topic_ids)
+        self.nodes, self.topic_ids = [], []
+
+
+def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:
     """Whether the response may need decoding (addresses to rewrite, topic ids to learn, an authorization hook)."""
     if slot.hook is not None:
         return True
-    found = route(slot.api_key)
-    return found is None or not found.streams(slot.api_version)
+    route = routes.get(slot.api_key)
+    return route is None or not route.streams(slot.api_version)
 
 
-def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAddressBook) -> list[WireBytes]:
+def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learned: Learned) -> list[WireBytes]:
     """The slot's response: the upstream's bytes, or (when needed) decoded, rewritten and re-encoded.
 
-    Touches nothing of the session, so the session may run it in the worker thread.
+    Touches nothing of the session or the process (what it learns goes to ``learned``), so the
+    session may run it in the worker thread.
     """
     payload = frame.payload
-    if not needs_decoding(slot):  # the fast path: relay the bytes untouched
+    if not needs_decoding(slot, routes):  # the fast path: relay the bytes untouched
         return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     schema = api(slot.api_key)
     assert schema is not None
     header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
     _, header_size = decode_response_header(payload, header_version)
     raw_body = payload[header_size:]
-    found = route(slot.api_key)
-    learns = found is not None and found.learns_topic_ids
+    route = routes.get(slot.api_key)
+    learns = route is not None and route.learns_topic_ids
     rewrite = needs_rewrite(slot.api_key, slot.api_version) and \
         body_names_endpoints(slot.api_key, slot.api_version, raw_body)
     if slot.hook is None and not rewrite and not learns:
@@ -68,11 +107,11 @@ def response_pieces(slot: Slot, frame: Frame, cluster: ClusterView, book: NodeAd
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(raw_body)
     if learns:
-        cluster.learn_topics(body.get("topics") or [])
+        learned.learn_topics(body.get("topics") or [])
     changed = False
     if rewrite:
         try:
-            changed = rewrite_endpoints(slot.api_key, slot.api_version, body, book)
+            changed = rewrite_endpoints(slot.api_key, slot.api_version, body, learned)
         except ConfigError as exc:
             raise PipelineRefusal(str(exc)) from None
     if slot.hook is not None:

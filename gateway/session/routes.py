@@ -1,39 +1,65 @@
-"""One route per API: everything ksgate does with a request of that API, in one place.
+"""One ApiRoute per API: everything ksgate does with a request of that API, in one place.
 
-A reader looking for "what happens to API X" reads ``ROUTES[X]``: the versions ksgate can
-parse and the cap it offers clients, the authorization policy, whether the session answers
-it itself (ApiVersions, SASL) or an admin handler does (never relayed), whether its
-responses name broker endpoints (rewritten) or topic ids (learned), whether a request may
-expect no answer (Produce acks=0), and whether its traffic stays on the event loop.
+A reader looking for "what happens to API X" reads its row of the table ``build_routes``
+makes: the versions ksgate can parse and the cap it offers clients, how the request is
+dispatched (relayed, answered by an admin handler here, ApiVersions, SASL), the authorization
+policy, a refusal no policy may override (a follower Fetch), the guards' exemptions (how Kafka
+treats the topic names and ids it names), whether its responses name broker
+endpoints (rewritten) or topic ids (learned), whether a request may expect no answer (Produce
+acks=0), and whether its requests carry records (relayed as bytes, so never worth the worker).
 
-The route is derived from the schema (protocol/schemas), the policy table
-(authz/policies) and the admin handlers (gateway/admin/handlers.py); ``test_routes``
-checks that every client-facing API has one.
+The table is built once, when the gateway is wired (gateway/server.py), from the schemas
+(protocol/schemas), the policies (authz/policies) and the admin handlers this gateway serves
+(gateway/admin/handlers.py). The session and the stages dispatch through it and nothing else.
+Adding a Kafka API: its schema, its policy, and (when it is not simply relayed) a line here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
-from authz.policies import all_policies
+from authz.policies.data import is_follower_fetch
 from authz.request_policy import ApiPolicy
+from authz.topic_guard import TopicRules
 from gateway.admin.handlers import LOCAL_HANDLERS, LocalHandler
 from gateway.session.address_rewrite import ENDPOINT_APIS, needs_rewrite
 from protocol.api_keys import INTERNAL_APIS, ApiKey
+from protocol.entities.ids import Entity
 from protocol.registry import all_apis
+from protocol.schema import FieldSpec
 
 Body = dict[str, Any]
+VersionRanges = Mapping[int, tuple[int, int]]  # api key → (lowest, highest) version offered to clients
+
+
+class Dispatch(Enum):
+    """Where a request of the API goes once read."""
+
+    RELAY = "relay"  # authorized, then relayed upstream (rewritten when partly denied)
+    LOCAL = "local"  # authorized, then answered by an admin handler here: never relayed
+    API_VERSIONS = "api_versions"  # answered from the negotiated table, before any policy
+    SASL = "sasl"  # fed to the connection's SASL state machine: never relayed, never a stage's
 
 
 def _acks_zero(body: Body) -> bool:
     return bool(body["acks"] == 0)
 
 
-# Answered by the session before any policy runs, whatever the upstream supports.
-_SESSION_ANSWERED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+def _follower_fetch(body: Body, version: int) -> str | None:
+    if is_follower_fetch(body, version):
+        return "a follower (replica) Fetch: brokers never replicate through the gateway"
+    return None
+
+
+_DISPATCH: dict[int, Dispatch] = {
+    ApiKey.API_VERSIONS: Dispatch.API_VERSIONS,
+    ApiKey.SASL_HANDSHAKE: Dispatch.SASL, ApiKey.SASL_AUTHENTICATE: Dispatch.SASL,
+    **{key: Dispatch.LOCAL for key in LOCAL_HANDLERS},
+}
 # Fetch v16+ responses may end with node_endpoints (broker addresses, KIP-951): a gateway
 # must then hold and decode every Fetch response to rewrite them. v15 differs only in lacking
 # them, so offering at most v15 lets Fetch responses stream through untouched, and no broker
@@ -46,33 +72,49 @@ _FLOORS: dict[int, int] = {key: 1 for key in (
 # Produce v0-2 stay in Kafka 4's ApiVersions answer (librdkafka stops compressing without them, KAFKA-18659)
 # but the broker closes the connection of a client that uses one: so does the gateway, before authorizing.
 _REFUSED_BELOW: dict[int, int] = {ApiKey.PRODUCE: 3}
+# Refusals no policy may override, checked before any (with or without an authorizer).
+_REFUSALS: dict[int, Callable[[Body, int], str | None]] = {ApiKey.FETCH: _follower_fetch}
+# How Kafka's handler treats topic names, for the topic guard (authz/topic_guard.py, TopicRules): where it
+# validates them itself, and where its answer names exactly the topics asked (never a listing to scrub).
+_VALIDATES_TOPIC_NAMES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS,
+                                    ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
+_ANSWERS_ONLY_WHAT_WAS_ASKED = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+# Ids a request names that Kafka's handler does not authorize as such, for the id guard (authz/id_guard.py):
+# a Produce's transactional id is checked by its policy only when its batches are transactional.
+_IDS_NOT_CHECKED: dict[int, frozenset[Entity]] = {ApiKey.PRODUCE: frozenset({"transactionalId"})}
 # Responses that reveal topic ids, and so feed the id → name cache authorization uses.
 _TOPIC_ID_SOURCES = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 # Requests whose client may expect no response at all, and how to tell.
 _FIRE_AND_FORGET: dict[int, Callable[[Body], bool]] = {ApiKey.PRODUCE: _acks_zero}
-# Records are relayed as bytes, never decoded, so a large request of these costs the loop no
-# more than a small one: never sent to the worker thread.
-_RECORDS_AS_BYTES = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
 @dataclass(slots=True, frozen=True)
-class Route:
+class ApiRoute:
     api_key: int
     name: str
     versions: range  # what ksgate's schema parses, from the floor it offers (why: _FLOORS)
     cap: int | None  # the highest version offered to clients when below the schema's (why: _CAPS)
     refused_below: int  # offered, but a request below this closes the connection (why: _REFUSED_BELOW)
+    dispatch: Dispatch
     policy: ApiPolicy | None  # None: refused whenever authorization is on
-    session_answered: bool  # ApiVersions and SASL: the session answers them itself
-    local: LocalHandler | None  # an admin API ksgate answers itself; never relayed, whatever the policy says
+    local: LocalHandler | None  # LOCAL: the admin handler, when this gateway serves it (None: refused)
+    refusal: Callable[[Body, int], str | None] | None  # a reason to close the connection, before any policy
+    topic_rules: TopicRules  # how Kafka treats its topic names (the topic guard's exemptions)
+    ids_not_checked: frozenset[Entity]  # ids Kafka does not authorize as such (the id guard's exemptions)
     rewrites_endpoints: bool  # its responses can name brokers (gateway/session/address_rewrite.py)
     learns_topic_ids: bool  # its responses feed the topic id → name cache
     fire_and_forget: Callable[[Body], bool] | None  # the request expects no response (Produce acks=0)
-    stays_on_loop: bool  # never decoded in the worker thread, however large
+    records_as_bytes: bool  # the request schema has a records field: relayed as bytes, never decoded
 
     @property
     def never_relayed(self) -> bool:
-        return self.session_answered or self.local is not None
+        return self.dispatch is not Dispatch.RELAY
+
+    @property
+    def stays_on_loop(self) -> bool:
+        """Never decided in the worker thread, however large: records cost the loop no more when large
+        (they stay bytes), and what is never relayed is answered small or is authentication."""
+        return self.records_as_bytes or self.never_relayed
 
     def streams(self, version: int) -> bool:
         """Whether a response of this version can be relayed as bytes (nothing in it to rewrite or learn),
@@ -86,24 +128,30 @@ class Route:
         return range(max(upstream[0], self.versions.start), high + 1)
 
 
-@cache
-def routes() -> Mapping[int, Route]:
-    """Every client-facing API, by key. Inter-broker and controller APIs have none: they are refused."""
-    policies = all_policies()
-    table: dict[int, Route] = {}
+RouteTable = Mapping[int, ApiRoute]
+
+
+def build_routes(policies: Mapping[int, ApiPolicy], local: Mapping[int, LocalHandler]) -> RouteTable:
+    """Every client-facing API, by key, built once when the gateway is wired. ``local``: the admin
+    handlers this gateway serves (none without an authorizer). Inter-broker and controller APIs
+    have no route: they are refused."""
+    table: dict[int, ApiRoute] = {}
     for key, schema in all_apis().items():
         if key in INTERNAL_APIS:
             continue
-        table[key] = Route(
+        table[key] = ApiRoute(
             api_key=key, name=schema.name,
             versions=range(max(schema.min_version, _FLOORS.get(key, 0)), schema.max_version + 1),
-            cap=_CAPS.get(key), refused_below=_REFUSED_BELOW.get(key, 0), policy=policies.get(key),
-            session_answered=key in _SESSION_ANSWERED,
-            local=LOCAL_HANDLERS.get(key), rewrites_endpoints=key in ENDPOINT_APIS,
+            cap=_CAPS.get(key), refused_below=_REFUSED_BELOW.get(key, 0),
+            dispatch=_DISPATCH.get(key, Dispatch.RELAY), policy=policies.get(key), local=local.get(key),
+            refusal=_REFUSALS.get(key),
+            topic_rules=TopicRules(key in _VALIDATES_TOPIC_NAMES, key in _ANSWERS_ONLY_WHAT_WAS_ASKED),
+            ids_not_checked=_IDS_NOT_CHECKED.get(key, frozenset()), rewrites_endpoints=key in ENDPOINT_APIS,
             learns_topic_ids=key in _TOPIC_ID_SOURCES, fire_and_forget=_FIRE_AND_FORGET.get(key),
-            stays_on_loop=key in _RECORDS_AS_BYTES or key in _SESSION_ANSWERED or key in LOCAL_HANDLERS)
-    return table
+            records_as_bytes=_has_records(schema.request.fields))
+    return MappingProxyType(table)
 
 
-def route(api_key: int) -> Route | None:
-    return routes().get(api_key)
+def _has_records(fields: list[FieldSpec]) -> bool:
+    """Whether a message (at some version) carries a records field, at any depth."""
+    return any(spec.type == "records" or _has_records(spec.fields) for spec in fields)

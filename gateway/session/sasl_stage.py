@@ -9,35 +9,20 @@ for KIP-368 re-authentication. Pure functions: no connection object comes here.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from auth.client_address import ClientAddress
-from auth.principal import KafkaPrincipal, PlaintextAuthContext, PrincipalBuilder, SslAuthContext
+from auth.listener_security import ListenerSecurity
+from auth.principal import KafkaPrincipal, PlaintextAuthContext, SslAuthContext
 from auth.sasl.mechanism import SaslContext
-from auth.sasl.server import Authenticated, Close, SaslServerAuthenticator, SaslServerConfig
+from auth.sasl.server import Authenticated, Refused, SaslServerAuthenticator
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.session.api_versions import api_versions_response
 from protocol.framing import Frame
 
 if TYPE_CHECKING:
-    from auth.tls import TlsContextProvider
     from gateway.config import ListenerConfig
     from gateway.context import GatewayContext
-
-
-@dataclass(slots=True)
-class ListenerSecurity:
-    """What one listener needs to authenticate its connections."""
-
-    principal_builder: PrincipalBuilder
-    sasl: SaslServerConfig | None = None
-    tls: TlsContextProvider | None = field(default=None, repr=False)
-
-    @property
-    def ssl_context(self) -> ssl.SSLContext | None:
-        # The provider's contexts hand every new handshake to the newest context (hot reload).
-        return self.tls.context if self.tls is not None else None
 
 
 def principal_at_connect(listener: ListenerConfig, client_host: str, ssl_object: ssl.SSLObject | None,
@@ -85,7 +70,7 @@ def record_login(ctx: GatewayContext, listener: ListenerConfig, client: ClientAd
 
 
 def record_login_failure(ctx: GatewayContext, log: Any, listener: ListenerConfig, client: ClientAddress,
-                         authenticator: SaslServerAuthenticator | None, step: Close) -> None:
+                         authenticator: SaslServerAuthenticator | None, step: Refused) -> None:
     if step.quiet:  # a repeat, or answered unhashed under a flood: not a warning per attempt (audited below)
         log.debug("authentication_failed", reason=bounded_name(step.reason, REASON_CHARS),
                   mechanism_failure=step.authentication_failure)

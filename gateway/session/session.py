@@ -20,8 +20,11 @@ actions each event returns (gateway/session/actions.py). The session owns:
   full, a password is checked or a large request is decided, a large frame waits for
   request memory (queued.max.request.bytes, once authenticated), and on drain.
 
-Observations (log lines, metrics, audit events) go to the injected sinks of the shared
-context; everything that touches a socket, a thread or a timer is an action.
+Each request is dispatched through its ApiRoute (gateway/session/routes.py), SASL and
+ApiVersions included. Observations (log lines, metrics, audit events) go to the injected sinks
+of the shared context; everything that touches a socket, a thread or a timer is an action, and
+so is what traffic teaches about the cluster (Discovered: the server applies it). Time is an
+input: the session reads the injected clock, never the system's.
 """
 
 from __future__ import annotations
@@ -35,21 +38,22 @@ from typing import Any
 from auth.client_address import ClientAddress
 from auth.principal import KafkaPrincipal
 from auth.sasl.first_frame import diagnose_non_kafka
-from auth.sasl.mechanism import HashClaim, wall_clock_ms
-from auth.sasl.server import Authenticated, Close, Respond, SaslServerAuthenticator, Step, Verifying
+from auth.sasl.mechanism import HashClaim
+from auth.sasl.server import Authenticated, Refused, Respond, SaslServerAuthenticator, Step, Verifying
 from gateway.admin.handlers import OffLoop
+from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.context import GatewayContext
 from gateway.edge.sni_routing import Node
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
 from gateway.session import actions as act
-from gateway.session.address_rewrite import NodeAddressBook
+from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
 from gateway.session.request_memory import ReceiveGate
 from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
-from gateway.session.response_queue import ResponseQueue, Slot, WireBytes, with_correlation_id
-from gateway.session.response_stage import PipelineRefusal, match_response, needs_decoding, response_pieces
-from gateway.session.routes import route
+from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
+from gateway.session.response_stage import Learned, PipelineRefusal, match_response, needs_decoding, response_pieces
+from gateway.session.routes import Dispatch
 from gateway.session.sasl_stage import (
     looks_like_kafka,
     new_authenticator,
@@ -77,7 +81,6 @@ PREALLOC_BEFORE_AUTHENTICATION = 4 * 1024
 LARGE_BYTES = 32 * 1024
 # Responses at least this large that need no rewriting are written on as they arrive.
 STREAM_MIN_BYTES = 64 * 1024
-_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _AUTH_TIMER = "authentication"
 _FAREWELL_TIMER = "farewell"  # Kafka's failed-authentication delay before the refusal is written
 
@@ -85,10 +88,18 @@ JobThen = Callable[[Any], None]
 
 
 class ProxySession:
+    """One client connection's proxy: fed events by its adapter, answering each with actions.
+
+    The module docstring lists what it decides; gateway/transport/client_connection.py carries
+    the actions out, tests/gateway/session/session_driver.py plays the adapter in tests.
+    """
+
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
-                 wake: Callable[[], None] | None = None) -> None:
-        """``wake``: how the adapter delivers ``memory_granted`` when another connection frees request memory."""
+                 wake: Callable[[], None] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        """``wake``: how the adapter delivers ``memory_granted`` when another connection frees request memory.
+        ``clock``: where the session reads the time (tests inject their own)."""
         self.ctx = ctx
+        self.clock = clock
         self.listener = next(lst for lst in ctx.config.listeners if lst.name == listener_name)
         self.security = ctx.security[listener_name]
         self.node_id = node_id
@@ -97,7 +108,7 @@ class ProxySession:
         self.receiver = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
         self._memory = ReceiveGate(ctx.request_memory, wake)
         self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
-        self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response)
+        self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response, clock.monotonic)
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
         self.client = ClientAddress("?", 0)  # until connected()
@@ -120,10 +131,13 @@ class ProxySession:
         # Local answers that wait for the store write before them (a connection sees its own
         # admin changes, as on a Kafka broker, which handles one request at a time).
         self._local_busy = False
-        self._local_queue: deque[tuple[Slot, AnswerLocally]] = deque()
+        self._local_queue: deque[tuple[ResponseSlot, AnswerLocally]] = deque()
         self._streaming = False
         self._stream_api = -1  # the API of the response being streamed (for its byte count)
         self._farewell: WireBytes | None = None
+        # What traffic taught about the cluster, reported as one Discovered action per event.
+        self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names)
+        self._topic_id_misses = TopicIdMisses()
 
     # --- events: the client side ------------------------------------------------------------
 
@@ -136,8 +150,8 @@ class ProxySession:
         self.log = self.log.bind(client=str(client))
         if self.listener.sni is not None and self.security.tls is not None:
             # One port for every broker: the handshake's server name said which node this connection is for.
-            found = self.security.tls.route_of(ssl_object)
-            self.node_id = found.node_id if isinstance(found, Node) else None
+            served = self.security.tls.route_of(ssl_object)
+            self.node_id = served.node_id if isinstance(served, Node) else None
             self.log = self.log.bind(node=self.node_id)
         try:
             principal = principal_at_connect(self.listener, self.client.host, ssl_object, self.security)
@@ -241,16 +255,16 @@ class ProxySession:
         return self._take()
 
     def upstream_frames(self, frames: list[Frame]) -> list[act.Action]:
-        cluster, book = self.ctx.cluster, self.ctx.address_book(self.listener)
+        routes, learned = self.ctx.routes, self._learned
         for frame in frames:
             try:
                 slot = match_response(self.responses, frame)
                 if slot is None:
                     continue
-                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot):
+                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes):
                     self._fill_large(slot, frame)
                 else:
-                    slot.response = response_pieces(slot, frame, cluster, book)
+                    slot.response = response_pieces(slot, frame, routes, learned)
                     slot.ready = True
             except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
                 self._response_failed(exc)
@@ -277,7 +291,7 @@ class ProxySession:
         if size < STREAM_MIN_BYTES or self._streaming or self.closing:
             return False
         slot = self.responses.streamable(upstream_id)
-        return slot is not None and not needs_decoding(slot)
+        return slot is not None and not needs_decoding(slot, self.ctx.routes)
 
     def stream_started(self, upstream_id: int, head: bytearray) -> list[act.Action]:
         slot = self.responses.start_streaming(upstream_id)
@@ -349,17 +363,22 @@ class ProxySession:
             self._set_read_paused("in-flight", True)
 
     def _request(self, frame: Frame) -> None:
-        if len(frame.payload) >= 4 and int.from_bytes(frame.payload[:2], "big") in _SASL_APIS:
+        route = self.ctx.routes.get(int.from_bytes(frame.payload[:2], "big")) if len(frame.payload) >= 4 else None
+        if route is not None and route.dispatch is Dispatch.SASL:
             self._sasl_after_authentication(frame)
             return
-        self._apply(decide(self._who(), frame))
+        self._apply(decide(self._request_context(), frame))
 
-    def _who(self) -> RequestContext:
+    def _request_context(self) -> RequestContext:
+        """What a decision reads, as of now: immutable values and snapshots of the shared state."""
         assert self.principal is not None
-        expired = self.authenticator is not None and self.authenticator.session_expired(wall_clock_ms())
-        return RequestContext(self.principal, self.client.host, self.client.port, self.listener, self.ctx, expired)
+        ctx, now_ms = self.ctx, self.clock.wall_ms()
+        expired = self.authenticator is not None and self.authenticator.session_expired(now_ms)
+        return RequestContext(self.principal, self.client.host, self.client.port, self.listener, ctx.routes,
+                              ctx.negotiated, ctx.cluster.features, ctx.authorization, ctx.cluster.topic_names,
+                              self._topic_id_misses, now_ms, expired)
 
-    def _apply(self, decision: Decision, slot: Slot | None = None) -> None:
+    def _apply(self, decision: Decision, slot: ResponseSlot | None = None) -> None:
         """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""
         metrics = self.ctx.metrics
         if decision.outcome is not None:
@@ -371,7 +390,7 @@ class ProxySession:
         else:
             self._relay(decision, slot)
 
-    def _relay(self, decision: RelayRequest, slot: Slot | None) -> None:
+    def _relay(self, decision: RelayRequest, slot: ResponseSlot | None) -> None:
         if not decision.expects_response:
             assert slot is None  # fire-and-forget APIs stay on the loop (routes)
             upstream_id = self.responses.expect_nothing()
@@ -386,7 +405,7 @@ class ProxySession:
         self.ctx.metrics.relayed(decision.key)
         self._outgoing.extend(upstream_pieces(decision, upstream_id))
 
-    def _fill(self, slot: Slot | None, key: int, version: int, correlation_id: int, frame: WireBytes) -> None:
+    def _fill(self, slot: ResponseSlot | None, key: int, version: int, correlation_id: int, frame: WireBytes) -> None:
         if slot is None:
             self.responses.add_local(correlation_id, key, version, frame)
         else:
@@ -423,17 +442,18 @@ class ProxySession:
     def _is_large(self, frame: Frame) -> bool:
         if len(frame.payload) < LARGE_BYTES:
             return False
-        found = route(int.from_bytes(frame.payload[:2], "big"))
-        return found is not None and not found.stays_on_loop
+        route = self.ctx.routes.get(int.from_bytes(frame.payload[:2], "big"))
+        return route is not None and not route.stays_on_loop
 
     def _decide_large(self, frame: Frame) -> None:
         key, version, correlation_id = peek_api(frame.payload)
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
         self._wait_for("large-request")
-        self._job(act.JobKind.LARGE, partial(decide, self._who(), frame), partial(self._large_decided, slot))
+        self._job(act.JobKind.LARGE, partial(decide, self._request_context(), frame),
+                  partial(self._large_decided, slot))
 
-    def _large_decided(self, slot: Slot, result: Decision | BaseException) -> None:
+    def _large_decided(self, slot: ResponseSlot, result: Decision | BaseException) -> None:
         if isinstance(result, BaseException):
             self._request_failed(result)
             return
@@ -445,22 +465,22 @@ class ProxySession:
         self._send_upstream()
         self._stop_waiting("large-request")
 
-    def _fill_large(self, slot: Slot, frame: Frame) -> None:
-        book = _RecordingAddressBook(self.ctx.address_book(self.listener))
-        work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.cluster, book)
-        self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, book))
+    def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
+        learned = Learned(self._learned.book, self._learned.known_topics)  # its own: the loop's may grow meanwhile
+        work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
+        self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 
-    def _large_filled(self, slot: Slot, book: _RecordingAddressBook, result: list[WireBytes] | BaseException) -> None:
+    def _large_filled(self, slot: ResponseSlot, learned: Learned, result: list[WireBytes] | BaseException) -> None:
         if isinstance(result, BaseException):
             self._response_failed(result)
             return
-        book.replay()
+        learned.take(into=self._learned)
         slot.response, slot.ready = result, True
         self._flush()
 
     # --- local answers: admin APIs, one store write at a time --------------------------------
 
-    def _answer_locally(self, decision: AnswerLocally, slot: Slot | None) -> None:
+    def _answer_locally(self, decision: AnswerLocally, slot: ResponseSlot | None) -> None:
         if self._local_busy or self._local_queue:  # computed once the earlier local answers are done
             slot = slot or self.responses.add_deferred(decision.correlation_id, decision.key, decision.version)
             self._local_queue.append((slot, decision))
@@ -472,11 +492,11 @@ class ProxySession:
         else:
             self._fill(slot, decision.key, decision.version, decision.correlation_id, _encoded(decision, result))
 
-    def _store_write(self, slot: Slot, decision: AnswerLocally, work: OffLoop) -> None:
+    def _store_write(self, slot: ResponseSlot, decision: AnswerLocally, work: OffLoop) -> None:
         self._local_busy = True
         self._job(act.JobKind.STORE, work.work, partial(self._stored, slot, decision))
 
-    def _stored(self, slot: Slot, decision: AnswerLocally, result: Body | BaseException) -> None:
+    def _stored(self, slot: ResponseSlot, decision: AnswerLocally, result: Body | BaseException) -> None:
         self._local_busy = False
         try:
             if isinstance(result, BaseException):
@@ -533,7 +553,7 @@ class ProxySession:
             self._wait_for("verifying")
             self._job(act.JobKind.VERIFY, step.job, self._verified, step.claim)
         else:
-            assert isinstance(step, Close)
+            assert isinstance(step, Refused)
             self._refuse_authentication(step)
 
     def _verified(self, result: bytes | BaseException) -> None:
@@ -576,7 +596,7 @@ class ProxySession:
     def _count_principal(self, principal: KafkaPrincipal, mechanism: str | None = None) -> None:
         record_login(self.ctx, self.listener, self.client, principal, mechanism)
 
-    def _refuse_authentication(self, step: Close) -> None:
+    def _refuse_authentication(self, step: Refused) -> None:
         """Answer (after Kafka's failed-authentication delay, to slow brute force) and close."""
         record_login_failure(self.ctx, self.log, self.listener, self.client,
                              self.authenticator, step)
@@ -649,6 +669,11 @@ class ProxySession:
     def _take(self) -> list[act.Action]:
         if self._memory.woken:
             self._out.append(act.WakeReaders(tuple(self._memory.take_woken())))
+        learned = self._learned
+        if learned.nodes or learned.topic_ids or self._topic_id_misses.missed:
+            self._out.append(act.Discovered(tuple(learned.nodes), tuple(learned.topic_ids),
+                                            self._topic_id_misses.take()))
+            learned.nodes, learned.topic_ids = [], []
         out, self._out = self._out, []
         return out
 
@@ -659,27 +684,8 @@ def _encoded(decision: AnswerLocally, body: Body) -> bytes:
     return response_frame(decision.key, decision.version, decision.correlation_id, body)
 
 
-def _pieces_and_drop_hook(slot: Slot, frame: Frame, cluster: Any, book: NodeAddressBook) -> list[WireBytes]:
-    pieces = response_pieces(slot, frame, cluster, book)
+def _pieces_and_drop_hook(slot: ResponseSlot, frame: Frame, routes: Any, learned: Learned) -> list[WireBytes]:
+    pieces = response_pieces(slot, frame, routes, learned)
     slot.hook = None  # its state (an entry per item of the request) is freed here, in the worker, not on the loop
     return pieces
 
-
-class _RecordingAddressBook:
-    """Node addresses learned in the worker are passed on from the loop (they may open listeners)."""
-
-    __slots__ = ("book", "learned")
-
-    def __init__(self, book: NodeAddressBook) -> None:
-        self.book = book
-        self.learned: list[tuple[int, str, int]] = []
-
-    def learn(self, node_id: int, host: str, port: int) -> None:
-        self.learned.append((node_id, host, port))
-
-    def client_address(self, node_id: int) -> tuple[str, int]:
-        return self.book.client_address(node_id)
-
-    def replay(self) -> None:
-        for node_id, host, port in self.learned:
-            self.book.learn(node_id, host, port)

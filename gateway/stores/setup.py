@@ -12,16 +12,16 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from auth.credentials import CredentialStore
+from auth.listener_security import ListenerSecurity
 from auth.principal_builder import DefaultPrincipalBuilder
 from auth.sasl.mechanism import MechanismFactory
 from auth.sasl.server import SaslServerConfig
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
-from gateway.session.sasl_stage import ListenerSecurity
 
 if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
+    from gateway.authorization import GatewayAuthorization
     from gateway.quotas.book import QuotaBook
-    from gateway.session.authz_view import GatewayAuthorization
     from gateway.stores.file_acls import FileAclStore
     from gateway.stores.file_quotas import QuotaStore
     from gateway.stores.file_tokens import TokenStore
@@ -228,20 +228,18 @@ def _warn_if_missing(store: FileAclStore, allow_if_no_acl: bool) -> None:
         "`ksgate acls --acl-file %s --add ...`", store.path, outcome, store.path)
 
 
-def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[], None],
-                        credentials: CredentialStore | None = None,
+def build_authorization(config: GatewayConfig, credentials: CredentialStore | None = None,
                         tokens: TokenStore | None = None,
                         topic: SecurityTopic | None = None,
                         quotas: QuotaStore | None = None) -> GatewayAuthorization | None:
-    """The shared authorizer, ACL store, audit log and policies; None when authorization is off.
+    """The shared authorizer, ACL store and audit log; None when authorization is off.
 
     With a file store the authorizer is loaded here; with the security topic it stays
     unloaded (denying everyone but super users) until the topic has been replayed.
     """
     from authz.authorizer import StandardAuthorizer
-    from authz.policies import all_policies
+    from gateway.authorization import GatewayAuthorization
     from gateway.ops.audit import AuditLog
-    from gateway.session.authz_view import GatewayAuthorization
     from gateway.stores.file_acls import AclStore, FileAclStore
 
     settings = config.settings
@@ -264,10 +262,8 @@ def build_authorization(config: GatewayConfig, request_topic_refresh: Callable[[
         authorizer.load(store.load())
         store.subscribe(authorizer.apply)
     from gateway.admin.delegation_tokens import TokenSettings
-    from gateway.admin.handlers import local_handlers
 
-    return GatewayAuthorization(authorizer, store, audit, all_policies(), request_topic_refresh,
-                                local_handlers(credentials, quotas),
+    return GatewayAuthorization(authorizer, store, audit,
                                 reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset(),
                                 credentials=credentials, tokens=tokens, quota_store=quotas,
                                 token_settings=TokenSettings.from_settings(settings))

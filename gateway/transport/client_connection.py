@@ -200,6 +200,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         if (timer := self._timers.pop(action.name, None)) is not None:
             timer.cancel()
 
+    def _discovered(self, action: act.Discovered) -> None:
+        self.ctx.discovered(action)  # the server applies it to the shared cluster view
+
     def _close(self, action: act.Close) -> None:
         for tr in (self.transport, self.upstream.transport if self.upstream is not None else None):
             if tr is not None:
@@ -217,7 +220,8 @@ _RUN: dict[type, Callable[[ClientConnection, Any], None]] = {
     act.OpenUpstream: ClientConnection._open_upstream, act.PauseClientReading: ClientConnection._pause_client,
     act.PauseUpstreamReading: ClientConnection._pause_upstream, act.RunJob: ClientConnection._run_job,
     act.StartTimer: ClientConnection._start_timer, act.CancelTimer: ClientConnection._cancel_timer,
-    act.Close: ClientConnection._close, act.WakeReaders: ClientConnection._wake_readers}
+    act.Close: ClientConnection._close, act.WakeReaders: ClientConnection._wake_readers,
+    act.Discovered: ClientConnection._discovered}
 
 
 def _outcome(future: asyncio.Future[Any]) -> Any:

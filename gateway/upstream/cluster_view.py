@@ -1,13 +1,14 @@
 """What the gateway knows about the upstream cluster: its brokers and the API versions it speaks.
 
 Fed at start-up by a probe and afterwards by every Metadata/DescribeCluster response that
-passes through, before addresses are rewritten.
+passes through, before addresses are rewritten: the sessions report what responses taught as
+actions (Discovered) and the server applies them here, on the event loop.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,25 +19,26 @@ class ClusterView:
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     # Feature fields of the upstream's ApiVersions response, passed on to clients.
     features: dict[str, Any] = field(default_factory=dict)
-    on_new_node: list[Callable[[int], None]] = field(default_factory=list)
     # Topic ids seen in Metadata/DescribeTopicPartitions responses: how requests naming
-    # topics by id are authorized by name.
+    # topics by id are authorized by name. Replaced whole when it changes, never edited, so a
+    # request holds a snapshot (gateway/session/request_context.py) by keeping a reference.
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
 
     def learn_topics(self, topics: list[dict[str, Any]]) -> None:
-        for topic in topics:
-            topic_id, name = topic.get("topic_id"), topic.get("name")
-            if topic_id is not None and name and topic_id.int:
-                self.topic_names[topic_id] = name
+        self.learn_topic_ids((topic.get("topic_id"), topic.get("name")) for topic in topics)
 
-    def learn_node(self, node_id: int, host: str, port: int) -> None:
+    def learn_topic_ids(self, pairs: Iterable[tuple[uuid.UUID | None, str | None]]) -> None:
+        known = self.topic_names
+        new = {topic_id: name for topic_id, name in pairs
+               if topic_id is not None and name and topic_id.int and known.get(topic_id) != name}
+        if new:
+            self.topic_names = {**known, **new}
+
+    def learn_node(self, node_id: int, host: str, port: int) -> bool:
+        """Record a broker's address; True when the node was not known before (it may need a listener)."""
         known = self.nodes.get(node_id)
-        if known == (host, port):
-            return
         self.nodes[node_id] = (host, port)
-        if known is None:
-            for callback in self.on_new_node:
-                callback(node_id)
+        return known is None
 
     def learn_api_versions(self, response: dict[str, Any]) -> None:
         self.api_ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,14 +15,14 @@ from authz.id_guard import unallowed_id
 from authz.model import AclOperation, PatternType, ResourceType
 from authz.policies import all_policies
 from authz.request_policy import Refuse, Relay, Rewrite
+from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
-from gateway.session.authz_view import GatewayAuthorization
 from gateway.session.policy_check import authorize
-from gateway.upstream.cluster_view import ClusterView
 from protocol.api_keys import ApiKey
 from protocol.entities.ids import names_entity
 from protocol.registry import api
 from tests.authz.helpers import acl
+from tests.gateway.session.session_driver import ROUTES, requester
 from tests.protocol.sample_values import sample_message
 
 ALICE = KafkaPrincipal("User", "alice")
@@ -42,8 +42,7 @@ def _cases() -> list[tuple[int, int]]:
 
 
 def _who() -> Any:
-    return SimpleNamespace(principal=ALICE, client_host="10.0.0.1", client_port=5000,
-                           listener=SimpleNamespace(name="PLAINTEXT"), ctx=SimpleNamespace(cluster=ClusterView()))
+    return requester(ALICE)
 
 
 def _shared(tmp_path: Path, allow_everyone: bool) -> GatewayAuthorization:
@@ -54,8 +53,7 @@ def _shared(tmp_path: Path, allow_everyone: bool) -> GatewayAuthorization:
                          acl("a", AclOperation.ALL, resource_type=ResourceType.GROUP, pattern=PatternType.PREFIXED),
                          acl("a", AclOperation.ALL, resource_type=ResourceType.TRANSACTIONAL_ID,
                              pattern=PatternType.PREFIXED)])
-    return GatewayAuthorization(authorizer, None, AuditLog(str(tmp_path / "audit.log"), False),  # type: ignore[arg-type]
-                                all_policies())
+    return GatewayAuthorization(authorizer, None, AuditLog(str(tmp_path / "audit.log"), False))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("allow_everyone", [True, False], ids=["all-allowed", "only-ids-starting-with-a"])
@@ -68,7 +66,7 @@ def test_no_policy_relays_an_id_it_did_not_allow(key: int, version: int, allow_e
     for _ in range(SAMPLES):
         body = schema.request_codec(version).decode(bytes(schema.request_codec(version).encode(
             sample_message(schema.request, version, rng))))
-        verdict = authorize(_who(), shared, key, version, body)
+        verdict = authorize(_who(), shared, ROUTES[key], version, body)
         assert not (isinstance(verdict, Refuse) and "without allowing it" in verdict.reason), verdict.reason
 
 
@@ -79,15 +77,15 @@ def test_the_guard_finds_an_id_the_policy_never_allowed() -> None:
                        {"group_id": "g2", "member_id": None, "member_epoch": -1, "topics": None}],
             "require_stable": False}
     allowed = {(ResourceType.GROUP, "g1")}
-    assert unallowed_id(ApiKey.OFFSET_FETCH, schema.request, 9, body, allowed) == (ResourceType.GROUP, "g2")
-    assert unallowed_id(ApiKey.OFFSET_FETCH, schema.request, 9, body, allowed | {(ResourceType.GROUP, "g2")}) is None
+    assert unallowed_id(schema.request, 9, body, allowed) == (ResourceType.GROUP, "g2")
+    assert unallowed_id(schema.request, 9, body, allowed | {(ResourceType.GROUP, "g2")}) is None
 
 
 def test_a_policy_that_forgets_a_group_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shared = _shared(tmp_path, allow_everyone=True)
-    shared.policies[ApiKey.HEARTBEAT] = lambda request, version, view: Relay()  # a policy that checks nothing
+    checks_nothing = replace(ROUTES[ApiKey.HEARTBEAT], policy=lambda request, version, view: Relay())
     body = {"group_id": "g1", "generation_id": 1, "member_id": "m", "group_instance_id": None}
-    verdict = authorize(_who(), shared, ApiKey.HEARTBEAT, 4, body)
+    verdict = authorize(_who(), shared, checks_nothing, 4, body)
     assert isinstance(verdict, Refuse) and "GROUP 'g1'" in verdict.reason
-    shared.policies[ApiKey.HEARTBEAT] = lambda request, version, view: Rewrite(request, lambda r: r)
-    assert isinstance(authorize(_who(), shared, ApiKey.HEARTBEAT, 4, body), Refuse)
+    rewrites = replace(ROUTES[ApiKey.HEARTBEAT], policy=lambda request, version, view: Rewrite(request, lambda r: r))
+    assert isinstance(authorize(_who(), shared, rewrites, 4, body), Refuse)

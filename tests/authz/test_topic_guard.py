@@ -21,17 +21,17 @@ from authz.model import (
     ResourcePattern,
     ResourceType,
 )
-from authz.policies import all_policies
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
 from authz.topic_guard import TopicGuard, topic_name_problem
+from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
-from gateway.session.authz_view import GatewayAuthorization
 from gateway.session.policy_check import authorize
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
 from protocol.entities.topics import CannotDrop, TopicRef, drop_topics, topic_refs
 from protocol.registry import all_apis
 from protocol.schema import FieldSpec, MessageSpec, parse_schema_text
+from tests.gateway.session.session_driver import ROUTES, requester
 
 RESERVED = "_ksgate_security"
 RESERVED_ID = uuid.UUID("5e5e5e5e-0000-4000-8000-000000000001")
@@ -113,7 +113,7 @@ class _Conn(SimpleNamespace):
 
 def _shared(authorizer: StandardAuthorizer) -> GatewayAuthorization:
     return GatewayAuthorization(authorizer, store=None, audit=AuditLog(None),  # type: ignore[arg-type]
-                                policies=all_policies(), reserved_topics=frozenset({RESERVED}))
+                                reserved_topics=frozenset({RESERVED}))
 
 
 def _super_user() -> GatewayAuthorization:
@@ -132,9 +132,7 @@ def _cluster_admin() -> GatewayAuthorization:
 
 
 def _conn() -> Any:
-    return _Conn(principal=KafkaPrincipal("User", "root"), client_host="10.0.0.1", client_port=1,
-                 listener=SimpleNamespace(name="SASL_SSL"), ctx=SimpleNamespace(cluster=SimpleNamespace(
-                     topic_names=TOPIC_NAMES)))
+    return requester(KafkaPrincipal("User", "root"), "SASL_SSL", TOPIC_NAMES)
 
 
 def _names_reserved(spec: MessageSpec, version: int, body: dict[str, Any]) -> bool:
@@ -159,7 +157,7 @@ def test_a_request_naming_the_reserved_topic_is_never_relayed_with_it(
     body = _request(key, version, path, by_id)
     assert _names_reserved(schema.request, version, body), "the generated request must name the reserved topic"
     shared = shared_factory()
-    verdict = authorize(_conn(), shared, key, version, body)
+    verdict = authorize(_conn(), shared, ROUTES[key], version, body)
     if isinstance(verdict, Refuse | Answer):
         if isinstance(verdict, Answer):
             schema.response_codec(version).encode(verdict.response)  # a well-formed answer
@@ -178,14 +176,14 @@ def test_a_follower_fetch_is_refused_for_a_super_user_whatever_the_topic() -> No
             body["replica_id"] = 111
         else:
             body["replica_state"] = {"replica_id": 111, "replica_epoch": 3}
-        verdict = authorize(_conn(), _super_user(), 1, version, body)
+        verdict = authorize(_conn(), _super_user(), ROUTES[1], version, body)
         assert isinstance(verdict, Refuse), version
 
 
 def test_a_request_without_reserved_topics_keeps_its_cluster_shortcuts() -> None:
     # DeleteTopics: DELETE on the cluster authorizes every topic, as in Kafka
     body = _request(20, 5, None, False)
-    assert isinstance(authorize(_conn(), _cluster_admin(), 20, 5, body), Relay)
+    assert isinstance(authorize(_conn(), _cluster_admin(), ROUTES[20], 5, body), Relay)
 
 
 # --- every topic-like field is annotated ---------------------------------------------------------------------
@@ -251,7 +249,8 @@ def test_topic_names_follow_kafkas_rules(name: str, legal: bool) -> None:
 
 def _guard(key: int, version: int) -> TopicGuard:
     schema = all_apis()[key]
-    return TopicGuard(key, version, schema.request, schema.response, frozenset({RESERVED}), TOPIC_NAMES)
+    return TopicGuard(key, version, schema.request, schema.response, frozenset({RESERVED}), TOPIC_NAMES,
+                      ROUTES[key].topic_rules)
 
 
 def test_a_listing_answer_loses_the_reserved_topic_on_the_way_back() -> None:

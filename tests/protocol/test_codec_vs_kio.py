@@ -60,6 +60,9 @@ ONLY_OURS: dict[int, set[int]] = {
     38: {0}, 39: {0}, 40: {0}, 41: {0},
     # The early-access share-group v0 (Kafka 4.0); 4.1 replaced it with v1.
     76: {0}, 77: {0}, 78: {0}, 79: {0},
+    # Newer than kio 0.6.5: DeleteGroups v3 (Kafka 4.4, a per-group error message), checked against the
+    # broker itself by the conformance suite (tests/conformance).
+    42: {3},
 }
 # APIs kio has and we do not: broker-to-broker and controller (KRaft) RPCs that a client
 # never sends, so the gateway refuses them without parsing.

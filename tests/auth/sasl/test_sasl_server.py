@@ -9,7 +9,7 @@ from typing import Any
 from auth.principal import KafkaPrincipal
 from auth.principal_builder import DefaultPrincipalBuilder
 from auth.sasl.mechanism import Challenge, Done, Failure, Outcome, SaslContext
-from auth.sasl.server import Authenticated, Close, Respond, SaslServerAuthenticator, SaslServerConfig, SaslState
+from auth.sasl.server import Authenticated, Refused, Respond, SaslServerAuthenticator, SaslServerConfig, SaslState
 from protocol.api_keys import ApiKey
 from protocol.header import decode_response_header, response_header_version
 from protocol.kafka_errors import KafkaError
@@ -115,7 +115,7 @@ def test_handshake_v0_switches_to_raw_tokens() -> None:
 def test_unknown_mechanism_gets_the_enabled_list_and_closes() -> None:
     m = _machine(_user("x"))
     step = m.on_frame(_handshake(1, "DIGEST-MD5"))
-    assert isinstance(step, Close) and step.frame is not None
+    assert isinstance(step, Refused) and step.frame is not None
     assert _decode(step.frame, ApiKey.SASL_HANDSHAKE, 1)[1] == {
         "error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["SCRAM-SHA-512"]}
     assert m.state is SaslState.FAILED
@@ -125,14 +125,14 @@ def test_plain_is_not_offered_without_tls_unless_allowed() -> None:
     plain = ScriptedMechanism("PLAIN", lambda: ScriptedServer([]))
     m = _machine(plain, _user("x"), tls=False)
     assert m.enabled_mechanisms == ["SCRAM-SHA-512"]
-    assert isinstance(m.on_frame(_handshake(1, "PLAIN")), Close)
+    assert isinstance(m.on_frame(_handshake(1, "PLAIN")), Refused)
     assert _machine(plain, tls=True).enabled_mechanisms == ["PLAIN"]
 
 
 def test_authenticate_before_handshake_is_an_illegal_sasl_state() -> None:
     m = _machine(_user("x"))
     step = m.on_frame(_authenticate(b"client-first"))
-    assert isinstance(step, Close) and step.frame is not None
+    assert isinstance(step, Refused) and step.frame is not None
     assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.ILLEGAL_SASL_STATE
 
 
@@ -141,7 +141,7 @@ def test_any_other_request_before_authentication_closes_without_answer() -> None
     produce = _payload(request_frame(ApiKey.PRODUCE, 9, 1, {"transactional_id": None, "acks": 1,
                                                            "timeout_ms": 1, "topic_data": []}))
     step = m.on_frame(produce)
-    assert isinstance(step, Close) and step.frame is None
+    assert isinstance(step, Refused) and step.frame is None
     assert m.state is SaslState.FAILED
 
 
@@ -149,7 +149,7 @@ def test_second_api_versions_is_refused() -> None:
     m = _machine(_user("x"))
     frame = _payload(request_frame(ApiKey.API_VERSIONS, 0, 1, {}))
     assert isinstance(m.on_frame(frame), Respond)
-    assert isinstance(m.on_frame(frame), Close)
+    assert isinstance(m.on_frame(frame), Refused)
 
 
 def test_mechanism_failure_sends_authentication_failed_with_a_generic_message() -> None:
@@ -157,7 +157,7 @@ def test_mechanism_failure_sends_authentication_failed_with_a_generic_message() 
         (b"client-first", Failure("user mallory unknown"))])))
     m.on_frame(_handshake(1, "SCRAM-SHA-512"))
     step = m.on_frame(_authenticate(b"client-first"))
-    assert isinstance(step, Close) and step.authentication_failure and step.frame is not None
+    assert isinstance(step, Refused) and step.authentication_failure and step.frame is not None
     body = _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]
     assert body["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
     assert "mallory" not in (body["error_message"] or "")
@@ -165,7 +165,7 @@ def test_mechanism_failure_sends_authentication_failed_with_a_generic_message() 
 
 def test_garbage_frame_closes() -> None:
     m = _machine(_user("x"))
-    assert isinstance(m.on_frame(memoryview(b"\x16\x03")), Close)
+    assert isinstance(m.on_frame(memoryview(b"\x16\x03")), Refused)
 
 
 def test_session_lifetime_is_min_of_reauth_and_credential_expiry() -> None:
@@ -208,7 +208,7 @@ def test_reauthentication_as_another_principal_is_refused() -> None:
     m.on_frame(_handshake(1, "SCRAM-SHA-512"))
     m.on_frame(_authenticate(b"client-first"))
     step = m.on_frame(_authenticate(b"client-final", cid=7))
-    assert isinstance(step, Close) and step.authentication_failure
+    assert isinstance(step, Refused) and step.authentication_failure
     assert step.failure_class == "reauthentication_refused"
     assert m.principal == KafkaPrincipal("User", "alice")
     assert m.state is SaslState.FAILED
@@ -226,7 +226,7 @@ def test_reauthentication_with_another_mechanism_is_refused() -> None:
     other = ScriptedMechanism("OAUTHBEARER", lambda: ScriptedServer([]))
     m = _authenticated(clock, _user("alice"), other)
     step = m.on_frame(_handshake(1, "OAUTHBEARER"))
-    assert isinstance(step, Close)
+    assert isinstance(step, Refused)
     assert m.state is SaslState.REAUTH_BAD_MECHANISM
 
 
@@ -238,7 +238,7 @@ def test_a_mechanisms_failure_class_reaches_the_close_step() -> None:
     m.on_frame(_handshake(1, "SCRAM-SHA-256"))
     m.on_frame(_authenticate(b"client-first"))
     step = m.on_frame(_authenticate(b"client-final"))
-    assert isinstance(step, Close) and step.failure_class == "nonce_mismatch"
+    assert isinstance(step, Refused) and step.failure_class == "nonce_mismatch"
     assert step.frame is not None
     assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
 

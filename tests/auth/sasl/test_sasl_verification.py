@@ -11,7 +11,7 @@ from auth.sasl.mechanism import Challenge, Done, HashClaim, SaslContext, Verify
 from auth.sasl.plain import INVALID_CREDENTIALS_MESSAGE, PlainMechanism, plain_credential
 from auth.sasl.server import (
     Authenticated,
-    Close,
+    Refused,
     Respond,
     SaslServerAuthenticator,
     SaslServerConfig,
@@ -64,7 +64,7 @@ def test_a_wrong_password_fails_after_verification_with_the_failure_frame() -> N
     step = m.on_frame(_authenticate(b"\0alice\0wrong", cid=4))
     assert isinstance(step, Verifying)
     closed = m.on_verified(step.job())
-    assert isinstance(closed, Close) and closed.failure_class == "bad_credentials" and closed.frame is not None
+    assert isinstance(closed, Refused) and closed.failure_class == "bad_credentials" and closed.frame is not None
     cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
     assert (cid, body["error_code"]) == (4, KafkaError.SASL_AUTHENTICATION_FAILED)
     assert m.state is SaslState.FAILED
@@ -83,14 +83,14 @@ def test_a_frame_arriving_while_verification_is_pending_fails_the_exchange() -> 
     m = _machine(_plain())
     m.on_frame(_handshake(1, "PLAIN"))
     assert isinstance(m.on_frame(_authenticate(b"\0alice\0s3cret")), Verifying)
-    assert isinstance(m.on_frame(_authenticate(b"\0alice\0s3cret", cid=3)), Close)
+    assert isinstance(m.on_frame(_authenticate(b"\0alice\0s3cret", cid=3)), Refused)
     assert m.state is SaslState.FAILED
 
 
 def test_a_result_without_a_pending_verification_fails() -> None:
     m = _machine(_plain())
     m.on_frame(_handshake(1, "PLAIN"))
-    assert isinstance(m.on_verified(b"x" * 64), Close)
+    assert isinstance(m.on_verified(b"x" * 64), Refused)
 
 
 def test_a_refused_verification_fails_closed_with_its_class() -> None:
@@ -98,7 +98,7 @@ def test_a_refused_verification_fails_closed_with_its_class() -> None:
     m.on_frame(_handshake(1, "PLAIN"))
     assert isinstance(m.on_frame(_authenticate(b"\0alice\0s3cret", cid=5)), Verifying)
     closed = m.on_verification_refused("queue full", "overloaded")
-    assert isinstance(closed, Close) and closed.failure_class == "overloaded" and closed.authentication_failure
+    assert isinstance(closed, Refused) and closed.failure_class == "overloaded" and closed.authentication_failure
     assert closed.frame is not None
     assert _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.SASL_AUTHENTICATION_FAILED
     assert m.principal is None
@@ -115,12 +115,12 @@ def test_a_cached_login_needs_no_verification_step() -> None:
     assert isinstance(second.on_frame(_authenticate(b"\0alice\0s3cret")), Authenticated)
 
 
-def _fail_plain(plain: PlainMechanism, password: bytes) -> Close:
+def _fail_plain(plain: PlainMechanism, password: bytes) -> Refused:
     m = _machine(plain)
     m.on_frame(_handshake(1, "PLAIN"))
     step = m.on_frame(_authenticate(b"\0bob\0" + password))
     closed = m.on_verified(step.job()) if isinstance(step, Verifying) else step
-    assert isinstance(closed, Close) and closed.failure_class == "bad_credentials"
+    assert isinstance(closed, Refused) and closed.failure_class == "bad_credentials"
     return closed
 
 
@@ -170,7 +170,7 @@ def test_a_budget_refusal_fails_closed_with_its_class_and_the_claimed_user() -> 
     m.on_frame(_handshake(1, "PLAIN"))
     assert isinstance(m.on_frame(_authenticate(b"\0mallory\0guess", cid=6)), Verifying)
     closed = m.on_verification_refused("over budget", "throttled")
-    assert isinstance(closed, Close) and closed.failure_class == "throttled" and closed.authentication_failure
+    assert isinstance(closed, Refused) and closed.failure_class == "throttled" and closed.authentication_failure
     assert closed.frame is not None
     cid, body = _decode(closed.frame, ApiKey.SASL_AUTHENTICATE, 2)
     assert (cid, body["error_code"]) == (6, KafkaError.SASL_AUTHENTICATION_FAILED)

@@ -180,12 +180,12 @@ def test_a_describe_over_many_entities_runs_off_the_event_loop(store: FileQuotaS
     from protocol.api_keys import ApiKey
 
     handler = LOCAL_HANDLERS[ApiKey.DESCRIBE_CLIENT_QUOTAS]
-    shared = cast(Any, SimpleNamespace(quota_store=store))
+    authorization = cast(Any, SimpleNamespace(quota_store=store))
     request = {"components": [{"entity_type": U, "match_type": EXACT, "match": "u7"}], "strict": False}
     store.alter([(QuotaEntity.of([(U, "u7")]), {"producer_byte_rate": 7.0})])
-    assert isinstance(handler(shared, cast(Any, None), request, 1), dict)  # small: answered at once
+    assert isinstance(handler(authorization, cast(Any, None), request, 1), dict)  # small: answered at once
     store.alter([(QuotaEntity.of([(U, f"u{i}")]), {"producer_byte_rate": float(i + 1)})
                  for i in range(INLINE_DESCRIBE_ENTITIES + 1)])
-    deferred = handler(shared, cast(Any, None), request, 1)
+    deferred = handler(authorization, cast(Any, None), request, 1)
     assert isinstance(deferred, OffLoop)
     assert _bounds(deferred.work()) == {8.0}

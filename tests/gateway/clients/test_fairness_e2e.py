@@ -10,12 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from authz.request_policy import Relay, Rewrite, Verdict
 from gateway.commands.embedded_broker import EmbeddedBroker
+from gateway.context import GatewayContext
 from protocol.api_keys import ApiKey
 from tests.harness import GatewayThread
 from tests.wire_client import WireClient, request_frame
@@ -59,11 +61,16 @@ def _one_small_answer(gateway: GatewayThread) -> dict[str, Any]:
         other.close()
 
 
+def _route_policy(monkeypatch: pytest.MonkeyPatch, ctx: GatewayContext, key: int, policy: Policy) -> None:
+    """The gateway's route table with ``key``'s policy replaced (routes are immutable: the table is swapped)."""
+    monkeypatch.setattr(ctx, "routes", MappingProxyType({**ctx.routes, key: replace(ctx.routes[key], policy=policy)}))
+
+
 def test_a_large_request_in_authorization_does_not_hold_other_connections(
         strict_gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch) -> None:
-    shared = strict_gateway.gateway.ctx.authorization
-    assert shared is not None
-    policy: Policy = shared.policies[ApiKey.METADATA]
+    ctx = strict_gateway.gateway.ctx
+    policy = ctx.routes[ApiKey.METADATA].policy
+    assert policy is not None
     hold = Hold()
 
     def held(request: dict[str, Any], version: int, view: Any) -> Verdict:
@@ -71,7 +78,7 @@ def test_a_large_request_in_authorization_does_not_hold_other_connections(
             hold()
         return policy(request, version, view)
 
-    monkeypatch.setitem(shared.policies, ApiKey.METADATA, held)
+    _route_policy(monkeypatch, ctx, ApiKey.METADATA, held)
     names = [f"denied-{i}" for i in range(50_000)]
     large = WireClient(strict_gateway.bootstrap, timeout_s=HOLD_S * 2)
     try:
@@ -96,9 +103,9 @@ def test_a_large_request_in_authorization_does_not_hold_other_connections(
 
 def test_a_large_response_in_its_hook_does_not_hold_other_connections(
         strict_gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch) -> None:
-    shared = strict_gateway.gateway.ctx.authorization
-    assert shared is not None
-    policy: Policy = shared.policies[ApiKey.METADATA]
+    ctx = strict_gateway.gateway.ctx
+    policy = ctx.routes[ApiKey.METADATA].policy
+    assert policy is not None
     hold = Hold()
 
     def held_hook(response: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +116,7 @@ def test_a_large_response_in_its_hook_does_not_hold_other_connections(
         # Relay the many-topic request (its upstream answer is large) with a hook that holds.
         return Relay(held_hook) if len(request["topics"] or []) > 1000 else policy(request, version, view)
 
-    monkeypatch.setitem(shared.policies, ApiKey.METADATA, relayed)
+    _route_policy(monkeypatch, ctx, ApiKey.METADATA, relayed)
     names = [f"absent-{i}" for i in range(3_000)]  # a request under the offload size, a response over it
     large = WireClient(strict_gateway.bootstrap, timeout_s=HOLD_S * 2)
     try:
@@ -151,9 +158,9 @@ def test_the_response_of_a_large_request_is_handled_off_the_loop_however_small_t
         strict_gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch) -> None:
     # All 50,000 names are denied: the upstream is asked about none of them (a small answer), and
     # the policy's hook adds the 50,000 denied entries to it.
-    shared = strict_gateway.gateway.ctx.authorization
-    assert shared is not None
-    policy: Policy = shared.policies[ApiKey.METADATA]
+    ctx = strict_gateway.gateway.ctx
+    policy = ctx.routes[ApiKey.METADATA].policy
+    assert policy is not None
     hold = Hold()
 
     def hook_held(request: dict[str, Any], version: int, view: Any) -> Verdict:
@@ -169,7 +176,7 @@ def test_the_response_of_a_large_request_is_handled_off_the_loop_however_small_t
 
         return replace(verdict, on_response=held)
 
-    monkeypatch.setitem(shared.policies, ApiKey.METADATA, hook_held)
+    _route_policy(monkeypatch, ctx, ApiKey.METADATA, hook_held)
     names = [f"denied-{i}" for i in range(50_000)]
     large = WireClient(strict_gateway.bootstrap, timeout_s=HOLD_S * 2)
     try:

@@ -11,13 +11,19 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from auth.client_address import ClientAddress
+from authz.policies import all_policies
+from gateway.admin.handlers import LOCAL_HANDLERS
+from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.config import build_config
 from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.session.api_versions import negotiate
+from gateway.session.authz_view import TopicIdMisses
+from gateway.session.routes import build_routes
 from gateway.session.session import ProxySession
 from protocol.api_keys import INTERNAL_APIS
 from protocol.framing import Frame
@@ -26,6 +32,8 @@ from protocol.messages import decode_response, response_frame
 from protocol.registry import all_apis
 
 UPSTREAM = ("10.9.9.9", 9092)
+# The route table a gateway with an authorizer and a credential store builds (gateway/server.py).
+ROUTES = build_routes(all_policies(), LOCAL_HANDLERS)
 CLIENT = ClientAddress("10.0.0.1", 5000)
 
 
@@ -36,15 +44,40 @@ def gateway_for(directory: Path, protocol: str = "PLAINTEXT", **extra: Any) -> G
         f"listener.name.{protocol.lower()}.node.port.base": 19100,
         "ksgate.audit.log.file": str(directory / "audit.log"), **extra}
     gateway = Gateway(build_config(settings))
-    gateway.ctx.cluster.on_new_node.clear()  # the server would open node listeners: there is no server here
     upstream = {key: (schema.min_version, schema.max_version) for key, schema in all_apis().items()
                 if key not in INTERNAL_APIS}
-    policed = None
-    if gateway.ctx.authorization is not None:
-        policed = (set(gateway.ctx.authorization.policies), set(gateway.ctx.authorization.local))
-    gateway.ctx.negotiated = negotiate(upstream, policed)
+    gateway.ctx.negotiated = negotiate(gateway.ctx.routes, upstream, gateway.ctx.authorization is not None)
     gateway.ctx.cluster.api_ranges = upstream
     return gateway
+
+
+def requester(principal: Any, listener: str = "PLAINTEXT", topic_names: Mapping[Any, str] | None = None) -> Any:
+    """What the policy check reads of a RequestContext, for tests that call it directly."""
+    return SimpleNamespace(principal=principal, client_host="10.0.0.1", client_port=5000,
+                           listener=SimpleNamespace(name=listener), topic_names=topic_names or {},
+                           misses=TopicIdMisses())
+
+
+@dataclass
+class ManualClock:
+    """The session's clock, set by the test (Driver.connect(..., clock=)): time passes when the test says."""
+
+    wall: int = 1_700_000_000_000  # ms since the epoch
+    mono: float = 1000.0  # s
+
+    def wall_ms(self) -> int:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    @classmethod
+    def from_system(cls) -> ManualClock:
+        return cls(SYSTEM_CLOCK.wall_ms(), SYSTEM_CLOCK.monotonic())
+
+    def advance(self, seconds: float) -> None:
+        self.wall += round(seconds * 1000)
+        self.mono += seconds
 
 
 @dataclass
@@ -67,13 +100,15 @@ class Driver:
     reading_paused: bool = False
     upstream_reading_paused: bool = False
     wakes: list[Any] = field(default_factory=list)  # WakeReaders' calls, for the test to make
+    discovered: list[act.Discovered] = field(default_factory=list)  # applied to the cluster view as the server does
 
     @classmethod
-    def connect(cls, gateway: Gateway, listener: str = "PLAINTEXT", upstream_up: bool = True) -> Driver:
+    def connect(cls, gateway: Gateway, listener: str = "PLAINTEXT", upstream_up: bool = True,
+                clock: Clock = SYSTEM_CLOCK) -> Driver:
         def wake() -> None:  # another connection freed request memory for this one's waiting frame
             driver.record(driver.session.memory_granted())
 
-        driver = cls(ProxySession(gateway.ctx, listener, None, wake=wake))
+        driver = cls(ProxySession(gateway.ctx, listener, None, wake=wake, clock=clock))
         driver.record(driver.session.connected(CLIENT))
         if upstream_up and any(isinstance(a, act.OpenUpstream) for a in driver.actions):
             driver.record(driver.session.upstream_ready(f"{UPSTREAM[0]}:{UPSTREAM[1]}"))
@@ -100,6 +135,12 @@ class Driver:
                 self.upstream_reading_paused = action.paused
             elif isinstance(action, act.WakeReaders):
                 self.wakes.extend(action.wakes)
+            elif isinstance(action, act.Discovered):  # the server's part, minus node listeners (no server here)
+                self.discovered.append(action)
+                cluster = self.session.ctx.cluster
+                for node in action.nodes:
+                    cluster.learn_node(*node)
+                cluster.learn_topic_ids(action.topic_ids)
 
     # --- the client side -------------------------------------------------------------------
 

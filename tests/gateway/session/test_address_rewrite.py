@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from authz.policies import all_policies
 from gateway.session.address_rewrite import ENDPOINT_APIS, body_names_endpoints, needs_rewrite, rewrite_endpoints
-from gateway.session.response_queue import Slot
-from gateway.session.response_stage import response_pieces
-from gateway.upstream.cluster_view import ClusterView
+from gateway.session.response_queue import ResponseSlot
+from gateway.session.response_stage import Learned, response_pieces
+from gateway.session.routes import build_routes
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
 from protocol.framing import Frame
@@ -118,9 +119,10 @@ def test_apis_with_untagged_endpoints_are_always_decoded() -> None:
 def _pieces(key: ApiKey, version: int, body: dict[str, Any]) -> tuple[bytes, bytes]:
     """The upstream's frame (upstream correlation id 99) and what the client gets (its id 7)."""
     wire = response_frame(key, version, 99, body)
-    slot = Slot(correlation_id=7, api_key=key, api_version=version)
-    cluster: ClusterView = None  # type: ignore[assignment]  # only Metadata-like responses reach it
-    return wire, b"".join(bytes(p) for p in response_pieces(slot, Frame(memoryview(wire)), cluster, Book()))
+    slot = ResponseSlot(correlation_id=7, api_key=key, api_version=version)
+    routes = build_routes(all_policies(), {})
+    pieces = response_pieces(slot, Frame(memoryview(wire)), routes, Learned(Book(), dict))
+    return wire, b"".join(bytes(p) for p in pieces)
 
 
 def test_a_fetch_without_node_endpoints_is_relayed_byte_for_byte() -> None:

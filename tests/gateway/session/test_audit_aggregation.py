@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from auth.principal import KafkaPrincipal
@@ -18,14 +17,15 @@ from authz.model import (
     ResourcePattern,
     ResourceType,
 )
-from authz.policies import all_policies
 from authz.request_policy import Action, Relay
 from authz.response_defaults import default_item, default_response
+from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
 from gateway.ops.audit_batch import MAX_KINDS, SAMPLE_NAME_CHARS, SAMPLE_SIZE
-from gateway.session.authz_view import ConnectionAuthzView, GatewayAuthorization
+from gateway.session.authz_view import ConnectionAuthzView, TopicIdMisses
 from gateway.session.policy_check import authorize
 from protocol.api_keys import ApiKey
+from tests.gateway.session.session_driver import ROUTES, requester
 
 ALICE = KafkaPrincipal("User", "alice")
 
@@ -34,11 +34,11 @@ def _shared(tmp_path: Path, bindings: list[AclBinding], record_allowed: bool = F
     authorizer = StandardAuthorizer([], False)
     authorizer.load(bindings)
     audit = AuditLog(str(tmp_path / "audit.log"), record_allowed)
-    return GatewayAuthorization(authorizer, None, audit, all_policies())  # type: ignore[arg-type]
+    return GatewayAuthorization(authorizer, None, audit)  # type: ignore[arg-type]
 
 
 def _view(shared: GatewayAuthorization, key: int = ApiKey.METADATA) -> ConnectionAuthzView:
-    return ConnectionAuthzView(shared, ALICE, "10.0.0.1", 5000, "PLAINTEXT", key, 9, {})
+    return ConnectionAuthzView(shared, ALICE, "10.0.0.1", 5000, "PLAINTEXT", key, 9, {}, TopicIdMisses())
 
 
 def _events(tmp_path: Path) -> list[dict[str, Any]]:
@@ -123,12 +123,10 @@ def test_decisions_a_response_hook_makes_are_written_once_after_it_ran(tmp_path:
     # An all-topics Metadata asks DESCRIBE for every topic in its hook. Kafka logs those checks when allowed
     # (logIfAllowed) but never when denied (a listing filter), so the allowed ones are what is written.
     shared = _shared(tmp_path, [_allow_topic("t", PatternType.PREFIXED)], record_allowed=True)
-    conn = SimpleNamespace(principal=ALICE, client_host="10.0.0.1", client_port=5000,
-                           listener=SimpleNamespace(name="PLAINTEXT"),
-                           ctx=SimpleNamespace(cluster=SimpleNamespace(topic_names={})))
+    conn = requester(ALICE)
     all_topics = {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
                   "include_topic_authorized_operations": False}
-    verdict = authorize(conn, shared, ApiKey.METADATA, 9, all_topics)  # type: ignore[arg-type]
+    verdict = authorize(conn, shared, ROUTES[ApiKey.METADATA], 9, all_topics)  # type: ignore[arg-type]
     assert isinstance(verdict, Relay) and verdict.on_response is not None
     assert _events(tmp_path) == []
     response = default_response(ApiKey.METADATA, 9)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,15 +16,15 @@ import pytest
 from auth.principal import KafkaPrincipal
 from authz.authorizer import StandardAuthorizer
 from authz.model import AclOperation, ResourceType
-from authz.policies import all_policies
 from authz.request_policy import Relay, Rewrite, Verdict
+from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
-from gateway.session.authz_view import GatewayAuthorization
 from gateway.session.policy_check import authorize
 from gateway.stores.file_acls import FileAclStore
 from protocol.api_keys import ApiKey
 from tests.authz.helpers import acl
 from tests.authz.test_policies_data import entry, request, response
+from tests.gateway.session.session_driver import ROUTES, requester
 
 Op = AclOperation
 ALICE = KafkaPrincipal("User", "alice")
@@ -40,15 +39,12 @@ class Gateway:
         authorizer.load(bindings)
         self.log_path = tmp_path / "audit.jsonl"
         self.audit = AuditLog(str(self.log_path), record_allowed=record_allowed)
-        self.shared = GatewayAuthorization(authorizer, FileAclStore(tmp_path / "acls.json"), self.audit,
-                                           all_policies())
+        self.shared = GatewayAuthorization(authorizer, FileAclStore(tmp_path / "acls.json"), self.audit)
 
     def decide(self, key: ApiKey, version: int, body: dict[str, Any]) -> Verdict:
         """Through the real authorize stage: its audit batch is written after the policy and after any hook."""
-        conn = SimpleNamespace(principal=ALICE, client_host="10.0.0.1", client_port=5000,
-                               listener=SimpleNamespace(name="SASL_PLAINTEXT"),
-                               ctx=SimpleNamespace(cluster=SimpleNamespace(topic_names={})))
-        return authorize(conn, self.shared, key, version, body)  # type: ignore[arg-type]
+        conn = requester(ALICE, "SASL_PLAINTEXT")
+        return authorize(conn, self.shared, ROUTES[key], version, body)  # type: ignore[arg-type]
 
     def events(self) -> list[dict[str, Any]]:
         self.audit.close()

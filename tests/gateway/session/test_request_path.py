@@ -10,7 +10,7 @@ import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.config import ConfigError
-from gateway.session.routes import routes
+from gateway.session.routes import Dispatch
 from protocol.api_keys import INTERNAL_APIS, ApiKey
 from protocol.registry import all_apis
 from tests.harness import GatewayThread, free_port_block
@@ -73,8 +73,7 @@ def test_api_versions_offers_only_what_both_upstream_and_gateway_can_handle(
         assert key not in INTERNAL_APIS
         schema = all_apis()[key]
         assert schema.min_version <= low <= high <= schema.max_version
-        served_here = gateway.gateway.ctx.authorization.local if gateway.gateway.ctx.authorization else {}
-        if not routes()[key].session_answered and key not in served_here:
+        if gateway.gateway.ctx.routes[key].dispatch is Dispatch.RELAY:
             assert upstream[key][0] <= low and high <= upstream[key][1]
     offered = {entry["api_key"] for entry in ours["api_keys"]}
     assert {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA} <= offered

@@ -110,3 +110,24 @@ def test_a_streamed_response_is_observed_when_it_starts() -> None:
     assert q.streamable(upstream) is not None
     q.start_streaming(upstream)
     assert seen == [1] and q.pop_ready() == [] and seen == [1]
+
+
+def test_an_id_reserved_for_a_large_request_stays_in_the_answered_range_across_wraparound() -> None:
+    # A reserved id in the acks=0 range would take an unanswered request's answer (Tansu sends one) for its own.
+    queue = ResponseQueue()
+    queue._next_id = 0x4000_0000 - 1  # the last id of the answered range
+    reserved = queue.reserve_upstream_id()
+    assert 0 <= reserved < 0x4000_0000
+    assert reserved != queue.expect_nothing()
+
+
+def test_latencies_are_measured_on_the_injected_clock() -> None:
+    now = [100.0]
+    seen: list[tuple[int, float]] = []
+    queue = ResponseQueue(lambda key, seconds: seen.append((key, seconds)), clock=lambda: now[0])
+    slot = queue.match_upstream(queue.expect_upstream(1, 3, 12))
+    assert slot is not None
+    now[0] += 2.5
+    slot.response, slot.ready = [b"answer"], True
+    assert queue.pop_ready() == [b"answer"]
+    assert seen == [(3, 2.5)]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-import gateway.session.session as session_module
 from authz.model import AclOperation
+from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
@@ -20,7 +20,7 @@ from protocol.kafka_errors import KafkaError
 from protocol.messages import request_frame
 from tests.authz.helpers import acl
 from tests.authz.test_policies_data import entry, request, response
-from tests.gateway.session.session_driver import Driver, gateway_for
+from tests.gateway.session.session_driver import Driver, ManualClock, gateway_for
 
 METADATA_V = 12
 PRODUCE_V = 9
@@ -70,8 +70,8 @@ def log_in(driver: Driver, user: str, password: str, correlation_id: int = 1) ->
         driver.run_job(act.JobKind.VERIFY)  # the password hash, as the verification pool would run it
 
 
-def authenticated(gateway: Gateway, user: str = "alice") -> Driver:
-    driver = Driver.connect(gateway, "SASL_PLAINTEXT")
+def authenticated(gateway: Gateway, user: str = "alice", clock: Clock = SYSTEM_CLOCK) -> Driver:
+    driver = Driver.connect(gateway, "SASL_PLAINTEXT", clock=clock)
     log_in(driver, user, f"{user}-secret")
     assert driver.session.principal is not None and driver.session.principal.name == user
     driver.record(driver.session.upstream_ready("10.9.9.9:9092"))
@@ -273,11 +273,10 @@ def test_reauthentication_as_another_principal_is_refused(alice_sees_a: Gateway)
     assert driver.closed is not None
 
 
-def test_an_expired_session_is_closed_at_its_next_request(alice_sees_a: Gateway,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    driver = authenticated(alice_sees_a)
-    later = session_module.wall_clock_ms() + 61_000  # past connections.max.reauth.ms
-    monkeypatch.setattr(session_module, "wall_clock_ms", lambda: later)
+def test_an_expired_session_is_closed_at_its_next_request(alice_sees_a: Gateway) -> None:
+    clock = ManualClock.from_system()  # the authenticator dates the session from the system clock
+    driver = authenticated(alice_sees_a, clock=clock)
+    clock.advance(61)  # past connections.max.reauth.ms, on the session's clock only
     driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
     assert driver.closed is not None and "connections.max.reauth.ms" in str(driver.closed.reason)
     assert driver.upstream_bytes == b""

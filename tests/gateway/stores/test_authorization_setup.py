@@ -15,7 +15,7 @@ from gateway.stores.setup import build_authorization
 def _authorization(acl_file: Path) -> None:
     config = build_config({"upstream.bootstrap.servers": "b:9092", "authorizer.class.name": "StandardAuthorizer",
                            "ksgate.acl.file": str(acl_file)})
-    assert build_authorization(config, lambda: None) is not None
+    assert build_authorization(config) is not None
 
 
 def test_an_acl_file_that_does_not_exist_is_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
