@@ -16,9 +16,12 @@ actions each event returns (gateway/session/actions.py). The session owns:
 - local answers (admin APIs): one store write at a time per connection, in order;
 - large requests and responses, decided or rewritten in the worker thread, in their slot;
 - the streaming decision for large responses that need no rewriting;
-- backpressure: reading stops while too many requests are in flight, the upstream socket is
-  full, a password is checked or a large request is decided, a large frame waits for
-  request memory (queued.max.request.bytes, once authenticated), and on drain.
+- backpressure: reading stops while too many requests are queued (queued.max.requests: later
+  frames of a read wait for a slot), the client's or the upstream's socket is full, a password
+  is checked or a large request is decided, a large frame waits for request memory
+  (queued.max.request.bytes, once authenticated), and on drain. While the client's socket is
+  full, reading the upstream stops too (remembered until the upstream link exists) and answers
+  wait in the client outbox, still counting as queued.
 
 Observations (log lines, metrics, audit events) go to the injected sinks of the shared
 context; everything that touches a socket, a thread or a timer is an action.
@@ -58,6 +61,7 @@ from gateway.session.sasl_stage import (
     record_login,
     record_login_failure,
 )
+from gateway.session.state.client_outbox import ClientOutbox
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.frame_receiver import FrameReceiver
@@ -110,9 +114,11 @@ class ProxySession:
         self._backlog: list[WireBytes] = []
         self._paused_reasons: set[str] = set()
         self._reading_paused = False
+        self._outbox = ClientOutbox()
         self._draining = False
-        # While a password is checked or a large request is decided off the loop, later frames
-        # wait here, in order (reading is paused: at most one read's worth).
+        # While a password is checked or a large request is decided off the loop, or every
+        # queued.max.requests slot is taken, later frames wait here, in order (reading is
+        # paused: at most one read's worth).
         self._waiting_for: str | None = None
         self._held: list[Frame] = []
         self._jobs: dict[int, JobThen] = {}
@@ -162,6 +168,21 @@ class ProxySession:
         """Whether the client's socket should be paused now (for the adapter to check it is)."""
         return self._reading_paused
 
+    @property
+    def upstream_reading_paused(self) -> bool:
+        """Whether the upstream socket should be paused now: the client's socket is full."""
+        return self._outbox.full
+
+    @property
+    def queued_requests(self) -> int:
+        """Requests counted against queued.max.requests: answers owed, and answers held for a full client."""
+        return len(self.responses) + self._outbox.answers
+
+    @property
+    def held_frames(self) -> int:
+        """Frames read but not yet handled (they wait for a job or a free slot)."""
+        return len(self._held)
+
     def receive_buffer(self) -> memoryview:
         return self.receiver.get_buffer()
 
@@ -179,7 +200,8 @@ class ProxySession:
             self._close(f"bad framing: {exc}")
             return self._take()
         if frames:
-            self._handle_frames(frames)
+            self._held.extend(frames)  # behind any that already wait, in order
+            self._handle_held()
         if self.receiver.waiting:  # the next frame waits for request memory: pause this reader only
             self._set_read_paused("memory", True)
         return self._take()
@@ -192,8 +214,16 @@ class ProxySession:
         return self._take()
 
     def client_write_paused(self, paused: bool) -> list[act.Action]:
-        """The client is slow to read: stop reading responses from the upstream meanwhile."""
-        return [act.PauseUpstreamReading(paused)]
+        """The client's socket is full (or drained again): stop (resume) reading both the client and
+        the upstream, and hold (write out) the answers that become ready meanwhile."""
+        if paused == self._outbox.full:
+            return self._take()
+        self._outbox.full = paused
+        self._out.append(act.PauseUpstreamReading(paused))  # none yet: upstream_ready applies it
+        self._set_read_paused("client-full", paused)
+        if not paused:
+            self._after_responses()
+        return self._take()
 
     def client_lost(self) -> list[act.Action]:
         self.closing = True
@@ -228,6 +258,8 @@ class ProxySession:
         if self._backlog:
             self._out.append(act.SendToUpstream(self._backlog))
             self._backlog = []
+        if self._outbox.full:  # the client filled its socket before the upstream link existed
+            self._out.append(act.PauseUpstreamReading(True))
         self._set_read_paused("connecting", False)
         return self._take()
 
@@ -274,7 +306,7 @@ class ProxySession:
 
     def may_stream(self, upstream_id: int, size: int) -> bool:
         """A query, not an event: may the response now arriving be written on as it arrives?"""
-        if size < STREAM_MIN_BYTES or self._streaming or self.closing:
+        if size < STREAM_MIN_BYTES or self._streaming or self.closing or self._outbox.answers:
             return False
         slot = self.responses.streamable(upstream_id)
         return slot is not None and not needs_decoding(slot)
@@ -312,7 +344,7 @@ class ProxySession:
             if self._farewell is not None:
                 self.responses.add_local(0, ApiKey.SASL_AUTHENTICATE, 0, self._farewell)  # prebuilt: ids unused
                 self._flush()
-            self._close(None)
+            self._close(None)  # writes the farewell even if it waits for a full client
         return self._take()
 
     # --- state the adapter and the server read -------------------------------------------------
@@ -323,11 +355,23 @@ class ProxySession:
 
     # --- requests ----------------------------------------------------------------------------
 
+    def _handle_held(self) -> None:
+        """Handle the frames that wait, unless they must wait on (a job, or no free slot)."""
+        if self._held and not self.closing and self._waiting_for is None \
+                and self.queued_requests < self.ctx.config.queued_max_requests:
+            frames, self._held = self._held, []
+            self._handle_frames(frames)
+
     def _handle_frames(self, frames: list[Frame]) -> None:
+        limit = self.ctx.config.queued_max_requests
         for index, frame in enumerate(frames):
             if self.closing:  # refused (or a login failed): nothing after that is read, answered or relayed
                 break
-            if self._waiting_for is not None:  # in order: later frames wait for the password check or worker
+            if self.queued_requests >= limit:  # answers that are ready free their slots, unless the client is full
+                self._send_upstream()
+                self._write_ready()
+            # In order: later frames wait for the password check or the worker, or for a free slot.
+            if self._waiting_for is not None or self.queued_requests >= limit:
                 self._held.extend(frames[index:])
                 break
             self.traffic.request_frame(frame.wire)
@@ -345,7 +389,7 @@ class ProxySession:
                 return
         self._send_upstream()
         self._flush()
-        if len(self.responses) >= self.ctx.config.queued_max_requests:
+        if self.queued_requests >= limit:
             self._set_read_paused("in-flight", True)
 
     def _request(self, frame: Frame) -> None:
@@ -456,7 +500,7 @@ class ProxySession:
             return
         book.replay()
         slot.response, slot.ready = result, True
-        self._flush()
+        self._after_responses()
 
     # --- local answers: admin APIs, one store write at a time --------------------------------
 
@@ -493,7 +537,7 @@ class ProxySession:
             self.log.error("local_answer_error", api_key=decision.key, exc_info=exc)
             self._close("internal error while answering a request")
             return
-        self._flush()
+        self._after_responses()
 
     # --- authentication ----------------------------------------------------------------------
 
@@ -610,23 +654,33 @@ class ProxySession:
         """The job frames waited for is done: handle them, in order, and read again."""
         self._waiting_for = None
         self._set_read_paused(reason, False)
-        held, self._held = self._held, []
-        if not self.closing:
-            self._handle_frames(held)
+        self._after_responses()  # the job may have answered (a login step), and frames may wait
 
     def _after_responses(self) -> None:
+        """Slots may have freed: write what is ready, handle frames that waited for a slot, read on."""
         self._flush()
-        if len(self.responses) < self.ctx.config.queued_max_requests:
+        self._handle_held()
+        if self.queued_requests < self.ctx.config.queued_max_requests:
             self._set_read_paused("in-flight", False)
 
     def _flush(self) -> None:
+        self._write_ready()
+        if self._draining and not len(self.responses) and not self._held:
+            self._close(None)
+
+    def _write_ready(self) -> None:
         if self._streaming:  # a streamed response is mid-way on the socket: nothing may interleave
             return
+        outbox = self._outbox
+        if outbox.answers and not outbox.full:
+            self._out.append(act.SendToClient(outbox.take()))
+        before = len(self.responses)
         ready = self.responses.pop_ready()
         if ready:
-            self._out.append(act.SendToClient(ready))
-        if self._draining and not len(self.responses):
-            self._close(None)
+            if outbox.full:  # a client that does not read: its answers keep their place in queued.max.requests
+                outbox.hold(ready, before - len(self.responses))
+            else:
+                self._out.append(act.SendToClient(ready))
 
     def _set_read_paused(self, reason: str, paused: bool) -> None:
         if paused:
@@ -644,6 +698,8 @@ class ProxySession:
         if reason is not None:
             self.log.warning("connection_refused", reason=bounded_name(reason, REASON_CHARS))
         self.closing = True
+        if self._outbox.answers:  # answered before the close: handed to the transport, which writes them first
+            self._out.append(act.SendToClient(self._outbox.take()))
         self._out.append(act.Close(reason))
 
     def _take(self) -> list[act.Action]:
