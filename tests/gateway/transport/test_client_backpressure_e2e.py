@@ -76,14 +76,17 @@ class Held:
     held_frames: int  # frames read but not yet handled (at most one read's worth)
 
 
-def _held(gateway: GatewayThread, port: int) -> Held:
-    def read() -> Held:
-        [conn] = [c for c in gateway.gateway._connections if c.session.client.port == port]
+def _held(gateway: GatewayThread, port: int) -> Held | None:
+    """None until the gateway has accepted the connection."""
+    def read() -> Held | None:
+        conn = next((c for c in gateway.gateway._connections if c.session.client.port == port), None)
+        if conn is None:
+            return None
         assert conn.transport is not None
         session = conn.session
         return Held(conn.transport.is_reading(), conn.transport.get_write_buffer_size(),
                     session.queued_requests, session.held_frames)
-    held: Held = gateway.call(read)
+    held: Held | None = gateway.call(read)
     return held
 
 
@@ -166,17 +169,21 @@ def test_a_client_that_never_reads_is_paused_with_bounded_memory_and_others_are_
         def paused_or_overflowing(stalled: bool) -> bool:
             nonlocal worst
             held = _held(gateway, flooder.port)
+            if held is None:
+                return False
             worst = Held(held.reading, max(worst.write_buffer, held.write_buffer), max(worst.queued, held.queued),
                          max(worst.held_frames, held.held_frames))
             return held.write_buffer > BOUND_BYTES or (stalled and not held.reading)
 
         flooder.push_until(paused_or_overflowing)
         held = _held(gateway, flooder.port)
+        assert held is not None
         assert worst.write_buffer <= BOUND_BYTES, f"{worst.write_buffer} bytes buffered for a client that never reads"
         assert worst.queued <= QUEUED_MAX_REQUESTS  # queued.max.requests bites, local answers included
         assert worst.held_frames <= READ_MAX_BYTES // 4  # a read's worth of frames waits, no more
-        assert not held.reading  # the gateway stopped reading the client that does not read
-        assert flooder.sent < len(data)  # ... so the client could not push its whole flood
+        # The gateway stopped reading the client that does not read (what it already sent waits in the
+        # kernel's socket buffers, which autotuning may grow to hold all of it).
+        assert not held.reading
 
         _honest_client_is_served(gateway)
 
