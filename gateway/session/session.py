@@ -16,9 +16,17 @@ actions each event returns (gateway/session/actions.py). The session owns:
 - local answers (admin APIs): one store write at a time per connection, in order;
 - large requests and responses, decided or rewritten in the worker thread, in their slot;
 - the streaming decision for large responses that need no rewriting;
-- backpressure: reading stops while too many requests are in flight, the upstream socket is
-  full, a password is checked or a large request is decided, a large frame waits for
-  request memory (queued.max.request.bytes, once authenticated), and on drain.
+- backpressure: reading stops while too many requests are queued (queued.max.requests: later
+  frames of a read wait for a slot), the client's or the upstream's socket is full, a password
+  is checked or a large request is decided, a large frame waits for request memory
+  (queued.max.request.bytes, once authenticated), and on drain. While the client's socket is
+  full, reading the upstream stops too (remembered until the upstream link exists) and answers
+  wait in the client outbox, still counting as queued.
+
+The session's phase is a value (gateway/session/state/phase.py): each event first asks the
+phase table whether it is handled, ignored (it came late) or impossible, and the session moves
+between phases only along the table. The read gate, the off-loop jobs, the local answers and
+the client outbox are small objects of their own (gateway/session/state/).
 
 Each request is dispatched through its ApiRoute (gateway/session/routes.py), SASL and
 ApiVersions included. Observations (log lines, metrics, audit events) go to the injected sinks
@@ -30,7 +38,6 @@ input: the session reads the injected clock, never the system's.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -62,6 +69,11 @@ from gateway.session.sasl_stage import (
     record_login,
     record_login_failure,
 )
+from gateway.session.state.client_outbox import ClientOutbox
+from gateway.session.state.local_answers import LocalAnswers
+from gateway.session.state.off_loop_jobs import JobThen, OffLoopJobs
+from gateway.session.state.phase import Event, Move, Phase, PhaseError, SessionPhase
+from gateway.session.state.read_gate import ReadGate
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.frame_receiver import FrameReceiver
@@ -83,8 +95,6 @@ LARGE_BYTES = 32 * 1024
 STREAM_MIN_BYTES = 64 * 1024
 _AUTH_TIMER = "authentication"
 _FAREWELL_TIMER = "farewell"  # Kafka's failed-authentication delay before the refusal is written
-
-JobThen = Callable[[Any], None]
 
 
 class ProxySession:
@@ -112,29 +122,18 @@ class ProxySession:
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
         self.client = ClientAddress("?", 0)  # until connected()
-        self.closing = False
+        self._phase = SessionPhase()  # what the session is doing: gateway/session/state/phase.py
         self._counted = False  # connected() ran (a failed TLS handshake never gets there)
         self._out: list[act.Action] = []
         self._outgoing: list[WireBytes] = []  # request pieces for the upstream, sent once per event
         self._upstream_up = False
         # Frames accepted before the upstream link is up (bounded by queued.max.requests).
         self._backlog: list[WireBytes] = []
-        self._paused_reasons: set[str] = set()
-        self._reading_paused = False
-        self._draining = False
-        # While a password is checked or a large request is decided off the loop, later frames
-        # wait here, in order (reading is paused: at most one read's worth).
-        self._waiting_for: str | None = None
-        self._held: list[Frame] = []
-        self._jobs: dict[int, JobThen] = {}
-        self._job_ids = itertools.count(1)
-        # Local answers that wait for the store write before them (a connection sees its own
-        # admin changes, as on a Kafka broker, which handles one request at a time).
-        self._local_busy = False
-        self._local_queue: deque[tuple[ResponseSlot, AnswerLocally]] = deque()
-        self._streaming = False
-        self._stream_api = -1  # the API of the response being streamed (for its byte count)
-        self._farewell: WireBytes | None = None
+        self._gate = ReadGate()  # why the client is not read, and the frames read that wait
+        self._jobs = OffLoopJobs()
+        self._local: LocalAnswers[AnswerLocally] = LocalAnswers()
+        self._outbox = ClientOutbox()  # answers on their way to the client
+        self._farewell: WireBytes | None = None  # the refusal of a failed login, written after the delay
         # What traffic taught about the cluster, reported as one Discovered action per event.
         self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names)
         self._topic_id_misses = TopicIdMisses()
@@ -144,6 +143,8 @@ class ProxySession:
     def connected(self, client: ClientAddress, ssl_object: Any = None) -> list[act.Action]:
         """The connection is up (its TLS handshake done); ``client`` is its canonical address, made
         where it entered (the acceptor, or a trusted balancer's PROXY header), never re-derived here."""
+        if not self._accepts(Event.CONNECTED):
+            return self._take()
         self.ctx.metrics.connection_opened(self.listener.name)
         self._counted = True
         self.client = client
@@ -159,12 +160,14 @@ class ProxySession:
             self._close(f"cannot build a principal: {exc}")
             return self._take()
         if principal is not None:
+            self._move(Move.KNOWN_AT_CONNECT)
             self.principal = principal
             self.log = self.log.bind(principal=bounded_name(str(principal)))
             self._count_principal(principal)
             self.receiver.gate = self._memory
             self._open_upstream()
             return self._take()
+        self._move(Move.MUST_LOG_IN)
         self.authenticator = new_authenticator(self.ctx, self.listener, self.client.host, self.security)
         self.receiver.limit = self.ctx.config.sasl_server_max_receive_size
         self.receiver.prealloc = PREALLOC_BEFORE_AUTHENTICATION
@@ -172,18 +175,44 @@ class ProxySession:
         return self._take()
 
     @property
+    def phase(self) -> Phase:
+        return self._phase.phase
+
+    @property
+    def closing(self) -> bool:
+        """Nothing more is read or relayed (a login failed, the connection was refused, or it is gone)."""
+        return self._phase.closing
+
+    @property
     def reading_paused(self) -> bool:
         """Whether the client's socket should be paused now (for the adapter to check it is)."""
-        return self._reading_paused
+        return self._gate.paused
+
+    @property
+    def upstream_reading_paused(self) -> bool:
+        """Whether the upstream socket should be paused now: the client's socket is full."""
+        return self._outbox.full
+
+    @property
+    def queued_requests(self) -> int:
+        """Requests counted against queued.max.requests: answers owed, and answers held for a full client."""
+        return len(self.responses) + self._outbox.answers
+
+    @property
+    def held_frames(self) -> int:
+        """Frames read but not yet handled (they wait for a job or a free slot)."""
+        return len(self._gate.held)
 
     def receive_buffer(self) -> memoryview:
         return self.receiver.get_buffer()
 
     def received(self, nbytes: int) -> list[act.Action]:
+        if not self._accepts(Event.CLIENT_BYTES):
+            return self._take()
         try:
             frames = self.receiver.buffer_updated(nbytes)
         except FrameTooLarge as exc:
-            if self.principal is None:
+            if self.phase is Phase.AUTHENTICATING:
                 self._close(f"frame too large before authentication ({exc}; sasl.server.max.receive.size): "
                             f"{diagnose_non_kafka(self.receiver.peek())}")
             else:
@@ -193,24 +222,35 @@ class ProxySession:
             self._close(f"bad framing: {exc}")
             return self._take()
         if frames:
-            self._handle_frames(frames)
+            self._gate.hold(frames)  # behind any that already wait, in order
+            self._handle_held()
         if self.receiver.waiting:  # the next frame waits for request memory: pause this reader only
             self._set_read_paused("memory", True)
         return self._take()
 
     def memory_granted(self) -> list[act.Action]:
         """The frame that waited for request memory has it now: read on."""
-        if not self.closing and self.receiver.waiting:
+        if self._accepts(Event.MEMORY_GRANTED) and self.receiver.waiting:
             self.receiver.admitted()
             self._set_read_paused("memory", False)
         return self._take()
 
     def client_write_paused(self, paused: bool) -> list[act.Action]:
-        """The client is slow to read: stop reading responses from the upstream meanwhile."""
-        return [act.PauseUpstreamReading(paused)]
+        """The client's socket is full (or drained again): stop (resume) reading both the client and
+        the upstream, and hold (write out) the answers that become ready meanwhile."""
+        if not self._accepts(Event.CLIENT_WRITE_PAUSED) or paused == self._outbox.full:
+            return self._take()
+        self._outbox.full = paused
+        self._out.append(act.PauseUpstreamReading(paused))  # none yet: upstream_ready applies it
+        self._set_read_paused("client-full", paused)
+        if not paused:
+            self._after_responses()
+        return self._take()
 
     def client_lost(self) -> list[act.Action]:
-        self.closing = True
+        if not self._accepts(Event.CLIENT_LOST):
+            return self._take()
+        self._move(Move.LOST)
         # The buffer of a frame cut short is freed now, not when the connection object is collected.
         self.receiver.close()
         self._memory.complete()
@@ -223,38 +263,50 @@ class ProxySession:
 
     def drain(self) -> list[act.Action]:
         """Graceful shutdown: read no new requests, close once in-flight ones are answered."""
-        self._draining = True
+        if not self._accepts(Event.DRAIN):
+            return self._take()
+        if self.phase in (Phase.AUTHENTICATED, Phase.REAUTHENTICATING):
+            self._move(Move.DRAIN)
         self._set_read_paused("draining", True)
-        if not len(self.responses):
+        if self.phase is not Phase.DRAINING or not len(self.responses):  # before a login nothing is owed
             self._close(None)
         return self._take()
 
     def abort(self, reason: str) -> list[act.Action]:
-        self._close(reason)
+        if self._accepts(Event.ABORT):
+            self._close(reason)
         return self._take()
 
     # --- events: the upstream side ----------------------------------------------------------
 
     def upstream_ready(self, address: str) -> list[act.Action]:
+        if not self._accepts(Event.UPSTREAM_READY):
+            return self._take()
         self._upstream_up = True
         self.ctx.counters.upstream_connections += 1
         self.log = self.log.bind(upstream=address)
         if self._backlog:
             self._out.append(act.SendToUpstream(self._backlog))
             self._backlog = []
+        if self._outbox.full:  # the client filled its socket before the upstream link existed
+            self._out.append(act.PauseUpstreamReading(True))
         self._set_read_paused("connecting", False)
         return self._take()
 
     def upstream_failed(self, reason: str) -> list[act.Action]:
-        self._close(reason)
+        if self._accepts(Event.UPSTREAM_FAILED):
+            self._close(reason)
         return self._take()
 
     def upstream_write_paused(self, paused: bool) -> list[act.Action]:
         """The upstream socket is full: stop reading more requests from the client meanwhile."""
-        self._set_read_paused("upstream-full", paused)
+        if self._accepts(Event.UPSTREAM_WRITE_PAUSED):
+            self._set_read_paused("upstream-full", paused)
         return self._take()
 
     def upstream_frames(self, frames: list[Frame]) -> list[act.Action]:
+        if not self._accepts(Event.UPSTREAM_FRAMES):
+            return self._take()
         routes, learned = self.ctx.routes, self._learned
         for frame in frames:
             try:
@@ -273,12 +325,14 @@ class ProxySession:
         return self._take()
 
     def upstream_error(self, reason: str) -> list[act.Action]:
+        if not self._accepts(Event.UPSTREAM_ERROR):
+            return self._take()
         self.ctx.metrics.upstream_error("protocol")  # the upstream's bytes are not Kafka frames
         self._close(reason)
         return self._take()
 
     def upstream_lost(self, error: str | None) -> list[act.Action]:
-        if not self.closing:
+        if self._accepts(Event.UPSTREAM_LOST):
             self.ctx.metrics.upstream_error("disconnected")
             self.log.info("upstream_disconnected", error=error)
             self._close("upstream closed the connection")
@@ -288,25 +342,31 @@ class ProxySession:
 
     def may_stream(self, upstream_id: int, size: int) -> bool:
         """A query, not an event: may the response now arriving be written on as it arrives?"""
-        if size < STREAM_MIN_BYTES or self._streaming or self.closing:
+        if size < STREAM_MIN_BYTES or self._outbox.busy or self.closing:
             return False
         slot = self.responses.streamable(upstream_id)
         return slot is not None and not needs_decoding(slot, self.ctx.routes)
 
     def stream_started(self, upstream_id: int, head: bytearray) -> list[act.Action]:
+        if not self._accepts(Event.STREAM):
+            return self._take()
         slot = self.responses.start_streaming(upstream_id)
-        self._streaming = True
-        self._stream_api = slot.api_key
+        self._outbox.streaming = slot.api_key
         self.traffic.response(slot.api_key, len(head))
         self.ctx.counters.streamed_responses += 1
         return [act.SendToClient(with_correlation_id(memoryview(head), 4, slot.correlation_id))]
 
     def stream_chunk(self, chunk: memoryview) -> list[act.Action]:
-        self.traffic.response(self._stream_api, len(chunk))
+        api_key = self._outbox.streaming
+        if api_key is None or not self._accepts(Event.STREAM):  # None: its start was ignored (it came late)
+            return self._take()
+        self.traffic.response(api_key, len(chunk))
         return [act.SendToClient([chunk])]
 
     def stream_ended(self) -> list[act.Action]:
-        self._streaming = False
+        if self._outbox.streaming is None or not self._accepts(Event.STREAM):
+            return self._take()
+        self._outbox.streaming = None
         self._after_responses()
         return self._take()
 
@@ -314,42 +374,56 @@ class ProxySession:
 
     def job_done(self, job_id: int, result: Any) -> list[act.Action]:
         """A RunJob finished: ``result`` is its return value, or the exception it raised."""
-        then = self._jobs.pop(job_id, None)
-        if then is not None and not self.closing:
+        if self._accepts(Event.JOB_DONE) and (then := self._jobs.finish(job_id)) is not None:
             then(result)
         return self._take()
 
     def timer_fired(self, name: str) -> list[act.Action]:
-        if name == _AUTH_TIMER and self.principal is None:
+        event = Event.AUTHENTICATION_TIMEOUT if name == _AUTH_TIMER else Event.FAREWELL_DUE
+        if not self._accepts(event):
+            return self._take()
+        if event is Event.AUTHENTICATION_TIMEOUT:
             self._close("authentication timed out")
-        elif name == _FAREWELL_TIMER:
+        else:
             if self._farewell is not None:
                 self.responses.add_local(0, ApiKey.SASL_AUTHENTICATE, 0, self._farewell)  # prebuilt: ids unused
                 self._flush()
-            self._close(None)
+            self._close(None)  # writes the farewell even if it waits for a full client
         return self._take()
 
     # --- state the adapter and the server read -------------------------------------------------
 
     @property
     def in_flight(self) -> int:
-        return len(self.responses) + self._streaming
+        return len(self.responses) + (self._outbox.streaming is not None)
 
     # --- requests ----------------------------------------------------------------------------
 
+    def _handle_held(self) -> None:
+        """Handle the frames that wait, unless they must wait on (a job, or no free slot)."""
+        gate = self._gate
+        if gate.held and not self.closing and gate.waiting_for is None \
+                and self.queued_requests < self.ctx.config.queued_max_requests:
+            self._handle_frames(gate.take_held())
+
     def _handle_frames(self, frames: list[Frame]) -> None:
+        limit = self.ctx.config.queued_max_requests
         for index, frame in enumerate(frames):
             if self.closing:  # refused (or a login failed): nothing after that is read, answered or relayed
                 break
-            if self._waiting_for is not None:  # in order: later frames wait for the password check or worker
-                self._held.extend(frames[index:])
+            if self.queued_requests >= limit:  # answers that are ready free their slots, unless the client is full
+                self._send_upstream()
+                self._write_ready()
+            # In order: later frames wait for the password check or the worker, or for a free slot.
+            if self._gate.waiting_for is not None or self.queued_requests >= limit:
+                self._gate.hold(frames[index:])
                 break
             self.traffic.request_frame(frame.wire)
-            if self.principal is None:
+            if self.phase is Phase.AUTHENTICATING:
                 self._authenticate(frame)
                 continue
             if self._is_large(frame):
-                self._held.extend(frames[index + 1 :])
+                self._gate.hold(frames[index + 1 :])
                 self._decide_large(frame)
                 break
             try:
@@ -359,7 +433,7 @@ class ProxySession:
                 return
         self._send_upstream()
         self._flush()
-        if len(self.responses) >= self.ctx.config.queued_max_requests:
+        if self.queued_requests >= limit:
             self._set_read_paused("in-flight", True)
 
     def _request(self, frame: Frame) -> None:
@@ -476,14 +550,14 @@ class ProxySession:
             return
         learned.take(into=self._learned)
         slot.response, slot.ready = result, True
-        self._flush()
+        self._after_responses()
 
     # --- local answers: admin APIs, one store write at a time --------------------------------
 
     def _answer_locally(self, decision: AnswerLocally, slot: ResponseSlot | None) -> None:
-        if self._local_busy or self._local_queue:  # computed once the earlier local answers are done
+        if self._local.must_wait():  # computed once the earlier local answers are done
             slot = slot or self.responses.add_deferred(decision.correlation_id, decision.key, decision.version)
-            self._local_queue.append((slot, decision))
+            self._local.wait(slot, decision)
             return
         result = decision.compute()
         if isinstance(result, OffLoop):
@@ -493,17 +567,17 @@ class ProxySession:
             self._fill(slot, decision.key, decision.version, decision.correlation_id, _encoded(decision, result))
 
     def _store_write(self, slot: ResponseSlot, decision: AnswerLocally, work: OffLoop) -> None:
-        self._local_busy = True
+        self._local.busy = True
         self._job(act.JobKind.STORE, work.work, partial(self._stored, slot, decision))
 
     def _stored(self, slot: ResponseSlot, decision: AnswerLocally, result: Body | BaseException) -> None:
-        self._local_busy = False
+        self._local.busy = False
         try:
             if isinstance(result, BaseException):
                 raise result
             slot.response, slot.ready = [_encoded(decision, result)], True
-            while self._local_queue and not self._local_busy:
-                slot, decision = self._local_queue.popleft()
+            while (waiting := self._local.next()) is not None:  # until one starts a store write
+                slot, decision = waiting
                 answer = decision.compute()
                 if isinstance(answer, OffLoop):
                     self._store_write(slot, decision, answer)
@@ -513,7 +587,7 @@ class ProxySession:
             self.log.error("local_answer_error", api_key=decision.key, exc_info=exc)
             self._close("internal error while answering a request")
             return
-        self._flush()
+        self._after_responses()
 
     # --- authentication ----------------------------------------------------------------------
 
@@ -531,6 +605,8 @@ class ProxySession:
         On a SASL listener they are KIP-368 re-authentication; elsewhere Kafka answers ILLEGAL_SASL_STATE.
         """
         if self.authenticator is not None:
+            if self.phase is not Phase.REAUTHENTICATING:
+                self._move(Move.REAUTHENTICATION)
             self._apply_step(self.authenticator.on_frame(frame.payload))
             return
         key, version, correlation_id = peek_api(frame.payload)
@@ -560,7 +636,7 @@ class ProxySession:
         """A password check finished: feed its result to the state machine, then the frames that waited."""
         authenticator = self.authenticator
         assert authenticator is not None
-        self._waiting_for = None
+        self._gate.waiting_for = None
         if isinstance(result, act.HashSkipped):
             self._apply_step(authenticator.on_verification_refused(result.reason, result.failure_class, quiet=True))
         elif isinstance(result, act.QueueFull):
@@ -576,7 +652,8 @@ class ProxySession:
         self._stop_waiting("verifying")
 
     def _authenticated(self, step: Authenticated) -> None:
-        first = self.principal is None
+        first = self.phase is Phase.AUTHENTICATING
+        self._move(Move.LOGGED_IN)
         self.principal = step.principal
         self.log = self.log.bind(principal=bounded_name(str(step.principal)))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
@@ -601,7 +678,7 @@ class ProxySession:
         record_login_failure(self.ctx, self.log, self.listener, self.client,
                              self.authenticator, step)
         self._set_read_paused("auth-failed", True)
-        self.closing = True  # nothing more is read or relayed; answers already in flight still go out
+        self._move(Move.LOGIN_FAILED)  # nothing more is read or relayed; answers already in flight still go out
         self._farewell = step.frame
         delay = self.ctx.config.failed_authentication_delay_ms / 1000 if step.authentication_failure else 0.0
         self._out.append(act.StartTimer(_FAREWELL_TIMER, delay))
@@ -618,52 +695,77 @@ class ProxySession:
         self._out.append(act.OpenUpstream(targets))
 
     def _job(self, kind: act.JobKind, work: Callable[[], Any], then: JobThen, claim: HashClaim | None = None) -> None:
-        job_id = next(self._job_ids)
-        self._jobs[job_id] = then
-        self._out.append(act.RunJob(job_id, kind, work, claim))
+        self._out.append(self._jobs.start(kind, work, then, claim))
 
     def _wait_for(self, reason: str) -> None:
-        self._waiting_for = reason
+        self._gate.waiting_for = reason
         self._set_read_paused(reason, True)
 
     def _stop_waiting(self, reason: str) -> None:
         """The job frames waited for is done: handle them, in order, and read again."""
-        self._waiting_for = None
+        self._gate.waiting_for = None
         self._set_read_paused(reason, False)
-        held, self._held = self._held, []
-        if not self.closing:
-            self._handle_frames(held)
+        self._after_responses()  # the job may have answered (a login step), and frames may wait
 
     def _after_responses(self) -> None:
+        """Slots may have freed: write what is ready, handle frames that waited for a slot, read on."""
         self._flush()
-        if len(self.responses) < self.ctx.config.queued_max_requests:
+        self._handle_held()
+        if self.queued_requests < self.ctx.config.queued_max_requests:
             self._set_read_paused("in-flight", False)
 
     def _flush(self) -> None:
-        if self._streaming:  # a streamed response is mid-way on the socket: nothing may interleave
-            return
-        ready = self.responses.pop_ready()
-        if ready:
-            self._out.append(act.SendToClient(ready))
-        if self._draining and not len(self.responses):
+        self._write_ready()
+        if self.phase is Phase.DRAINING and not len(self.responses) and not self._gate.held:
             self._close(None)
 
+    def _write_ready(self) -> None:
+        if self._outbox.streaming is not None:  # a response is streamed on the socket: nothing may interleave
+            return
+        outbox = self._outbox
+        if outbox.answers and not outbox.full:
+            self._out.append(act.SendToClient(outbox.take()))
+        before = len(self.responses)
+        ready = self.responses.pop_ready()
+        if ready:
+            if outbox.full:  # a client that does not read: its answers keep their place in queued.max.requests
+                outbox.hold(ready, before - len(self.responses))
+            else:
+                self._out.append(act.SendToClient(ready))
+
     def _set_read_paused(self, reason: str, paused: bool) -> None:
-        if paused:
-            self._paused_reasons.add(reason)
-        else:
-            self._paused_reasons.discard(reason)
-        want = bool(self._paused_reasons) or self._draining
-        if want != self._reading_paused:
-            self._reading_paused = want
-            self._out.append(act.PauseClientReading(want))
+        if (changed := self._gate.set(reason, paused)) is not None:
+            self._out.append(act.PauseClientReading(changed))
+
+    def _accepts(self, event: Event) -> bool:
+        """Whether the phase handles ``event`` (False: it came late, ignore it); an impossible one closes."""
+        try:
+            return self._phase.handles(event)
+        except PhaseError as exc:
+            self._bug(exc)
+            return False
+
+    def _move(self, move: Move) -> None:
+        try:
+            self._phase.move(move)
+        except PhaseError as exc:
+            self._bug(exc)
+
+    def _bug(self, exc: PhaseError) -> None:
+        """A gateway bug (the phase table was not followed): fail closed for this connection only."""
+        self.log.error("session_phase_error", error=str(exc))
+        if self.phase is not Phase.CLOSED:
+            self._phase.phase = Phase.CLOSING
+            self._out.append(act.Close("internal error in the session"))
 
     def _close(self, reason: str | None) -> None:
-        if self.closing and reason is not None:
+        if (self.closing and reason is not None) or self.phase is Phase.CLOSED:
             return
         if reason is not None:
             self.log.warning("connection_refused", reason=bounded_name(reason, REASON_CHARS))
-        self.closing = True
+        self._move(Move.CLOSE)
+        if self._outbox.answers:  # answered before the close: handed to the transport, which writes them first
+            self._out.append(act.SendToClient(self._outbox.take()))
         self._out.append(act.Close(reason))
 
     def _take(self) -> list[act.Action]:

@@ -145,13 +145,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.upstream is not None and (tr := self.upstream.transport) is not None:
             tr.writelines(action.pieces)
 
+    # The pauses apply the session's state as it is now, not the action's flag: a write may fill the
+    # client's socket (pause_writing, a nested event) while the rest of an older action list still runs.
     def _pause_client(self, action: act.PauseClientReading) -> None:
         if (tr := self._writable()) is not None:
-            tr.pause_reading() if action.paused else tr.resume_reading()
+            tr.pause_reading() if self.session.reading_paused else tr.resume_reading()
 
     def _pause_upstream(self, action: act.PauseUpstreamReading) -> None:
         if self.upstream is not None and (tr := self.upstream.transport) is not None:
-            tr.pause_reading() if action.paused else tr.resume_reading()
+            tr.pause_reading() if self.session.upstream_reading_paused else tr.resume_reading()
 
     def _open_upstream(self, action: act.OpenUpstream) -> None:
         self._spawn(self._connect(action.targets))

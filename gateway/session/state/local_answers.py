@@ -1,0 +1,34 @@
+"""Admin answers of one connection, one store write at a time, in request order.
+
+A connection sees its own admin changes, as on a Kafka broker (which handles one request at a
+time): a local answer that arrives while a store write runs, or behind others that wait, waits
+in its reserved slot until the writes before it are done.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from gateway.session.response_queue import ResponseSlot
+
+Request = TypeVar("Request")
+
+
+@dataclass(slots=True)
+class LocalAnswers(Generic[Request]):
+    busy: bool = False  # a store write runs
+    waiting: deque[tuple[ResponseSlot, Request]] = field(default_factory=deque)
+
+    def must_wait(self) -> bool:
+        return self.busy or bool(self.waiting)
+
+    def wait(self, slot: ResponseSlot, request: Request) -> None:
+        self.waiting.append((slot, request))
+
+    def next(self) -> tuple[ResponseSlot, Request] | None:
+        """The oldest waiting answer, once no store write runs."""
+        if self.busy or not self.waiting:
+            return None
+        return self.waiting.popleft()

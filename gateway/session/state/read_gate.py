@@ -1,0 +1,42 @@
+"""Whether a session reads its client, why not, and the frames read that wait to be handled.
+
+Reading pauses for named reasons (the upstream is connecting, a socket is full, too many
+requests are queued, a job runs, shutdown); it resumes when none is left. Frames already read
+while a job runs or no request slot is free wait here, in order: at most one read's worth,
+since reading is paused meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.framing import Frame
+
+
+@dataclass(slots=True)
+class ReadGate:
+    reasons: set[str] = field(default_factory=set)
+    paused: bool = False  # as last told to the adapter
+    # The off-loop job later frames wait for (a password check, a large request decided in the worker).
+    waiting_for: str | None = None
+    held: list[Frame] = field(default_factory=list)
+
+    def set(self, reason: str, paused: bool) -> bool | None:
+        """Add or drop ``reason``; the new paused state if it changed (tell the adapter), else None."""
+        if paused:
+            self.reasons.add(reason)
+        else:
+            self.reasons.discard(reason)
+        want = bool(self.reasons)
+        if want == self.paused:
+            return None
+        self.paused = want
+        return want
+
+    def hold(self, frames: list[Frame]) -> None:
+        """Frames that wait, behind any that already do."""
+        self.held.extend(frames)
+
+    def take_held(self) -> list[Frame]:
+        held, self.held = self.held, []
+        return held

@@ -1,0 +1,95 @@
+"""The session holds its phase as a value: the phases a connection goes through, and what an
+impossible or late event does, driven without sockets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from authz.model import AclOperation
+from gateway.server import Gateway
+from gateway.session import actions as act
+from gateway.session.state.phase import Phase
+from gateway.stores.file_acls import FileAclStore
+from gateway.stores.file_users import FileCredentialStore
+from protocol.api_keys import ApiKey
+from protocol.framing import Frame
+from protocol.messages import request_frame, response_frame
+from tests.authz.helpers import acl
+from tests.gateway.session.session_driver import Driver, gateway_for
+from tests.gateway.session.test_session import METADATA_V, authenticated, log_in, metadata, metadata_answer
+
+
+@pytest.fixture
+def alice_sees_a(tmp_path: Path) -> Gateway:
+    """SASL/PLAIN with ACLs (as tests/gateway/session/test_session.py's): alice may describe topic a."""
+    users = FileCredentialStore(tmp_path / "users.json")
+    users.upsert_user("alice", "alice-secret")
+    FileAclStore(tmp_path / "acls.json").add([acl("a", AclOperation.DESCRIBE)])
+    return gateway_for(tmp_path, "SASL_PLAINTEXT", **{
+        "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(tmp_path / "acls.json"),
+        "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(tmp_path / "users.json"),
+        "ksgate.sasl.plain.allow.insecure": True, "connections.max.reauth.ms": 60_000,
+        "connection.failed.authentication.delay.ms": 100})
+
+
+def test_a_login_and_a_reauthentication(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    assert driver.session.phase is Phase.AUTHENTICATING
+    log_in(driver, "alice", "alice-secret")
+    assert driver.session.phase is Phase.AUTHENTICATED
+    driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 10, {"mechanism": "PLAIN"}))
+    assert driver.session.phase is Phase.REAUTHENTICATING
+    driver.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 11, {"auth_bytes": b"\0alice\0alice-secret"}))
+    if any(j.kind is act.JobKind.VERIFY for j in driver.jobs.values()):
+        driver.run_job(act.JobKind.VERIFY)
+    assert driver.session.phase is Phase.AUTHENTICATED and driver.closed is None
+
+
+def test_a_failed_login_says_farewell_then_closes(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    log_in(driver, "alice", "wrong")
+    assert driver.session.phase is Phase.FAREWELL and driver.session.closing and driver.closed is None
+    driver.fire("farewell")
+    assert driver.session.phase is Phase.CLOSING and driver.closed is not None
+    driver.record(driver.session.client_lost())
+    assert driver.session.phase is Phase.CLOSED
+
+
+def test_a_known_principal_skips_authentication_and_drains(tmp_path: Path) -> None:
+    driver = Driver.connect(gateway_for(tmp_path))
+    assert driver.session.phase is Phase.AUTHENTICATED
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    driver.record(driver.session.drain())
+    assert driver.session.phase is Phase.DRAINING and driver.reading_paused
+    [sent] = driver.upstream_requests()
+    driver.answer(sent, metadata_answer("a"))
+    assert driver.session.phase is Phase.CLOSING and driver.correlation_ids() == [1]
+
+
+def test_draining_before_a_login_closes_at_once(alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    driver.record(driver.session.drain())
+    assert driver.session.phase is Phase.CLOSING and driver.closed is not None
+
+
+def test_an_upstream_event_before_the_login_is_a_bug_that_closes_only_this_connection(
+        alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    wire = response_frame(ApiKey.METADATA, METADATA_V, 1, metadata_answer("a"))
+    driver.record(driver.session.upstream_frames([Frame(memoryview(wire))]))
+    assert driver.closed is not None and driver.closed.reason == "internal error in the session"
+    assert driver.client_bytes == b"" and driver.session.phase is Phase.CLOSING
+
+
+def test_reports_after_the_close_are_ignored(alice_sees_a: Gateway) -> None:
+    driver = authenticated(alice_sees_a)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    [sent] = driver.upstream_requests()
+    driver.record(driver.session.client_lost())
+    wire = response_frame(ApiKey.METADATA, METADATA_V, sent.upstream_id, metadata_answer("a"))
+    assert driver.session.upstream_frames([Frame(memoryview(wire))]) == []
+    assert driver.session.job_done(1, None) == [] and driver.session.drain() == []
+    assert driver.session.timer_fired("authentication") == []
+    assert driver.session.phase is Phase.CLOSED
