@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.ops.metrics import Metrics
+from gateway.quotas.lookup import NoQuotas, QuotaLookup
+from gateway.quotas.sensors import QuotaSensors
 from gateway.session.api_versions import VersionRanges
 from gateway.session.authz_view import GatewayAuthorization
 from gateway.session.request_memory import RequestMemoryBudget
@@ -66,6 +68,9 @@ class GatewayContext:
     # Where password hashes run, off the event loop (ksgate.authentication.verification.*), and
     # when: within each client address's budget (ksgate.authentication.hash.*).
     hashes: HashScheduler = field(default_factory=lambda: HashScheduler(VerificationPool()))
+    # Client quotas: the bounds in force (gateway/quotas/book.py) and the rates measured against them.
+    quotas: QuotaLookup = field(default_factory=NoQuotas)
+    quota_sensors: QuotaSensors = field(default_factory=QuotaSensors)
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

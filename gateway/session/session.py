@@ -42,6 +42,8 @@ from gateway.context import GatewayContext
 from gateway.edge.sni_routing import Node
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
+from gateway.quotas.connection import AppliedQuotas, ConnectionQuotas, cpu_clock_ns
+from gateway.quotas.throttle_field import with_throttle
 from gateway.session import actions as act
 from gateway.session.address_rewrite import NodeAddressBook
 from gateway.session.request_context import RequestContext
@@ -80,6 +82,7 @@ STREAM_MIN_BYTES = 64 * 1024
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _AUTH_TIMER = "authentication"
 _FAREWELL_TIMER = "farewell"  # Kafka's failed-authentication delay before the refusal is written
+_QUOTA_TIMER = "quota"  # a client over its quota is muted until this fires (KIP-219)
 
 JobThen = Callable[[Any], None]
 
@@ -124,6 +127,7 @@ class ProxySession:
         self._streaming = False
         self._stream_api = -1  # the API of the response being streamed (for its byte count)
         self._farewell: WireBytes | None = None
+        self.quota = ConnectionQuotas(ctx.quotas, ctx.quota_sensors)
 
     # --- events: the client side ------------------------------------------------------------
 
@@ -146,6 +150,7 @@ class ProxySession:
             return self._take()
         if principal is not None:
             self.principal = principal
+            self.quota.bind(principal.name)
             self.log = self.log.bind(principal=bounded_name(str(principal)))
             self._count_principal(principal)
             self.receiver.gate = self._memory
@@ -250,8 +255,11 @@ class ProxySession:
                 if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot):
                     self._fill_large(slot, frame)
                 else:
+                    cpu = cpu_clock_ns() if self.quota.active is not None else 0
                     slot.response = response_pieces(slot, frame, cluster, book)
                     slot.ready = True
+                    if cpu or slot.throttle_ms:
+                        self._quota_response(slot, len(frame.wire), cpu and cpu_clock_ns() - cpu)
             except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
                 self._response_failed(exc)
                 return self._take()
@@ -274,7 +282,7 @@ class ProxySession:
 
     def may_stream(self, upstream_id: int, size: int) -> bool:
         """A query, not an event: may the response now arriving be written on as it arrives?"""
-        if size < STREAM_MIN_BYTES or self._streaming or self.closing:
+        if size < STREAM_MIN_BYTES or self._streaming or self.closing or self.quota.active is not None:
             return False
         slot = self.responses.streamable(upstream_id)
         return slot is not None and not needs_decoding(slot)
@@ -308,6 +316,8 @@ class ProxySession:
     def timer_fired(self, name: str) -> list[act.Action]:
         if name == _AUTH_TIMER and self.principal is None:
             self._close("authentication timed out")
+        elif name == _QUOTA_TIMER:
+            self._quota_timer()
         elif name == _FAREWELL_TIMER:
             if self._farewell is not None:
                 self.responses.add_local(0, ApiKey.SASL_AUTHENTICATE, 0, self._farewell)  # prebuilt: ids unused
@@ -339,7 +349,11 @@ class ProxySession:
                 self._decide_large(frame)
                 break
             try:
-                self._request(frame)
+                applied = self.quota.applies(frame.payload)
+                if applied is None:
+                    self._request(frame)
+                else:
+                    self._request_under_quota(applied, frame)
             except Exception as exc:  # a refusal, or a gateway bug: either closes this connection only
                 self._request_failed(exc)
                 return
@@ -430,6 +444,8 @@ class ProxySession:
         key, version, correlation_id = peek_api(frame.payload)
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
+        if (applied := self.quota.applies(frame.payload)) is not None:  # its CPU is the worker's, not counted
+            self._throttle(slot, self.quota.request_recorded(applied, key, len(frame.wire), 0))
         self._wait_for("large-request")
         self._job(act.JobKind.LARGE, partial(decide, self._who(), frame), partial(self._large_decided, slot))
 
@@ -456,7 +472,59 @@ class ProxySession:
             return
         book.replay()
         slot.response, slot.ready = result, True
+        if self.quota.active is not None or slot.throttle_ms:
+            try:
+                self._quota_response(slot, sum(map(len, result)), 0)
+            except Exception as exc:
+                self._response_failed(exc)
+                return
         self._flush()
+
+    # --- client quotas (gateway/quotas): throttle_time_ms in the response, and a muted socket ------
+
+    def _request_under_quota(self, applied: AppliedQuotas, frame: Frame) -> None:
+        slots = len(self.responses)
+        cpu = cpu_clock_ns()
+        self._request(frame)
+        throttle = self.quota.request_recorded(applied, int.from_bytes(frame.payload[:2], "big"),
+                                               len(frame.wire), cpu_clock_ns() - cpu)
+        # no new slot: the client expects no answer (acks=0), so the mute alone throttles it
+        self._throttle(self.responses.newest() if len(self.responses) > slots else None, throttle)
+
+    def _throttle(self, slot: Slot | None, throttle_ms: int) -> None:
+        if throttle_ms <= 0:
+            return
+        if slot is not None:
+            slot.throttle_ms = max(slot.throttle_ms, throttle_ms)
+            if slot.ready:  # answered by the gateway itself: set it now
+                slot.response = with_throttle(slot.api_key, slot.api_version, slot.response, slot.throttle_ms)
+        self._mute(throttle_ms)
+
+    def _quota_response(self, slot: Slot, size: int, cpu_ns: int) -> None:
+        """An upstream response is ready: record it (Fetch bytes, CPU), and set the throttle it earned."""
+        applied = self.quota.active
+        if applied is not None:
+            earned = self.quota.response_recorded(applied, slot.api_key, size, cpu_ns)
+            if earned > 0:
+                slot.throttle_ms = max(slot.throttle_ms, earned)
+                self._mute(earned)
+        if slot.throttle_ms:
+            slot.response = with_throttle(slot.api_key, slot.api_version, slot.response, slot.throttle_ms)
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Stop reading this client for ``throttle_ms`` (longer if already muted for longer)."""
+        delay = self.quota.mute_for(throttle_ms)
+        if delay is not None:
+            self._set_read_paused("quota", True)
+            self._out.append(act.CancelTimer(_QUOTA_TIMER))
+            self._out.append(act.StartTimer(_QUOTA_TIMER, delay))
+
+    def _quota_timer(self) -> None:
+        left = self.quota.unmuted()
+        if left is None:
+            self._set_read_paused("quota", False)
+        else:
+            self._out.append(act.StartTimer(_QUOTA_TIMER, left))
 
     # --- local answers: admin APIs, one store write at a time --------------------------------
 
@@ -558,6 +626,7 @@ class ProxySession:
     def _authenticated(self, step: Authenticated) -> None:
         first = self.principal is None
         self.principal = step.principal
+        self.quota.bind(step.principal.name)
         self.log = self.log.bind(principal=bounded_name(str(step.principal)))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
                       session_expiry_ms=step.session_expiry_ms)
