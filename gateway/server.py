@@ -34,6 +34,7 @@ from gateway.ops.allocator import give_back_free_memory, keep_large_buffers_on_t
 from gateway.ops.descriptors import connections_that_fit, open_files_limit
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
+from gateway.quotas.observe import quota_sensors
 from gateway.session.api_versions import negotiate
 from gateway.session.request_memory import RequestMemoryBudget
 from gateway.session.sasl_stage import record_certificate_failure
@@ -202,6 +203,8 @@ class Gateway:
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
         self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)
         self._refusal_audit = RefusalSampler(time.monotonic)
+        self.ctx.quota_sensors = quota_sensors(settings, self.ctx.metrics,
+                                               self.ctx.authorization.audit if self.ctx.authorization else None)
 
     async def start(self) -> None:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
