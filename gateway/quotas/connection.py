@@ -67,12 +67,12 @@ class ConnectionQuotas:
 
     def applies(self, payload: memoryview) -> AppliedQuotas | None:
         """The quotas of the request in ``payload`` (its header's client id), None for none."""
-        client_raw = _client_id_bytes(payload)
-        if self._version == self._book.version and client_raw == self._client_raw:
+        key = self._client_raw  # the client id as the header has it: its 2-byte length, then its bytes
+        if self._version == self._book.version and payload[8 : 8 + len(key)] == key:
             return self._applied
         self._version = self._book.version
-        self._client_raw = client_raw
-        self._applied = self._resolve(client_raw.decode("utf-8", "replace"))
+        self._client_raw = key = _client_id_field(payload)
+        self._applied = self._resolve(key[2:].decode("utf-8", "replace"))
         return self._applied
 
     def _resolve(self, client_id: str) -> AppliedQuotas | None:
@@ -148,9 +148,9 @@ def sensor_entity(label: str, user: str, client_id: str) -> str:
     return ",".join(parts)
 
 
-def _client_id_bytes(payload: memoryview) -> bytes:
-    """The request header's client id, raw (after api key, version and correlation id); b"" for null."""
+def _client_id_field(payload: memoryview) -> bytes:
+    """The request header's client id field, raw: its length (-1 for null) and its bytes."""
     if len(payload) < 10:
-        return b""
+        return b"\xff\xff"
     n = int.from_bytes(payload[8:10], "big", signed=True)
-    return bytes(payload[10 : 10 + n]) if n > 0 else b""
+    return bytes(payload[8 : 10 + max(n, 0)])

@@ -172,3 +172,12 @@ def test_a_quota_added_later_applies_to_an_open_connection(gateway: Gateway) -> 
     book.set("user=ANONYMOUS", "producer_byte_rate", 1500.0)
     driver.send(request_frame(ApiKey.PRODUCE, PRODUCE_V, 3, produce()) * 2)
     assert driver.reading_paused
+
+
+def test_the_quota_follows_the_client_id_of_each_request_even_one_that_extends_another(gateway: Gateway) -> None:
+    gateway.ctx.quotas = DictQuotas({("client-id=app2", "producer_byte_rate"): 1500.0})
+    driver = Driver.connect(gateway)
+    driver.send(b"".join(request_frame(ApiKey.PRODUCE, PRODUCE_V, i, produce(), client_id="app") for i in range(3)))
+    assert not driver.reading_paused
+    driver.send(b"".join(request_frame(ApiKey.PRODUCE, PRODUCE_V, i, produce(), client_id="app2") for i in range(3)))
+    assert driver.reading_paused
