@@ -34,6 +34,7 @@ from gateway.ops.allocator import give_back_free_memory, keep_large_buffers_on_t
 from gateway.ops.descriptors import connections_that_fit, open_files_limit
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
+from gateway.quotas.connection_rate import connection_delay_s
 from gateway.quotas.observe import quota_sensors
 from gateway.session.api_versions import negotiate
 from gateway.session.request_memory import RequestMemoryBudget
@@ -473,7 +474,9 @@ class Gateway:
             self.limits.release(decision)
             sock.close()
             return
-        self._track(self._serve(listener, node_id, sock, decision, client))
+        # connection_creation_rate (KIP-612): an address over its quota waits, alone
+        delay = connection_delay_s(self.ctx.quotas, self.ctx.quota_sensors, client.host)
+        self._track(self._serve(listener, node_id, sock, decision, client, delay))
 
     def _refused(self, listener_name: str, address: ClientAddress, refusal: Refusal) -> None:
         self.ctx.metrics.connection_refused(listener_name, refusal.metric_reason)
@@ -488,7 +491,7 @@ class Gateway:
                 limit=refusal.limit, suppressed=suppressed)
 
     async def _serve(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                     admission: Admission, client: ClientAddress) -> None:
+                     admission: Admission, client: ClientAddress, delay_s: float = 0.0) -> None:
         """Hand the socket to the event loop; a TLS handshake must complete within the
         authentication timeout (a peer that sends nothing is not held for asyncio's 60 s)."""
         made: list[ClientConnection] = []
@@ -502,6 +505,8 @@ class Gateway:
         if context is not None:
             send_handshake_alerts_to(sock)  # this task's context is the handshake's
         try:
+            if delay_s > 0:  # over its address's connection_creation_rate
+                await asyncio.sleep(delay_s)
             await asyncio.get_running_loop().connect_accepted_socket(
                 protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
         except (OSError, ssl.SSLError, asyncio.CancelledError) as exc:
