@@ -181,3 +181,18 @@ def test_the_quota_follows_the_client_id_of_each_request_even_one_that_extends_a
     assert not driver.reading_paused
     driver.send(b"".join(request_frame(ApiKey.PRODUCE, PRODUCE_V, i, produce(), client_id="app2") for i in range(3)))
     assert driver.reading_paused
+
+
+def test_request_percentage_counts_the_gateways_cpu_time_and_throttles_at_most_one_window(gateway: Gateway) -> None:
+    gateway.ctx.quotas = DictQuotas({("user=ANONYMOUS", "request_percentage"): 1e-9})
+    driver = Driver.connect(gateway)
+    body = request(ApiKey.METADATA, 12, topics=None, allow_auto_topic_creation=False)
+    driver.send(request_frame(ApiKey.METADATA, 12, 3, body))
+    (relayed,) = driver.upstream_requests()
+    driver.answer(relayed, response(ApiKey.METADATA, 12, "topics", [], brokers=[]))
+    ((_, answered),) = driver.responses(ApiKey.METADATA, 12)
+    # any CPU time is far over 1e-9 % of a core; a request_percentage throttle lasts at most one window (1 s)
+    assert answered["throttle_time_ms"] == 1000
+    assert driver.reading_paused and driver.timers["quota"] == pytest.approx(1.0)
+    cpu = gateway.ctx.quota_sensors.totals[("request_percentage", "user=ANONYMOUS")]
+    assert cpu.recorded > 0 and cpu.throttled >= 1
