@@ -8,7 +8,7 @@ after another, alice runs flat out for --warmup + --seconds:
 
 * confluent-kafka producer / consumer, kafka-python producer / consumer;
 
-and meanwhile bob's admin client (confluent-kafka) asks for Metadata once every 100 ms. Printed
+and meanwhile bob's admin client (confluent-kafka, its own process) asks for Metadata every 100 ms. Printed
 per phase: alice's achieved rate as the gateway counted it (whole Produce request / Fetch response
 frames, as ``ksgate_quota_bytes_total``, asked of the gateway's process once a second) against the
 quota: over the first 20 s, over --seconds after the warm-up, and the least and most over any 20 s
@@ -92,32 +92,40 @@ def _kafka_python(bootstrap: str, user: str) -> dict[str, Any]:
             "sasl_plain_username": user, "sasl_plain_password": f"{user}-secret"}
 
 
+def _probe(bootstrap: str, stop: Any, out: Any) -> None:
+    """bob's Metadata round trips (ms), one every 100 ms until ``stop``: in a process of its own, so
+    that a Python client under test (kafka-python) cannot hold the probe back by the GIL."""
+    admin = AdminClient(_client(bootstrap, "bob"))
+    samples: list[float] = []
+    failures = 0
+    while not stop.wait(0.1):
+        start = time.perf_counter()
+        try:
+            admin.list_topics(timeout=10)
+            samples.append((time.perf_counter() - start) * 1000)
+        except Exception:  # a timeout: counted, the probe goes on
+            failures += 1
+    out.put((samples, failures))
+
+
 class AdminProbe:
-    """bob's Metadata round trips, one every 100 ms, while a phase runs."""
+    """bob's Metadata round trips while a phase runs (see _probe)."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.admin = AdminClient(_client(bootstrap, "bob"))
+        ctx = multiprocessing.get_context("spawn")
+        self._stop, self._out = ctx.Event(), ctx.Queue()
+        self._process = ctx.Process(target=_probe, args=(bootstrap, self._stop, self._out), daemon=True)
         self.samples: list[float] = []
         self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> AdminProbe:
-        self._thread.start()
+        self._process.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            start = time.perf_counter()
-            try:
-                self.admin.list_topics(timeout=10)
-                self.samples.append((time.perf_counter() - start) * 1000)
-            except Exception:  # a timeout: counted, the probe goes on
-                self.failures += 1
+        self.samples, self.failures = self._out.get(timeout=60)
+        self._process.join(30)
 
     def summary(self) -> str:
         s = sorted(self.samples)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from gateway.quotas.lookup import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaLookup
 from gateway.quotas.sensors import QuotaSensors
+from gateway.quotas.throttle_field import with_throttle
+from gateway.session.response_queue import Slot
 from protocol.api_keys import ApiKey
 
 _DEFAULT = "<default>"
@@ -113,6 +115,27 @@ class ConnectionQuotas:
             throttle = max(throttle, sensors.record(REQUEST_PERCENTAGE, b.sensor, b.label, b.bound,
                                                     cpu_ns * _NANOS_TO_PERCENT))
         return throttle
+
+    def request_done(self, applied: AppliedQuotas, api_key: int, size: int, cpu_ns: int, slot: Slot | None) -> int:
+        """A request under quota was handled (its answer, if any, in ``slot``): the throttle it earned,
+        set in the slot (at once if the gateway answered it itself)."""
+        throttle = self.request_recorded(applied, api_key, size, cpu_ns)
+        if throttle > 0 and slot is not None:
+            slot.throttle_ms = max(slot.throttle_ms, throttle)
+            if slot.ready:
+                slot.response = with_throttle(slot.api_key, slot.api_version, slot.response, slot.throttle_ms)
+        return throttle
+
+    def response_ready(self, slot: Slot, size: int, cpu_ns: int) -> int:
+        """An upstream response of ``size`` bytes was made ready in ``slot``: record it (Fetch bytes,
+        CPU), and set the larger of its request's throttle and its own in it; returns its own."""
+        earned = 0
+        if (applied := self._applied) is not None:
+            earned = self.response_recorded(applied, slot.api_key, size, cpu_ns)
+            slot.throttle_ms = max(slot.throttle_ms, earned)
+        if slot.throttle_ms:
+            slot.response = with_throttle(slot.api_key, slot.api_version, slot.response, slot.throttle_ms)
+        return earned
 
     def mute_for(self, throttle_ms: int) -> float | None:
         """Extend the mute to ``throttle_ms`` from now; the new delay (s) if it got later, else None."""

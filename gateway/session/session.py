@@ -19,6 +19,8 @@ actions each event returns (gateway/session/actions.py). The session owns:
 - backpressure: reading stops while too many requests are in flight, the upstream socket is
   full, a password is checked or a large request is decided, a large frame waits for
   request memory (queued.max.request.bytes, once authenticated), and on drain.
+- client quotas (gateway/quotas/connection.py decides): throttle_time_ms set in the answer, and
+  reading paused for the throttle time (KIP-219).
 
 Observations (log lines, metrics, audit events) go to the injected sinks of the shared
 context; everything that touches a socket, a thread or a timer is an action.
@@ -43,7 +45,6 @@ from gateway.edge.sni_routing import Node
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
 from gateway.quotas.connection import AppliedQuotas, ConnectionQuotas, cpu_clock_ns
-from gateway.quotas.throttle_field import with_throttle
 from gateway.session import actions as act
 from gateway.session.address_rewrite import NodeAddressBook
 from gateway.session.request_context import RequestContext
@@ -259,7 +260,7 @@ class ProxySession:
                     slot.response = response_pieces(slot, frame, cluster, book)
                     slot.ready = True
                     if cpu or slot.throttle_ms:
-                        self._quota_response(slot, len(frame.wire), cpu and cpu_clock_ns() - cpu)
+                        self._mute(self.quota.response_ready(slot, len(frame.wire), cpu and cpu_clock_ns() - cpu))
             except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
                 self._response_failed(exc)
                 return self._take()
@@ -445,7 +446,7 @@ class ProxySession:
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
         if (applied := self.quota.applies(frame.payload)) is not None:  # its CPU is the worker's, not counted
-            self._throttle(slot, self.quota.request_recorded(applied, key, len(frame.wire), 0))
+            self._mute(self.quota.request_done(applied, key, len(frame.wire), 0, slot))
         self._wait_for("large-request")
         self._job(act.JobKind.LARGE, partial(decide, self._who(), frame), partial(self._large_decided, slot))
 
@@ -474,7 +475,7 @@ class ProxySession:
         slot.response, slot.ready = result, True
         if self.quota.active is not None or slot.throttle_ms:
             try:
-                self._quota_response(slot, sum(map(len, result)), 0)
+                self._mute(self.quota.response_ready(slot, sum(map(len, result)), 0))
             except Exception as exc:
                 self._response_failed(exc)
                 return
@@ -486,33 +487,14 @@ class ProxySession:
         slots = len(self.responses)
         cpu = cpu_clock_ns()
         self._request(frame)
-        throttle = self.quota.request_recorded(applied, int.from_bytes(frame.payload[:2], "big"),
-                                               len(frame.wire), cpu_clock_ns() - cpu)
-        # no new slot: the client expects no answer (acks=0), so the mute alone throttles it
-        self._throttle(self.responses.newest() if len(self.responses) > slots else None, throttle)
-
-    def _throttle(self, slot: Slot | None, throttle_ms: int) -> None:
-        if throttle_ms <= 0:
-            return
-        if slot is not None:
-            slot.throttle_ms = max(slot.throttle_ms, throttle_ms)
-            if slot.ready:  # answered by the gateway itself: set it now
-                slot.response = with_throttle(slot.api_key, slot.api_version, slot.response, slot.throttle_ms)
-        self._mute(throttle_ms)
-
-    def _quota_response(self, slot: Slot, size: int, cpu_ns: int) -> None:
-        """An upstream response is ready: record it (Fetch bytes, CPU), and set the throttle it earned."""
-        applied = self.quota.active
-        if applied is not None:
-            earned = self.quota.response_recorded(applied, slot.api_key, size, cpu_ns)
-            if earned > 0:
-                slot.throttle_ms = max(slot.throttle_ms, earned)
-                self._mute(earned)
-        if slot.throttle_ms:
-            slot.response = with_throttle(slot.api_key, slot.api_version, slot.response, slot.throttle_ms)
+        slot = self.responses.newest() if len(self.responses) > slots else None  # None: acks=0, the mute alone
+        self._mute(self.quota.request_done(applied, int.from_bytes(frame.payload[:2], "big"), len(frame.wire),
+                                           cpu_clock_ns() - cpu, slot))
 
     def _mute(self, throttle_ms: int) -> None:
         """Stop reading this client for ``throttle_ms`` (longer if already muted for longer)."""
+        if throttle_ms <= 0:
+            return
         delay = self.quota.mute_for(throttle_ms)
         if delay is not None:
             self._set_read_paused("quota", True)
