@@ -324,7 +324,7 @@ def main() -> None:
             with open("/proc/loadavg") as f:
                 print(f"quota {args.quota / 1e6:.2f} MB/s, {args.seconds:.0f} s per phase, load {f.read().split()[:3]}")
             with AdminProbe(bootstrap) as idle:
-                time.sleep(3)
+                time.sleep(10)
             print(f"{'idle':24} bob's Metadata {idle.summary()}", flush=True)
             for name in args.phases.split(","):
                 _phase(name, bootstrap, Counted(asks, answers), args.seconds, args.warmup, args.quota)

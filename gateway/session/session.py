@@ -445,9 +445,9 @@ class ProxySession:
         key, version, correlation_id = peek_api(frame.payload)
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
+        self._wait_for("large-request")
         if (applied := self.quota.applies(frame.payload)) is not None:  # its CPU is the worker's, not counted
             self._mute(self.quota.request_done(applied, key, len(frame.wire), 0, slot))
-        self._wait_for("large-request")
         self._job(act.JobKind.LARGE, partial(decide, self._who(), frame), partial(self._large_decided, slot))
 
     def _large_decided(self, slot: Slot, result: Decision | BaseException) -> None:
@@ -497,13 +497,18 @@ class ProxySession:
             return
         delay = self.quota.mute_for(throttle_ms)
         if delay is not None:
-            self._set_read_paused("quota", True)
+            if self._waiting_for is None:  # frames already read wait too: Kafka reads a muted client no further
+                self._wait_for("quota")
+            else:
+                self._set_read_paused("quota", True)
             self._out.append(act.CancelTimer(_QUOTA_TIMER))
             self._out.append(act.StartTimer(_QUOTA_TIMER, delay))
 
     def _quota_timer(self) -> None:
         left = self.quota.unmuted()
-        if left is None:
+        if left is None and self._waiting_for == "quota":
+            self._stop_waiting("quota")
+        elif left is None:
             self._set_read_paused("quota", False)
         else:
             self._out.append(act.StartTimer(_QUOTA_TIMER, left))

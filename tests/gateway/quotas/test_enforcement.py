@@ -196,3 +196,18 @@ def test_request_percentage_counts_the_gateways_cpu_time_and_throttles_at_most_o
     assert driver.reading_paused and driver.timers["quota"] == pytest.approx(1.0)
     cpu = gateway.ctx.quota_sensors.totals[("request_percentage", "user=ANONYMOUS")]
     assert cpu.recorded > 0 and cpu.throttled >= 1
+
+
+def test_requests_read_after_the_one_that_earned_a_throttle_wait_for_the_mute_to_end(gateway: Gateway) -> None:
+    gateway.ctx.quotas = DictQuotas({("user=ANONYMOUS", "producer_byte_rate"): 1500.0})
+    clock = gateway.ctx.quota_sensors._clock
+    assert isinstance(clock, Clock)
+    driver = Driver.connect(gateway)
+    driver.send(b"".join(request_frame(ApiKey.PRODUCE, PRODUCE_V, i, produce()) for i in range(4)))
+    assert [r.body["acks"] for r in driver.upstream_requests()] == [1, 1]  # the 2nd is over: the rest wait
+    clock.now += driver.timers["quota"]
+    driver.fire("quota")
+    assert len(driver.upstream_requests()) == 1  # the 3rd is read, relayed, and over again
+    clock.now += driver.timers["quota"]
+    driver.fire("quota")
+    assert len(driver.upstream_requests()) == 1 and driver.session.in_flight == 4
