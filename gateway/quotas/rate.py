@@ -53,11 +53,6 @@ class SampledRate:
                 self._values[self._current] = 0.0
         self._values[self._current] += value
 
-    def unrecord(self, value: float, now_ms: float) -> None:
-        """Take back a value recorded earlier (from the current sample)."""
-        if self._values:
-            self._values[self._current] -= value
-
     def measure(self, now_ms: float) -> float:
         """The rate per second at ``now_ms``."""
         self._purge(now_ms)

@@ -42,13 +42,6 @@ def test_a_record_within_the_current_window_adds_to_its_sample() -> None:
     assert rate.measure(2000) == pytest.approx(200 / 1.0)  # 2000 - 1000 elapsed, one full window
 
 
-def test_unrecord_takes_a_value_back() -> None:
-    rate = SampledRate(WINDOW)
-    rate.record(700, 0)
-    rate.unrecord(200, 0)
-    assert rate.measure(0) == pytest.approx(50.0)
-
-
 def test_throttle_time_is_kafkas_formula() -> None:
     # 12000 bytes at once against 1000 B/s: 1200 B/s over 10 s; (1200-1000)/1000 × 10000 = 2000 ms
     rate = SampledRate(WINDOW)
