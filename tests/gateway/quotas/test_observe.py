@@ -12,6 +12,7 @@ from gateway.quotas.sensors import AUDIT_INTERVAL_MS, QuotaSensors
 from protocol.api_keys import ApiKey
 from protocol.messages import request_frame
 from tests.authz.test_policies_data import request
+from tests.gateway.session.session_driver import gateway_for
 
 SETTINGS = {"quota.window.num": 11, "quota.window.size.seconds": 1}
 
@@ -81,3 +82,11 @@ def test_sensors_beyond_the_cap_drop_the_least_recently_used(tmp_path: Path) -> 
         sensors.record("producer_byte_rate", f"user={user}", "user=<default>", 1e9, 10)
     assert sensors.rate_of("producer_byte_rate", "user=a") > 0
     assert sensors.rate_of("producer_byte_rate", "user=b") == 0  # dropped: least recently used
+
+
+def test_the_gateway_measures_over_the_configured_window_and_exports_the_quota_series(tmp_path: Path) -> None:
+    gateway = gateway_for(tmp_path, **{"quota.window.num": 5, "quota.window.size.seconds": 2})
+    assert (gateway.ctx.quota_sensors.window.num, gateway.ctx.quota_sensors.window.size_ms) == (5, 2000)
+    text = gateway.ctx.metrics.render()
+    assert 'ksgate_quota_bytes_total{quota="producer_byte_rate",entity="other"} 0' in text
+    assert "# TYPE ksgate_quota_throttle_time_seconds_total counter" in text
