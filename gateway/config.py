@@ -209,6 +209,9 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "max.connections.per.ip": (_int, 2_147_483_647),
     "max.connections.per.ip.overrides": (_str, ""),
     "max.connection.creation.rate": (_int, 2_147_483_647),
+    # client quotas: the window rates are measured over (Kafka's names and defaults)
+    "quota.window.num": (_int, 11),
+    "quota.window.size.seconds": (_int, 1),
     "log.level": (_choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"),
     # authentication (Kafka broker names where they exist; ksgate.* where Kafka has none)
     "sasl.enabled.mechanisms": (_str, "SCRAM-SHA-256,SCRAM-SHA-512"),
@@ -431,7 +434,7 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
                     "connection.buffer.max.bytes", "shutdown.timeout.ms", "sasl.server.max.receive.size",
                     "ksgate.authentication.timeout.ms", "ksgate.security.store.load.timeout.ms",
                     "ksgate.security.store.fetch.max.wait.ms",
-                    "ksgate.readiness.upstream.timeout.ms")
+                    "ksgate.readiness.upstream.timeout.ms", "quota.window.num", "quota.window.size.seconds")
     if settings["ksgate.upstream.startup.timeout.ms"] < 0:
         raise ConfigError(f"ksgate.upstream.startup.timeout.ms: must not be negative, "
                           f"got {settings['ksgate.upstream.startup.timeout.ms']}")

@@ -11,6 +11,7 @@ from gateway.authorization import GatewayAuthorization
 from gateway.config import GatewayConfig, ListenerConfig
 from gateway.ops.metrics import Metrics
 from gateway.quotas.book import QuotaBook
+from gateway.quotas.sensors import QuotaSensors
 from gateway.session.actions import Discovered
 from gateway.session.request_memory import RequestMemoryBudget
 from gateway.session.routes import RouteTable, VersionRanges
@@ -69,8 +70,10 @@ class GatewayContext:
     # Where password hashes run, off the event loop (ksgate.authentication.verification.*), and
     # when: within each client address's budget (ksgate.authentication.hash.*).
     hashes: HashScheduler = field(default_factory=lambda: HashScheduler(VerificationPool()))
-    # The client quotas in force (gateway/quotas/book.py), kept in step with the quota store.
+    # Client quotas: the bounds in force (gateway/quotas/book.py, kept in step with the quota store)
+    # and the rates measured against them.
     quotas: QuotaBook = field(default_factory=QuotaBook)
+    quota_sensors: QuotaSensors = field(default_factory=QuotaSensors)
     # Carries out what a session discovered (the server applies it to the cluster view, opens node
     # listeners, asks for topic ids); the adapter calls it with each Discovered action, on the loop.
     discovered: Callable[[Discovered], None] = field(default=lambda _: None)

@@ -36,6 +36,8 @@ from gateway.ops.allocator import give_back_free_memory, keep_large_buffers_on_t
 from gateway.ops.descriptors import connections_that_fit, open_files_limit
 from gateway.ops.logs import get_logger
 from gateway.ops.metrics import Metrics
+from gateway.quotas.connection_rate import connection_delay_s
+from gateway.quotas.observe import quota_sensors
 from gateway.session import actions as act
 from gateway.session.api_versions import negotiate
 from gateway.session.request_memory import RequestMemoryBudget
@@ -228,6 +230,8 @@ class Gateway:
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
         self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)
         self._refusal_audit = RefusalSampler(time.monotonic)
+        self.ctx.quota_sensors = quota_sensors(settings, self.ctx.metrics,
+                                               self.ctx.authorization.audit if self.ctx.authorization else None)
 
     async def start(self) -> None:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
@@ -496,7 +500,9 @@ class Gateway:
             self.limits.release(decision)
             sock.close()
             return
-        self._track(self._serve(listener, node_id, sock, decision, client))
+        # connection_creation_rate (KIP-612): an address over its quota waits, alone
+        delay = connection_delay_s(self.ctx.quotas, self.ctx.quota_sensors, client.host)
+        self._track(self._serve(listener, node_id, sock, decision, client, delay))
 
     def _refused(self, listener_name: str, address: ClientAddress, refusal: Refusal) -> None:
         self.ctx.metrics.connection_refused(listener_name, refusal.metric_reason)
@@ -511,7 +517,7 @@ class Gateway:
                 limit=refusal.limit, suppressed=suppressed)
 
     async def _serve(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                     admission: Admission, client: ClientAddress) -> None:
+                     admission: Admission, client: ClientAddress, delay_s: float = 0.0) -> None:
         """Hand the socket to the event loop; a TLS handshake must complete within the
         authentication timeout (a peer that sends nothing is not held for asyncio's 60 s)."""
         made: list[ClientConnection] = []
@@ -525,6 +531,8 @@ class Gateway:
         if context is not None:
             send_handshake_alerts_to(sock)  # this task's context is the handshake's
         try:
+            if delay_s > 0:  # over its address's connection_creation_rate
+                await asyncio.sleep(delay_s)
             await asyncio.get_running_loop().connect_accepted_socket(
                 protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
         except (OSError, ssl.SSLError, asyncio.CancelledError) as exc:

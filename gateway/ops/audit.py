@@ -153,6 +153,16 @@ class AuditLog:
                      "client_host": client_host, "client_port": client_port, "listener": listener,
                      "decision": "REFUSED", "reason": limit_key, "limit": limit, "suppressed": suppressed})
 
+    def quota_throttled(self, *, entity: str, client: str, quota: str, bound: float, throttle_ms: int,
+                        count: int) -> None:
+        """A client over its quota was throttled: at most one event per configured entity per
+        interval (gateway/quotas/sensors.py); ``count`` throttles of that entity since the previous one."""
+        if self._logger is None:
+            return
+        self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "quota", "decision": "THROTTLED",
+                     "entity": bounded_name(entity), "client": bounded_name(client), "quota": quota, "bound": bound,
+                     "throttle_time_ms": throttle_ms, "count": count})
+
     def close(self) -> None:
         if self._logger is not None:
             for handler in list(self._logger.handlers):

@@ -444,6 +444,11 @@ class Metrics:
             traffic = self._traffic[listener] = ListenerTraffic()
         return traffic
 
+    def api_bytes(self, api_key: int, sent: bool) -> int:
+        """Frame bytes of one API from (or to) clients, all listeners together (read per scrape)."""
+        index = api_key if 0 <= api_key < _N_APIS else -1
+        return sum((t.sent if sent else t.received)[index] for t in self._traffic.values())
+
     def _traffic_series(self, sent: bool) -> Iterator[tuple[LabelValues, float]]:
         for listener, traffic in self._traffic.items():
             yield from ListenerTraffic.series(traffic.sent if sent else traffic.received, listener)

@@ -1,1 +1,1 @@
-"""Kafka's client quotas: the model and its validation, the book enforcement reads, the file store."""
+"""Kafka's client quotas: the model and its validation, the book, the file store, and the enforcement."""

@@ -44,6 +44,7 @@ class ResponseSlot:
     # Its request was handled in the worker thread (transport/worker_thread.py): so is its response,
     # however small the upstream's part (a hook may add an entry per item of the request).
     large: bool = False
+    throttle_ms: int = 0  # the client quota throttle its request earned (gateway/quotas), 0 for none
 
 
 # Upstream correlation ids: answered requests cycle through [0, 2^30), requests the client
@@ -73,6 +74,10 @@ class ResponseQueue:
 
     def __len__(self) -> int:
         return len(self._slots)
+
+    def newest(self) -> ResponseSlot:
+        """The slot of the latest request (there is one)."""
+        return self._slots[-1]
 
     def expect_upstream(self, correlation_id: int, api_key: int, api_version: int,
                         hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:

@@ -22,6 +22,8 @@ actions each event returns (gateway/session/actions.py). The session owns:
   (queued.max.request.bytes, once authenticated), and on drain. While the client's socket is
   full, reading the upstream stops too (remembered until the upstream link exists) and answers
   wait in the client outbox, still counting as queued.
+- client quotas (gateway/quotas/connection.py decides): throttle_time_ms set in the answer, and
+  reading paused for the throttle time (KIP-219).
 
 The session's phase is a value (gateway/session/state/phase.py): each event first asks the
 phase table whether it is handled, ignored (it came late) or impossible, and the session moves
@@ -53,6 +55,7 @@ from gateway.context import GatewayContext
 from gateway.edge.sni_routing import Node
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
+from gateway.quotas.connection import AppliedQuotas, ConnectionQuotas, cpu_clock_ns
 from gateway.session import actions as act
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
@@ -95,6 +98,9 @@ LARGE_BYTES = 32 * 1024
 STREAM_MIN_BYTES = 64 * 1024
 _AUTH_TIMER = "authentication"
 _FAREWELL_TIMER = "farewell"  # Kafka's failed-authentication delay before the refusal is written
+_QUOTA_TIMER = "quota"  # a client over its quota is muted until this fires (KIP-219)
+_TIMER_EVENTS = {_AUTH_TIMER: Event.AUTHENTICATION_TIMEOUT, _FAREWELL_TIMER: Event.FAREWELL_DUE,
+                 _QUOTA_TIMER: Event.QUOTA_UNMUTED}
 
 
 class ProxySession:
@@ -137,6 +143,7 @@ class ProxySession:
         # What traffic taught about the cluster, reported as one Discovered action per event.
         self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names)
         self._topic_id_misses = TopicIdMisses()
+        self.quota = ConnectionQuotas(ctx.quotas, ctx.quota_sensors)
 
     # --- events: the client side ------------------------------------------------------------
 
@@ -162,6 +169,7 @@ class ProxySession:
         if principal is not None:
             self._move(Move.KNOWN_AT_CONNECT)
             self.principal = principal
+            self.quota.bind(principal.name)
             self.log = self.log.bind(principal=bounded_name(str(principal)))
             self._count_principal(principal)
             self.receiver.gate = self._memory
@@ -316,8 +324,11 @@ class ProxySession:
                 if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes):
                     self._fill_large(slot, frame)
                 else:
+                    cpu = cpu_clock_ns() if self.quota.active is not None else 0
                     slot.response = response_pieces(slot, frame, routes, learned)
                     slot.ready = True
+                    if cpu or slot.throttle_ms:
+                        self._mute(self.quota.response_ready(slot, len(frame.wire), cpu and cpu_clock_ns() - cpu))
             except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
                 self._response_failed(exc)
                 return self._take()
@@ -342,7 +353,7 @@ class ProxySession:
 
     def may_stream(self, upstream_id: int, size: int) -> bool:
         """A query, not an event: may the response now arriving be written on as it arrives?"""
-        if size < STREAM_MIN_BYTES or self._outbox.busy or self.closing:
+        if size < STREAM_MIN_BYTES or self._outbox.busy or self.closing or self.quota.active is not None:
             return False
         slot = self.responses.streamable(upstream_id)
         return slot is not None and not needs_decoding(slot, self.ctx.routes)
@@ -379,11 +390,13 @@ class ProxySession:
         return self._take()
 
     def timer_fired(self, name: str) -> list[act.Action]:
-        event = Event.AUTHENTICATION_TIMEOUT if name == _AUTH_TIMER else Event.FAREWELL_DUE
+        event = _TIMER_EVENTS[name]
         if not self._accepts(event):
             return self._take()
         if event is Event.AUTHENTICATION_TIMEOUT:
             self._close("authentication timed out")
+        elif event is Event.QUOTA_UNMUTED:
+            self._quota_timer()
         else:
             if self._farewell is not None:
                 self.responses.add_local(0, ApiKey.SASL_AUTHENTICATE, 0, self._farewell)  # prebuilt: ids unused
@@ -427,7 +440,11 @@ class ProxySession:
                 self._decide_large(frame)
                 break
             try:
-                self._request(frame)
+                applied = self.quota.applies(frame.payload)
+                if applied is None:
+                    self._request(frame)
+                else:
+                    self._request_under_quota(applied, frame)
             except Exception as exc:  # a refusal, or a gateway bug: either closes this connection only
                 self._request_failed(exc)
                 return
@@ -524,6 +541,8 @@ class ProxySession:
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
         self._wait_for("large-request")
+        if (applied := self.quota.applies(frame.payload)) is not None:  # its CPU is the worker's, not counted
+            self._mute(self.quota.request_done(applied, key, len(frame.wire), 0, slot))
         self._job(act.JobKind.LARGE, partial(decide, self._request_context(), frame),
                   partial(self._large_decided, slot))
 
@@ -550,7 +569,45 @@ class ProxySession:
             return
         learned.take(into=self._learned)
         slot.response, slot.ready = result, True
+        if self.quota.active is not None or slot.throttle_ms:
+            try:
+                self._mute(self.quota.response_ready(slot, sum(map(len, result)), 0))
+            except Exception as exc:
+                self._response_failed(exc)
+                return
         self._after_responses()
+
+    # --- client quotas (gateway/quotas): throttle_time_ms in the response, and a muted socket ------
+
+    def _request_under_quota(self, applied: AppliedQuotas, frame: Frame) -> None:
+        slots = len(self.responses)
+        cpu = cpu_clock_ns()
+        self._request(frame)
+        slot = self.responses.newest() if len(self.responses) > slots else None  # None: acks=0, the mute alone
+        self._mute(self.quota.request_done(applied, int.from_bytes(frame.payload[:2], "big"), len(frame.wire),
+                                           cpu_clock_ns() - cpu, slot))
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Stop reading this client for ``throttle_ms`` (longer if already muted for longer)."""
+        if throttle_ms <= 0:
+            return
+        delay = self.quota.mute_for(throttle_ms)
+        if delay is not None:
+            if self._gate.waiting_for is None:  # frames already read wait too: Kafka reads a muted client no further
+                self._wait_for("quota")
+            else:
+                self._set_read_paused("quota", True)
+            self._out.append(act.CancelTimer(_QUOTA_TIMER))
+            self._out.append(act.StartTimer(_QUOTA_TIMER, delay))
+
+    def _quota_timer(self) -> None:
+        left = self.quota.unmuted()
+        if left is None and self._gate.waiting_for == "quota":
+            self._stop_waiting("quota")
+        elif left is None:
+            self._set_read_paused("quota", False)
+        else:
+            self._out.append(act.StartTimer(_QUOTA_TIMER, left))
 
     # --- local answers: admin APIs, one store write at a time --------------------------------
 
@@ -655,6 +712,7 @@ class ProxySession:
         first = self.phase is Phase.AUTHENTICATING
         self._move(Move.LOGGED_IN)
         self.principal = step.principal
+        self.quota.bind(step.principal.name)
         self.log = self.log.bind(principal=bounded_name(str(step.principal)))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
                       session_expiry_ms=step.session_expiry_ms)

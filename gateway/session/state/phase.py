@@ -47,6 +47,7 @@ class Event(Enum):
     JOB_DONE = "job_done"
     AUTHENTICATION_TIMEOUT = "authentication timer"
     FAREWELL_DUE = "farewell timer"
+    QUOTA_UNMUTED = "quota timer"  # a client muted for its quota (KIP-219) may be read again
 
 
 class Move(Enum):
@@ -68,9 +69,9 @@ _CLIENT = frozenset({E.CLIENT_BYTES, E.MEMORY_GRANTED, E.CLIENT_WRITE_PAUSED, E.
                      E.JOB_DONE})
 _UPSTREAM = frozenset({E.UPSTREAM_READY, E.UPSTREAM_FAILED, E.UPSTREAM_WRITE_PAUSED, E.UPSTREAM_FRAMES,
                        E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.STREAM})
-_SERVING = _CLIENT | _UPSTREAM
+_SERVING = _CLIENT | _UPSTREAM | {E.QUOTA_UNMUTED}  # quotas bind to a principal: only once logged in
 _AFTER_CLOSE = _ALWAYS_LATE | _UPSTREAM | {E.CLIENT_BYTES, E.CLIENT_WRITE_PAUSED, E.AUTHENTICATION_TIMEOUT,
-                                           E.FAREWELL_DUE}
+                                           E.FAREWELL_DUE, E.QUOTA_UNMUTED}
 
 # Per phase: the events it handles, and those it ignores (reports that come late). Any other is impossible.
 HANDLES: dict[Phase, frozenset[Event]] = {
@@ -95,7 +96,7 @@ IGNORES: dict[Phase, frozenset[Event]] = {
     Phase.DRAINING: frozenset({E.AUTHENTICATION_TIMEOUT}),
     # The connection closes anyway once the farewell is out: a failing upstream, an abort change nothing.
     Phase.FAREWELL: _ALWAYS_LATE | {E.CLIENT_BYTES, E.AUTHENTICATION_TIMEOUT, E.UPSTREAM_READY,
-                                    E.UPSTREAM_FAILED, E.UPSTREAM_ERROR, E.UPSTREAM_LOST},
+                                    E.UPSTREAM_FAILED, E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.QUOTA_UNMUTED},
     Phase.CLOSING: _AFTER_CLOSE,
     Phase.CLOSED: _AFTER_CLOSE | {E.CLIENT_LOST},
 }
