@@ -254,6 +254,9 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "super.users": (_str, ""),
     "allow.everyone.if.no.acl.found": (_bool, False),
     "ksgate.acl.file": (_optional_str, None),
+    # a candidate ACL set evaluated beside the live one, enforcing nothing (authz/shadow.py)
+    "ksgate.acl.shadow.file": (_optional_str, None),
+    "ksgate.acl.shadow.report.interval.ms": (_int, 60_000),
     "ksgate.audit.log.file": (_optional_str, None),
     "ksgate.audit.log.allowed": (_bool, False),
     "ksgate.audit.log.max.bytes": (_int, 100 * 1024 * 1024),

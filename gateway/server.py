@@ -157,6 +157,8 @@ class Gateway:
             if self.ctx.authorization is not None:
                 # O(ACLs) when the file changed: off the event loop (the swap itself is atomic).
                 await asyncio.to_thread(self.ctx.authorization.store.reload_if_changed)
+                if self.ctx.authorization.shadow is not None:
+                    await asyncio.to_thread(self.ctx.authorization.shadow.refresh)
             if self.tokens is not None and tick % max(1, round(
                     self.config.settings["delegation.token.expiry.check.interval.ms"] / 1000 / self.ACL_POLL_S)) == 0:
                 await asyncio.to_thread(self.tokens.purge_expired, wall_clock_ms())
@@ -197,6 +199,8 @@ class Gateway:
         self.ctx.security = build_security(self.config, credentials, self.tokens)
         self.ctx.authorization = build_authorization(self.config, self._request_topic_refresh, credentials,
                                                      self.tokens, self.security_topic)
+        if self.ctx.authorization is not None:
+            self.ctx.metrics.watch_shadow(self.ctx.authorization.shadow)
         cluster.on_new_node.append(self._open_node_listeners)
         self.limits = ConnectionLimits(limit_settings(self.config, _resolve_host), time.monotonic)
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
