@@ -51,8 +51,10 @@ def set_change(before: Iterable[AclBinding], after: Iterable[AclBinding]) -> Set
 class ShadowAclSets(Protocol):
     """The shadow set (an AclStore for add/remove/list) and the operations between it and the live set."""
 
-    shadow: AclStore
     where: str
+
+    @property
+    def shadow(self) -> AclStore: ...
 
     def live_bindings(self) -> list[AclBinding]: ...
 
