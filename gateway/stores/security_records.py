@@ -9,6 +9,7 @@ Kafka topic, keyed so that compaction keeps exactly the latest record of each:
     {"kind": "decoy_secret", "id": RANDOM}              →  the secret SCRAM's decoy salts derive from
     {"kind": "shadow_acl", <the binding's fields>}      →  {"v": 1} while the shadow set holds the binding
     {"kind": "rollback_acl", <the binding's fields>}    →  {"v": 1}: the live set before the last promotion
+    {"kind": "rollback_acl_set"}                        →  {"v": 1} once a promotion kept a set (maybe empty)
 
 A promotion of the shadow set (``ksgate acls --shadow --promote``) is one batch — the live set's
 changes, the shadow set's tombstones and the new rollback set — which every instance applies as one
@@ -52,6 +53,7 @@ KIND_TOKEN = "token"
 KIND_DECOY_SECRET = "decoy_secret"
 KIND_SHADOW_ACL = "shadow_acl"
 KIND_ROLLBACK_ACL = "rollback_acl"
+KIND_ROLLBACK_ACL_SET = "rollback_acl_set"
 
 
 class StoreRecordError(ValueError):
@@ -77,6 +79,11 @@ def shadow_acl_record(binding: AclBinding, present: bool = True, kind: str = KIN
     """A binding of the shadow set (or, with ``kind=KIND_ROLLBACK_ACL``, of the set kept for a rollback)."""
     return StoreRecord(_canonical({"kind": kind, **binding_to_json(binding)}),
                        _canonical({"v": VALUE_VERSION}) if present else None)
+
+
+def rollback_kept_record() -> StoreRecord:
+    """Marks that a promotion kept the live set it replaced (which may have been empty) for a rollback."""
+    return StoreRecord(_canonical({"kind": KIND_ROLLBACK_ACL_SET}), _canonical({"v": VALUE_VERSION}))
 
 
 def credential_record(user: str, mechanism: str, credential: PlainCredential | ScramCredential | None) -> StoreRecord:
@@ -108,6 +115,7 @@ class SecuritySnapshot:
     decoy_secret: bytes | None = field(default=None, repr=False)  # the first in log order
     shadow_acls: Mapping[AclBinding, None] = field(default_factory=dict)  # the candidate set (authz/shadow.py)
     rollback_acls: Mapping[AclBinding, None] = field(default_factory=dict)  # the live set before a promotion
+    rollback_kept: bool = False  # a promotion kept rollback_acls (an empty kept set is still one)
 
 
 @dataclass(slots=True, frozen=True)
@@ -142,7 +150,8 @@ def _value_object(value: bytes, what: str) -> dict[str, Any]:
 class _Changes:
     """Copy-on-write views of the three maps: a map is copied the first time a record touches it."""
 
-    __slots__ = ("acls", "base", "decoy_secret", "sets", "tokens", "touched_acls", "touched_shadow", "users")
+    __slots__ = ("acls", "base", "decoy_secret", "rollback_kept", "sets", "tokens", "touched_acls", "touched_shadow",
+                 "users")
 
     def __init__(self, base: SecuritySnapshot) -> None:
         self.base = base
@@ -153,6 +162,7 @@ class _Changes:
         self.decoy_secret = base.decoy_secret
         self.sets: dict[str, dict[AclBinding, None]] = {}  # shadow_acl / rollback_acl, copied when touched
         self.touched_shadow: dict[AclBinding, None] = {}
+        self.rollback_kept = base.rollback_kept
 
     def acl(self, binding: AclBinding, present: bool) -> None:
         if self.acls is None:
@@ -205,7 +215,7 @@ class _Changes:
                                  base.users if self.users is None else self.users,
                                  base.tokens if self.tokens is None else self.tokens, self.decoy_secret,
                                  self.sets.get(KIND_SHADOW_ACL, base.shadow_acls),
-                                 self.sets.get(KIND_ROLLBACK_ACL, base.rollback_acls))
+                                 self.sets.get(KIND_ROLLBACK_ACL, base.rollback_acls), self.rollback_kept)
         added = [b for b in self.touched_acls if b in state.acls and b not in base.acls]
         removed = [b for b in self.touched_acls if b in base.acls and b not in state.acls]
         shadow, before = state.shadow_acls, base.shadow_acls
@@ -237,6 +247,8 @@ def apply_records(state: SecuritySnapshot, records: Iterable[tuple[bytes | None,
                 _apply_decoy_secret(changes, value)
             elif kind in (KIND_SHADOW_ACL, KIND_ROLLBACK_ACL):
                 _apply_acl_set(changes, kind, key_obj, value)
+            elif kind == KIND_ROLLBACK_ACL_SET:
+                changes.rollback_kept = value is not None and _value_object(value, kind) is not None
             else:
                 unknown += 1
         except (AclValidationError, CredentialFileError, TokenFileError) as exc:

@@ -28,6 +28,7 @@ from gateway.stores.security_records import (
     AppliedRecords,
     StoreRecord,
     acl_record,
+    rollback_kept_record,
     shadow_acl_record,
 )
 from gateway.stores.security_topic import SecurityTopic, StoreWriteError
@@ -265,6 +266,7 @@ class TopicShadowAcls:
         records = [acl_record(b, present=False) for b in change.removed] + [acl_record(b) for b in change.added]
         records += [shadow_acl_record(b, False, KIND_ROLLBACK_ACL) for b in kept.removed]
         records += [shadow_acl_record(b, True, KIND_ROLLBACK_ACL) for b in kept.added]
+        records.append(rollback_kept_record())
         if clear_shadow:
             records += [shadow_acl_record(b, present=False) for b in snapshot.shadow_acls]
         _append(self._topic, records)
@@ -277,10 +279,9 @@ class TopicShadowAcls:
         return self._swap(shadow, clear_shadow=True)
 
     def rollback(self) -> SetChange:
-        kept = self.rollback_bindings()
-        if not kept:
+        if not self._topic.snapshot.rollback_kept:
             raise AclStoreError(f"there is no kept ACL set to roll back to in {self.where}")
-        return self._swap(kept, clear_shadow=False)
+        return self._swap(self.rollback_bindings(), clear_shadow=False)
 
 
 def read_acl_file(path: str | os.PathLike[str]) -> list[AclBinding]:

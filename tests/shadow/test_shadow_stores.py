@@ -171,6 +171,16 @@ def test_topic_promote_is_one_batch_and_every_instance_applies_it_as_one_change(
     assert set(topic.snapshot.acls) == {ORDERS, AUDIT} and set(topic.snapshot.rollback_acls) == {ORDERS, PAYMENTS}
 
 
+def test_topic_rollback_of_a_promotion_from_no_acls_restores_no_acls() -> None:
+    topic = FakeTopic()
+    sets = TopicShadowAcls(topic)  # type: ignore[arg-type]
+    with pytest.raises(AclStoreError, match="no kept ACL set"):
+        sets.rollback()  # never promoted: nothing to return to (not "no ACLs")
+    sets.replace([ORDERS])
+    sets.promote()
+    assert sets.rollback().removed == [ORDERS] and not topic.snapshot.acls
+
+
 def test_topic_shadow_store_follows_the_records() -> None:
     topic = FakeTopic()
     sets = TopicShadowAcls(topic)  # type: ignore[arg-type]
