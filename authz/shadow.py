@@ -13,7 +13,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from auth.principal import KafkaPrincipal
-from authz.authorizer import Decision, DecisionRule, StandardAuthorizer
+from authz.authorizer import (
+    GATEWAY_RESERVED,
+    ILLEGAL_TOPIC_NAME,
+    NOT_READY,
+    SUPER_USER,
+    Decision,
+    DecisionRule,
+    StandardAuthorizer,
+)
 from authz.model import AclBinding
 from authz.request_policy import Action
 
@@ -21,10 +29,10 @@ WOULD_DENY = "would_deny"  # live ALLOWED, shadow DENIED: enforcing the shadow s
 WOULD_ALLOW = "would_allow"  # live DENIED, shadow ALLOWED: the shadow set would open this
 DIRECTIONS = (WOULD_DENY, WOULD_ALLOW)
 
-# Decisions the gateway takes whatever the ACLs say (its reserved topics, illegal names), and the
-# live authorizer before its first load: comparing them with a candidate set would only be noise.
-_NOT_ACL_DECISIONS = frozenset({DecisionRule.GATEWAY_RESERVED, DecisionRule.ILLEGAL_TOPIC_NAME,
-                                DecisionRule.NOT_READY})
+# Decisions the gateway takes whatever the ACLs say (its reserved topics, illegal names), the live
+# authorizer's before its first load (comparing them with a candidate set would only be noise), and a super
+# user's (the twin has the same super users: the same answer).  The authorizer returns these very objects.
+_NOT_COMPARED = frozenset(map(id, (GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, NOT_READY, SUPER_USER)))
 
 DEFAULT_REPORT_INTERVAL_S = 60.0
 # Keys whose last report the limiter remembers; a full table forgets the expired ones, then all.
@@ -153,10 +161,13 @@ class ShadowAcls:
                 live: Decision) -> DivergenceFold | None:
         """Evaluate ``action`` against the shadow set; a divergence goes into ``fold`` (created on the first)
         unless the limiter holds it back.  Returns the fold to keep for the request."""
-        if not self.active or (isinstance(live.rule, DecisionRule) and live.rule in _NOT_ACL_DECISIONS):
+        if not self.active or id(live) in _NOT_COMPARED:
             return fold
-        shadow = self.verdict(principal, host, action)
-        if shadow.allowed == live.allowed:
+        if action.__class__ is ByResourceType:
+            shadow = self.authorizer.authorize_any(principal, host, action.operation, action.resource_type)
+        else:  # the hot path: one cached lookup on the shadow snapshot, as the live decision was
+            shadow = self.authorizer.authorize(principal, host, action.operation, action.resource_type, action.name)
+        if shadow.allowed is live.allowed:
             return fold
         direction = WOULD_DENY if live.allowed else WOULD_ALLOW
         implicit = not action.log_if_denied

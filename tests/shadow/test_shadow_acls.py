@@ -3,7 +3,7 @@ folded per request and rate-limited per (principal, operation, resource, directi
 
 from __future__ import annotations
 
-from authz.authorizer import GATEWAY_RESERVED, NOT_READY, StandardAuthorizer
+from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, NOT_READY, SUPER_USER, StandardAuthorizer
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action
 from authz.shadow import (
@@ -115,6 +115,10 @@ def test_the_gateways_own_refusals_are_not_divergences() -> None:
     action = Action(Op.READ, ResourceType.TOPIC, "_ksgate_security")
     assert shadow.observe(None, ALICE, HOST, action, GATEWAY_RESERVED) is None
     assert shadow.observe(None, ALICE, HOST, action, NOT_READY) is None
+    assert shadow.observe(None, ALICE, HOST, action, ILLEGAL_TOPIC_NAME) is None
+    shadow.load([acl("_ksgate_security", Op.ALL, DENY)])
+    assert shadow.observe(None, ALICE, HOST, action, SUPER_USER) is None  # the twin has the same super users
+    assert sum(shadow.counts().values()) == 0
 
 
 def test_divergences_are_rate_limited_per_principal_operation_resource_and_direction() -> None:
