@@ -231,3 +231,11 @@ def test_a_bad_shadow_file_does_not_stop_the_gateway(tmp_path: Path) -> None:
     _write(shadow_path, ORDERS)  # fixed: picked up on the next poll
     shadow.refresh()
     assert shadow.active
+
+
+def test_a_shadow_file_with_the_replicated_store_is_a_configuration_error(tmp_path: Path) -> None:
+    from gateway.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match=r"ksgate\.acl\.shadow\.file"):
+        build_config({"upstream.bootstrap.servers": "b:9092", "authorizer.class.name": "StandardAuthorizer",
+                      "ksgate.security.store": "KAFKA", "ksgate.acl.shadow.file": str(tmp_path / "s.json")})
