@@ -157,6 +157,9 @@ examples:
   ksgate acls --acl-file acls.json --remove --allow-principal User:alice --producer --topic orders
   ksgate acls --bootstrap-server ksgate:9092 --command-config admin.properties \\
       --import-from-cluster kafka-1:9093 --import-command-config cluster-admin.properties
+  ksgate acls --shadow --config gateway.yaml --load recommend/recommended-acls.json
+  ksgate acls --shadow --config gateway.yaml --diff
+  ksgate acls --shadow --config gateway.yaml --promote       # and --rollback to undo
 """
 
 
