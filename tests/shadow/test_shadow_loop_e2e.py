@@ -9,6 +9,7 @@ clients keep working, and the named one is refused, as it was told.
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import os
@@ -130,6 +131,7 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
         # 4. The candidate as the shadow set: the same traffic diverges nowhere.
         _acls(config, "--load", str(candidate))
         _until(lambda: shadow.active, "the shadow ACL set")
+        shadow_phase_starts = len(audit_log.read_text().splitlines())
         for topic in ORDERS:
             assert _produce(gateway, "alice", topic) is None
         assert _events(audit_log, "shadow") == []
@@ -142,6 +144,20 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
         assert any((e["operation"], e["resource_type"], e["resource_name"], e["decision"], e["live"], e["shadow"])
                    == ("WRITE", "TOPIC", ORDERS[0], "WOULD_DENY", "ALLOWED", "DENIED") for e in named), named
         assert all(e["principal"] == "User:bob" for e in _events(audit_log, "shadow"))
+
+        # REPLAY STEP, acceptance (issue #22): replayed offline on the same traffic, the candidate set gives the
+        # verdicts the gateway gave live — the decisions the shadow events named are replay's changes.
+        if _replay_command_exists():
+            segment = tmp_path / "shadow-phase.log"
+            segment.write_text("\n".join(audit_log.read_text().splitlines()[shadow_phase_starts:]) + "\n")
+            replay = tmp_path / "replay-shadow-phase"
+            _audit_command("replay", "--input", str(segment), "--acls", str(candidate), "--output", str(replay))
+            with open(replay / "changes.csv", newline="", encoding="utf-8") as changes:
+                offline = {(r["principal"], r["operation"], r["resource_type"], r["resource_name"])
+                           for r in csv.DictReader(changes) if r["live"] != r["candidate"]}
+            live = {(e["principal"], e["operation"], e["resource_type"], e["resource_name"])
+                    for e in _events(audit_log, "shadow")}
+            assert offline == live
 
         # 6. Promote: the shadow set is the live one; alice keeps working, bob is refused as announced.
         _acls(config, "--promote")
