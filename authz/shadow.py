@@ -128,8 +128,10 @@ class ShadowAcls:
     """The shadow ACL set, evaluated by a twin of the live authorizer (same semantics, other bindings).
 
     Fits ``gateway.stores.file_acls.attach`` (``load`` / ``apply``).  Inactive while the set is
-    empty: a gateway without a shadow set pays one attribute test per decision.  The twin caches
-    its decisions per snapshot, as the live authorizer does, so a repeated decision costs a lookup.
+    empty (one call and one test per decision; a file-store gateway without ksgate.acl.shadow.file has
+    no ShadowAcls at all).  The twin caches its decisions per snapshot, as the live authorizer does, so a
+    repeated decision costs a lookup.  ``observe`` may run on worker threads: the counters take a lock,
+    the limiter's races at worst let one extra report through.
     """
 
     def __init__(self, live: StandardAuthorizer, limiter: ReportLimiter | None = None) -> None:
@@ -152,7 +154,8 @@ class ShadowAcls:
         self.active = self.authorizer.ready and self.authorizer.acl_count > 0
 
     def verdict(self, principal: KafkaPrincipal, host: str, action: Action) -> Decision:
-        """The shadow set's decision on ``action`` (authorizeByResourceType for a ByResourceType)."""
+        """The shadow set's decision on ``action`` (authorizeByResourceType for a ByResourceType); ``observe``
+        inlines the same two calls on the hot path."""
         if isinstance(action, ByResourceType):
             return self.authorizer.authorize_any(principal, host, action.operation, action.resource_type)
         return self.authorizer.authorize(principal, host, action.operation, action.resource_type, action.name)
