@@ -123,6 +123,13 @@ class StandardAuthorizer:
     def super_users(self) -> frozenset[str]:
         return self._super_users
 
+    def twin(self) -> StandardAuthorizer:
+        """An empty, not-ready authorizer with exactly these semantics (class, super users, no-ACL default,
+        cache size): what a candidate ACL set is evaluated with beside the live one (authz/shadow.py)."""
+        twin = type(self)(self._super_users, self._default is DEFAULT_ALLOW, cache_size=self._cache_size,
+                          compact_threshold=self._snapshot.index.compact_threshold)
+        return twin
+
     @property
     def cache_size(self) -> int:
         """Entries per memo table of each snapshot; 0 computes every decision from the index."""

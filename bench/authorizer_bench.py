@@ -25,6 +25,21 @@ Columns:
   1 add µs      CPU µs of one apply(added=[binding]) on the delta layer (mean of 100).
   compact s     CPU s of folding the delta into a new base (once every ~8·sqrt(n) changes).
   bindings MB   RSS growth for the AclBinding objects themselves; index MB: on top, for the index.
+
+``--shadow`` measures instead what a shadow ACL set (authz/shadow.py) costs the gateway's hot path:
+one request with one decision through ConnectionAuthzView (view, decision, audit flush), with no
+shadow set, with a shadow set equal to the live one (no divergence: a candidate that fits the
+traffic), and with a different one of the same size (divergences, rate-limited, written to an
+audit file).  The variants alternate ``--repeat`` times; medians and the min–max spread are printed.
+
+    .venv/bin/python bench/authorizer_bench.py --shadow --sizes 10000 --queries 200000 --repeat 7
+
+``--shadow --gateway`` measures the whole gateway instead: ``ksgate run`` processes in front of an
+embedded Tansu, alternately without and with the shadow set (equal to the live set of ``--sizes``
+bindings, the benchmark's principal allowed), each sent ``--queries`` single-record produce
+requests one at a time; the figure is the gateway process's CPU time (/proc, both modes) per request.
+
+    .venv/bin/python bench/authorizer_bench.py --shadow --gateway --sizes 10000 --queries 4000 --repeat 5
 """
 
 from __future__ import annotations
@@ -34,8 +49,10 @@ import gc
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -198,6 +215,151 @@ def measure(n: int, query_count: int, distinct: int, seed: int) -> dict[str, Any
     }
 
 
+def _request_loop(shared: Any, queries: list[Query]) -> float:
+    """Requests (one decision each) per CPU second through the gateway's ConnectionAuthzView."""
+    from authz.request_policy import Action
+    from gateway.session.authz_view import ConnectionAuthzView
+
+    actions = [(principal, host, Action(op, rt, name)) for principal, host, op, rt, name in queries]
+    gc.disable()
+    cpu = time.process_time()
+    for principal, host, action in actions:
+        view = ConnectionAuthzView(shared, principal, host, 5000, "PLAINTEXT", 0, 9, {})
+        view.allowed(action)
+        view.flush_audit()
+    cpu = time.process_time() - cpu
+    gc.enable()
+    return len(actions) / cpu
+
+
+def measure_shadow(n: int, query_count: int, distinct: int, seed: int, repeat: int, workdir: str) -> dict[str, Any]:
+    from authz.shadow import ShadowAcls
+    from gateway.ops.audit import AuditLog
+    from gateway.session.authz_view import GatewayAuthorization
+
+    rng = random.Random(seed)
+    acls = make_acls(n, rng)
+    queries = make_queries(acls, query_count, rng, distinct)
+    live = StandardAuthorizer({"User:admin"}, False)
+    live.load(acls)
+    audit = AuditLog(os.path.join(workdir, "audit.log"))  # denials are written, as in production
+    equal, other = ShadowAcls(live), ShadowAcls(live)
+    equal.load(acls)
+    other.load(make_acls(n, random.Random(seed + 7)))
+    variants = {"none": None, "equal": equal, "different": other}
+    shared = {name: GatewayAuthorization(live, None, audit, {}, shadow=shadow)  # type: ignore[arg-type]
+              for name, shadow in variants.items()}
+    for name in variants:  # warm every cache once: the steady state a gateway's clients see
+        _request_loop(shared[name], queries)
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeat):
+        for name in variants:
+            rates[name].append(_request_loop(shared[name], queries))
+    audit.close()
+    return {"acls": n, "queries": query_count, "repeat": repeat, "rates": rates,
+            "divergences_counted": sum(other.counts().values()), "reported_suppressed": other.suppressed,
+            "load_average": os.getloadavg()[0]}
+
+
+def _gateway_cpu_per_request(bootstrap: str, workdir: str, shadow: bool, requests: int) -> float:
+    """CPU µs of one ``ksgate run`` process per single-record produce request (after a warm-up)."""
+    import yaml
+    from confluent_kafka import Producer
+
+    from gateway.commands.embedded_broker import free_port
+
+    port = free_port()
+    settings: dict[str, Any] = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}", "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "upstream.bootstrap.servers": bootstrap, "authorizer.class.name": "StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": True, "ksgate.acl.file": os.path.join(workdir, "acls.json"),
+        "listener.name.plaintext.node.port.base": free_port(), "log.level": "WARNING"}
+    if shadow:
+        settings["ksgate.acl.shadow.file"] = os.path.join(workdir, "shadow.json")
+    config = Path(workdir) / f"gateway-{port}.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    gateway = subprocess.Popen([sys.executable, "-m", "gateway", "run", "--config", str(config)],
+                               cwd=Path(__file__).resolve().parent.parent,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 0, "acks": "all",
+                             "enable.idempotence": False, "log_level": 0})
+        deadline = time.monotonic() + 30
+        while True:  # until the gateway listens and relays
+            producer.produce("shadow-bench", b"x")
+            if producer.flush(5) == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start")
+        for _ in range(300):
+            producer.produce("shadow-bench", b"x")
+            producer.flush()
+        before = _process_cpu_s(gateway.pid)
+        for _ in range(requests):
+            producer.produce("shadow-bench", b"x")
+            producer.flush()
+        return (_process_cpu_s(gateway.pid) - before) / requests * 1e6
+    finally:
+        gateway.terminate()
+        gateway.wait(10)
+
+
+def _process_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_shadow_gateway(n: int, requests: int, seed: int, repeat: int, workdir: str) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from authz.acl_json import encode_acl_file
+    from gateway.commands.embedded_broker import EmbeddedBroker
+
+    acls = make_acls(n, random.Random(seed))
+    for resource_type in (TOPIC, GROUP):  # the benchmark's client (PLAINTEXT: User:ANONYMOUS) may do anything
+        acls.append(AclBinding(ResourcePattern(resource_type, "*", LITERAL),
+                               AccessControlEntry("User:ANONYMOUS", "*", Op.ALL, ALLOW)))
+    for name in ("acls.json", "shadow.json"):
+        Path(workdir, name).write_bytes(encode_acl_file(acls))
+    rates: dict[str, list[float]] = {"none": [], "equal": []}
+    with EmbeddedBroker() as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: its futures need the handle
+        admin.create_topics([NewTopic("shadow-bench", 1, 1)])["shadow-bench"].result(15)
+        for _ in range(repeat):
+            for name in rates:
+                rates[name].append(_gateway_cpu_per_request(broker.bootstrap, workdir, name == "equal", requests))
+    return {"acls": len(acls), "requests": requests, "repeat": repeat, "cpu_us_per_request": rates,
+            "load_average": os.getloadavg()[0]}
+
+
+def print_shadow_gateway(result: dict[str, Any]) -> None:
+    rates = result["cpu_us_per_request"]
+    base = statistics.median(rates["none"])
+    print(f"{'shadow set':>10} | {'gateway CPU µs/request':>22} | {'min':>6} | {'max':>6} | {'vs none':>7}")
+    print("-" * 64)
+    for name, values in rates.items():
+        median = statistics.median(values)
+        print(f"{name:>10} | {median:>22.1f} | {min(values):>6.1f} | {max(values):>6.1f} | {median / base:>7.3f}")
+    print(f"\n{result['acls']:,} live ACLs (and as many in the shadow set); {result['requests']:,} single-record "
+          f"produce requests per run, {result['repeat']} alternating runs per variant (medians, min–max); CPU time "
+          f"of the gateway process from /proc ({1e6 / os.sysconf('SC_CLK_TCK') / result['requests']:.1f} µs "
+          f"resolution per request); load average {result['load_average']:.1f} on {os.cpu_count()} CPUs.")
+
+
+def print_shadow(result: dict[str, Any]) -> None:
+    rates = result["rates"]
+    base = statistics.median(rates["none"])
+    print(f"{'shadow set':>10} | {'requests/CPU s':>14} | {'min':>9} | {'max':>9} | {'vs none':>7}")
+    print("-" * 62)
+    for name, values in rates.items():
+        median = statistics.median(values)
+        print(f"{name:>10} | {median:>14,.0f} | {min(values):>9,.0f} | {max(values):>9,.0f} | {median / base:>7.3f}")
+    print(f"\n{result['acls']:,} live ACLs, shadow sets of the same size; {result['queries']:,} requests of one "
+          f"decision per run, {result['repeat']} alternating runs per variant (medians, min–max); "
+          f"{result['divergences_counted']:,} divergences counted in the 'different' runs; Python "
+          f"{sys.version.split()[0]}; load average {result['load_average']:.1f} on {os.cpu_count()} CPUs.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
@@ -206,7 +368,28 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--shadow", action="store_true", help="the hot-path cost of a shadow ACL set instead")
+    parser.add_argument("--repeat", type=int, default=5, help="with --shadow: alternating runs per variant")
+    parser.add_argument("--gateway", action="store_true",
+                        help="with --shadow: gateway CPU per request (ksgate run in front of Tansu), not the stage")
     args = parser.parse_args()
+
+    if args.shadow and args.gateway:
+        with tempfile.TemporaryDirectory() as workdir:
+            for n in args.sizes:
+                result = measure_shadow_gateway(n, args.queries, args.seed, args.repeat, workdir)
+                print_shadow_gateway(result)
+                if args.json:
+                    print(json.dumps(result))
+        return
+    if args.shadow:
+        with tempfile.TemporaryDirectory() as workdir:
+            for n in args.sizes:
+                result = measure_shadow(n, args.queries, args.distinct, args.seed, args.repeat, workdir)
+                print_shadow(result)
+                if args.json:
+                    print(json.dumps(result))
+        return
 
     if args.one is not None:
         print(json.dumps(measure(args.one, args.queries, args.distinct, args.seed)))

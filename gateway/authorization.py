@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from auth.credentials import CredentialStore
 from authz.authorizer import StandardAuthorizer
+from authz.shadow import ShadowAcls
 from gateway.admin.delegation_tokens import TokenSettings
 from gateway.ops.audit import AuditLog
 from gateway.stores.file_acls import AclStore
@@ -32,3 +33,5 @@ class GatewayAuthorization:
     tokens: TokenStore | None = None
     quota_store: QuotaStore | None = None  # DescribeClientQuotas / AlterClientQuotas (gateway/admin/client_quotas.py)
     token_settings: TokenSettings = field(default_factory=TokenSettings)
+    # A candidate ACL set every decision is also evaluated against, enforcing nothing (authz/shadow.py).
+    shadow: ShadowAcls | None = None

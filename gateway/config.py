@@ -257,6 +257,9 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "super.users": (_str, ""),
     "allow.everyone.if.no.acl.found": (_bool, False),
     "ksgate.acl.file": (_optional_str, None),
+    # a candidate ACL set evaluated beside the live one, enforcing nothing (authz/shadow.py)
+    "ksgate.acl.shadow.file": (_optional_str, None),
+    "ksgate.acl.shadow.report.interval.ms": (_int, 60_000),
     "ksgate.audit.log.file": (_optional_str, None),
     "ksgate.audit.log.allowed": (_bool, False),
     "ksgate.audit.log.max.bytes": (_int, 100 * 1024 * 1024),
@@ -459,6 +462,11 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
         raise ConfigError("ksgate.acl.file: required when authorizer.class.name is set and "
                           "ksgate.security.store is FILE (where ACLs are kept); "
                           "set authorizer.class.name to an empty string to run without authorization")
+    if settings["ksgate.acl.shadow.file"] is not None and settings["ksgate.security.store"] == "KAFKA":
+        raise ConfigError("ksgate.acl.shadow.file: with ksgate.security.store KAFKA the shadow ACL set lives in "
+                          "the security topic (ksgate acls --shadow --config FILE); remove this key")
+    if settings["ksgate.acl.shadow.report.interval.ms"] < 0:
+        raise ConfigError("ksgate.acl.shadow.report.interval.ms: must be >= 0")
     for user in filter(None, (u.strip() for u in settings["super.users"].split(";"))):
         if ":" not in user:
             raise ConfigError(f"super.users: {user!r} is not Type:name (entries are separated by ';')")

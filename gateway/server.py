@@ -177,6 +177,8 @@ class Gateway:
             if self.ctx.authorization is not None:
                 # O(ACLs) when the file changed: off the event loop (the swap itself is atomic).
                 await asyncio.to_thread(self.ctx.authorization.store.reload_if_changed)
+                if self.ctx.authorization.shadow is not None:
+                    await asyncio.to_thread(self.ctx.authorization.shadow.refresh)
             if self.quota_store is not None:
                 await asyncio.to_thread(self.quota_store.reload_if_changed)
             if self.tokens is not None and tick % max(1, round(
@@ -226,6 +228,8 @@ class Gateway:
         local = local_handlers(credentials, self.quota_store) if self.ctx.authorization else {}
         self.ctx.routes = build_routes(all_policies(), local)
         self.ctx.discovered = self.discovered
+        if self.ctx.authorization is not None:
+            self.ctx.metrics.watch_shadow(self.ctx.authorization.shadow)
         self.limits = ConnectionLimits(limit_settings(self.config, _resolve_host), time.monotonic)
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
         self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)

@@ -77,6 +77,9 @@ PRODUCER_TRANSACTIONAL_ID_OPERATIONS = (AclOperation.WRITE, AclOperation.DESCRIB
 CONSUMER_TOPIC_OPERATIONS = (AclOperation.READ, AclOperation.DESCRIBE)
 CONSUMER_GROUP_OPERATIONS = (AclOperation.READ,)
 
+# Actions only the shadow ACL set has (gateway/commands/shadow_acls.py).
+SHADOW_ACTIONS = ("load", "diff", "clear", "promote", "rollback")
+
 _CONCRETE_OPERATIONS = [op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)]
 _RESOURCE_OPTIONS = "--topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal"
 
@@ -154,6 +157,9 @@ examples:
   ksgate acls --acl-file acls.json --remove --allow-principal User:alice --producer --topic orders
   ksgate acls --bootstrap-server ksgate:9092 --command-config admin.properties \\
       --import-from-cluster kafka-1:9093 --import-command-config cluster-admin.properties
+  ksgate acls --shadow --config gateway.yaml --load recommend/recommended-acls.json
+  ksgate acls --shadow --config gateway.yaml --diff
+  ksgate acls --shadow --config gateway.yaml --promote       # and --rollback to undo
 """
 
 
@@ -181,6 +187,19 @@ def add_acls_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     actions.add_argument("--list", dest="acls_action", action="store_const", const="list", help="list ACLs")
     actions.add_argument("--import-from-cluster", action=_ImportFrom, metavar="HOST:PORT",
                          help="copy the ACLs of the Kafka cluster at HOST:PORT (DescribeAcls) into the back end")
+    # The shadow ACL set's own actions (gateway/commands/shadow_acls.py; with --shadow --config).
+    actions.add_argument("--load", dest="load_file", metavar="FILE",
+                         help="with --shadow: replace the shadow set with the ACLs of FILE (e.g. ksgate audit "
+                              "recommend's recommended-acls.json)")
+    actions.add_argument("--diff", dest="acls_action", action="store_const", const="diff",
+                         help="with --shadow: the bindings the shadow set adds and removes against the live one")
+    actions.add_argument("--clear", dest="acls_action", action="store_const", const="clear",
+                         help="with --shadow: remove the shadow set (nothing is evaluated against it any more)")
+    actions.add_argument("--promote", dest="acls_action", action="store_const", const="promote",
+                         help="with --shadow: the shadow set becomes the live one, at once on every instance; "
+                              "the live set it replaces is kept for --rollback")
+    actions.add_argument("--rollback", dest="acls_action", action="store_const", const="rollback",
+                         help="with --shadow: the live set kept by the last --promote becomes live again")
 
     backend = acls.add_argument_group("where the ACLs are (exactly one)")
     backend.add_argument("--bootstrap-server", metavar="HOST:PORT",
@@ -190,6 +209,13 @@ def add_acls_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                               "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location")
     backend.add_argument("--acl-file", metavar="PATH",
                          help="edit this ACL file (the gateway's ksgate.acl.file) directly")
+    backend.add_argument("--shadow", action="store_true",
+                         help="act on the shadow ACL set of the gateway configuration --config names (evaluated "
+                              "beside the live set, enforcing nothing): with --add, --remove, --list, --load, "
+                              "--diff, --clear, --promote or --rollback")
+    backend.add_argument("--config", metavar="FILE",
+                         help="with --shadow: the gateway configuration whose stores are used (its "
+                              "ksgate.acl.file and ksgate.acl.shadow.file, or its security topic)")
     backend.add_argument("--import-command-config", metavar="FILE",
                          help="librdkafka properties for the admin client of --import-from-cluster")
     backend.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
@@ -256,7 +282,11 @@ def _flag(args: argparse.Namespace, name: str) -> bool:
 
 def _action(args: argparse.Namespace) -> str:
     action = getattr(args, "acls_action", None)
-    if action not in ("add", "remove", "list", "import"):
+    if action is None and getattr(args, "load_file", None):
+        action = "load"
+    if action in SHADOW_ACTIONS and not getattr(args, "shadow", False):
+        raise AclsUsageError(f"--{action} is an action on the shadow ACL set: add --shadow --config FILE")
+    if action not in ("add", "remove", "list", "import", *SHADOW_ACTIONS):
         raise AclsUsageError("exactly one action is required: --add, --remove, --list or --import-from-cluster")
     return str(action)
 
@@ -275,6 +305,14 @@ def _check_options(args: argparse.Namespace) -> None:
     def given(*names: str) -> list[str]:
         return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None)]
 
+    if action in SHADOW_ACTIONS:
+        bad = [o for o in ("topic", "group", "cluster", "transactional_id", "delegation_token", "user_principal",
+                           "allow_principal", "deny_principal", "allow_host", "deny_host", "operation", "principal",
+                           "producer", "consumer", "idempotent") if getattr(args, o, None)]
+        if bad:
+            raise AclsUsageError(f"--{action} takes no resource or principal options "
+                                 f"({', '.join('--' + o.replace('_', '-') for o in bad)})")
+        return
     if action in ("list", "import"):  # an import selects what it copies as --list selects what it shows
         bad = given("producer", "consumer", "allow_host", "allow_principal", "deny_host", "deny_principal",
                     "operation", "idempotent", *(("principal",) if action == "import" else ()))
@@ -741,6 +779,15 @@ def format_acl_listing(bindings: Iterable[AclBinding], principals: Sequence[str]
 
 def _check_backend(args: argparse.Namespace) -> None:
     bootstrap, acl_file = getattr(args, "bootstrap_server", None), getattr(args, "acl_file", None)
+    if getattr(args, "shadow", False):
+        if bootstrap or acl_file:
+            raise AclsUsageError("--shadow works on the stores of a gateway configuration: use --config FILE, "
+                                 "not --bootstrap-server or --acl-file")
+        if not getattr(args, "config", None):
+            raise AclsUsageError("--shadow needs --config FILE (the gateway configuration)")
+        return
+    if getattr(args, "config", None):
+        raise AclsUsageError("--config can only be used with --shadow")
     if bootstrap and acl_file:
         raise AclsUsageError("use either --bootstrap-server or --acl-file, not both")
     if not bootstrap and not acl_file:
@@ -786,8 +833,8 @@ def execute(args: argparse.Namespace, backend: AclBackend) -> None:
     print(format_acl_listing(backend.describe(listing_filters(args)), principals), end="")
 
 
-def run_acls_command(args: argparse.Namespace) -> int:
-    """Run a parsed ``acls`` command: 0 on success, 1 on failure (explained on stderr).
+def usage_problem(args: argparse.Namespace) -> int | None:
+    """Check a parsed ``acls`` command's options: None when they make a valid command, else 2 (explained).
 
     A usage error exits with status 2 through argparse (``parser.error``), as a parse error would.
     """
@@ -804,6 +851,17 @@ def run_acls_command(args: argparse.Namespace) -> int:
         if parser is not None:
             parser.error(str(exc))  # exits 2
         print(f"ksgate acls: error: {exc}", file=sys.stderr)
+        return 2
+    return None
+
+
+def run_acls_command(args: argparse.Namespace) -> int:
+    """Run a parsed ``acls`` command: 0 on success, 1 on failure (explained on stderr), 2 on a usage error."""
+    problem = usage_problem(args)
+    if problem is not None:
+        return problem
+    if getattr(args, "shadow", False):  # gateway/commands/shadow_acls.py runs those (see its parser hook)
+        print("ksgate acls: error: --shadow is not available here", file=sys.stderr)
         return 2
     try:
         backend = open_backend(args)

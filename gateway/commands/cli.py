@@ -15,6 +15,7 @@ from gateway.commands.init import add_init_parser
 from gateway.commands.quickstart import run_quickstart
 from gateway.commands.quotas import add_quotas_parser
 from gateway.commands.serving import install_event_loop_policy, serve
+from gateway.commands.shadow_acls import run_acls_or_shadow_command
 from gateway.commands.tokens import add_tokens_parser
 from gateway.commands.users import add_users_parser
 from gateway.config import ConfigError, GatewayConfig, load_config
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     quick.set_defaults(func=_cmd_quickstart)
     add_init_parser(sub)
     add_users_parser(sub)
-    add_acls_parser(sub)
+    add_acls_parser(sub).set_defaults(func=run_acls_or_shadow_command)  # --shadow: the shadow ACL set
     add_tokens_parser(sub)
     add_quotas_parser(sub)
     add_audit_parser(sub)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from authz.shadow import WOULD_DENY, DivergenceAggregate
 from gateway.ops.logs import open_private_log
 
 SCHEMA_VERSION = 1
@@ -119,6 +120,40 @@ class AuditLog:
             event["count"] = count
             event["sample"] = sample or []
         self._write(event)
+
+    def shadow(self, *, principal: str, client_host: str, client_port: int, listener: str, api_key: int,
+               api_name: str, api_version: int, aggregate: DivergenceAggregate) -> None:
+        """``count`` decisions of one request on which the shadow ACL set disagrees with the live one
+        (authz/shadow.py): ``divergence`` is would_deny (live ALLOWED, shadow DENIED) or would_allow.
+        Written whatever ksgate.audit.log.allowed says: it is what an operator must see before a promotion."""
+        if self._logger is None:
+            return
+        divergence, operation, resource_type, pattern_type, shadow_rule, implicit = aggregate.kind
+        resource_names, count = aggregate.sample, aggregate.count
+        live_allowed = divergence == WOULD_DENY
+        event: dict[str, Any] = {
+            "schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "shadow", "principal": principal,
+            "client_host": client_host, "client_port": client_port, "listener": listener, "api_key": api_key,
+            "api_name": api_name, "api_version": api_version, "operation": operation, "resource_type": resource_type,
+            "resource_name": bounded_name(resource_names[0]) if resource_names else "",
+            "pattern_type": pattern_type, "decision": divergence.upper(),
+            "live": "ALLOWED" if live_allowed else "DENIED", "shadow": "DENIED" if live_allowed else "ALLOWED",
+            "rule": shadow_rule, "implicit": implicit}
+        if count != 1:
+            event["count"] = count
+            event["sample"] = [bounded_name(name) for name in resource_names]
+        self._write(event)
+
+    def acl_set_change(self, *, operator: str, action: str, target: str, added: Sequence[str],
+                       removed: Sequence[str], added_count: int, removed_count: int) -> None:
+        """An operator's change of the live or shadow ACL set (``ksgate acls --shadow``): always recorded."""
+        if self._logger is None:
+            return
+        self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "acl_change", "principal": operator,
+                     "action": action, "target": target, "decision": "APPLIED",
+                     "added": added_count, "removed": removed_count,
+                     "sample_added": [bounded_name(b) for b in added[:ADMIN_SAMPLE_SIZE]],
+                     "sample_removed": [bounded_name(b) for b in removed[:ADMIN_SAMPLE_SIZE]]})
 
     def authentication(self, *, principal: str | None, attempted_user: str | None, client_host: str,
                        client_port: int, listener: str, mechanism: str | None, succeeded: bool,

@@ -39,6 +39,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar, TypeVar
 
+from authz.shadow import ShadowAcls, divergence_counts
 from gateway.config import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from gateway.ops.process_metrics import PROCESS_METRICS
 from protocol.api_keys import ApiKey
@@ -436,6 +437,15 @@ class Metrics:
         self.registry.collected("gauge", "ksgate_request_memory_waiting",
                                 "Connections paused until queued.max.request.bytes has room for their next request.",
                                 (), lambda: [((), waiting())])
+
+    def watch_shadow(self, shadow: ShadowAcls | None) -> None:
+        """Export the shadow ACL set's divergences from the live one (authz/shadow.py), read per scrape."""
+        self.registry.collected(
+            "counter", "ksgate_shadow_divergences_total",
+            "Authorization decisions on which the shadow ACL set disagrees with the live one, by direction "
+            "(would_deny: live allowed, shadow denied; would_allow: the reverse) and whether the check was "
+            "implicit (Metadata filtering, listing), all counted, rate-limited or not.",
+            ("direction", "implicit"), lambda: divergence_counts(shadow))
 
     def traffic(self, listener: str) -> ListenerTraffic:
         """The byte counters of ``listener``, for its connections to add to."""

@@ -16,6 +16,7 @@ from auth.principal import KafkaPrincipal
 from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, Decision
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action
+from authz.shadow import ByResourceType, DivergenceFold
 from authz.topic_guard import NOTHING_FOUND, TopicFindings
 from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit_batch import DecisionBatch, bounded_sample
@@ -63,8 +64,12 @@ class ConnectionAuthzView:
     broker_request: bool = False  # CLUSTER_ACTION was allowed: a broker's request, naming others' ids
     # This request's decisions, written by flush_audit as one event per decision kind.
     _batch: DecisionBatch = field(default_factory=DecisionBatch, init=False)
+    _shadow: DivergenceFold | None = field(default=None, init=False)  # this request's shadow divergences
 
     def _audit(self, action: Action, decision: Decision) -> None:
+        if self.authorization.shadow is not None:
+            self._shadow = self.authorization.shadow.observe(self._shadow, self.principal, self.client_host,
+                                                             action, decision)
         audit = self.authorization.audit
         if not audit.enabled or not (action.log_if_allowed if decision.allowed else action.log_if_denied):
             return
@@ -77,11 +82,17 @@ class ConnectionAuthzView:
 
     def flush_audit(self) -> None:
         """Write the decisions recorded so far (called once the policy, and again once its response hook, ran)."""
-        if not len(self._batch):
+        fold, self._shadow = self._shadow, None
+        if not len(self._batch) and fold is None:
             return
         schema = api(self.api_key)
         api_name = schema.name if schema else str(self.api_key)
         principal = str(self.principal)
+        for divergence in fold.kinds.values() if fold is not None else ():
+            self.authorization.audit.shadow(principal=principal, client_host=self.client_host,
+                                            client_port=self.client_port, listener=self.listener,
+                                            api_key=self.api_key, api_name=api_name,
+                                            api_version=self.api_version, aggregate=divergence)
         for aggregate in self._batch.drain():
             single = aggregate.count == 1  # exactly today's event: no count, no sample
             sample = bounded_sample(aggregate)
@@ -117,7 +128,7 @@ class ConnectionAuthzView:
         authorizer = self.authorization.authorizer
         decision = authorizer.authorize_any(self.principal, self.client_host, operation, resource_type)
         # Kafka's authorizeByResourceType never logs a denial: it only backs up another check.
-        self._audit(Action(operation, resource_type, "*", log_if_denied=False), decision)
+        self._audit(ByResourceType(operation, resource_type), decision)
         return decision.allowed
 
     def authorized_operations(self, resource_type: ResourceType, name: str,

@@ -8,6 +8,13 @@ Kafka topic, keyed so that compaction keeps exactly the latest record of each:
     {"kind": "token", "id": TOKEN_ID}                   →  the token's details, its HMAC hashed
     {"kind": "decoy_secret", "id": RANDOM}              →  the secret SCRAM's decoy salts derive from
     {"kind": "quota", "entity": {TYPE: NAME or null}}   →  the entity's client-quota values
+    {"kind": "shadow_acl", <the binding's fields>}      →  {"v": 1} while the shadow set holds the binding
+    {"kind": "rollback_acl", <the binding's fields>}    →  {"v": 1}: the live set before the last promotion
+    {"kind": "rollback_acl_set"}                        →  {"v": 1} once a promotion kept a set (maybe empty)
+
+A promotion of the shadow set (``ksgate acls --shadow --promote``) is one batch — the live set's
+changes, the shadow set's tombstones and the new rollback set — which every instance applies as one
+change (one record batch is one ``apply_records``), so no reader sees it half done.
 
 A null value (a tombstone) deletes.  The decoy secret is written once, by whichever instance
 finds none after loading; if several race, each writes its own id (so compaction keeps all)
@@ -48,6 +55,9 @@ KIND_ACL = "acl"
 KIND_TOKEN = "token"
 KIND_DECOY_SECRET = "decoy_secret"
 KIND_QUOTA = "quota"
+KIND_SHADOW_ACL = "shadow_acl"
+KIND_ROLLBACK_ACL = "rollback_acl"
+KIND_ROLLBACK_ACL_SET = "rollback_acl_set"
 
 
 class StoreRecordError(ValueError):
@@ -67,6 +77,17 @@ def _canonical(obj: Mapping[str, Any]) -> bytes:
 def acl_record(binding: AclBinding, present: bool = True) -> StoreRecord:
     return StoreRecord(_canonical({"kind": KIND_ACL, **binding_to_json(binding)}),
                        _canonical({"v": VALUE_VERSION}) if present else None)
+
+
+def shadow_acl_record(binding: AclBinding, present: bool = True, kind: str = KIND_SHADOW_ACL) -> StoreRecord:
+    """A binding of the shadow set (or, with ``kind=KIND_ROLLBACK_ACL``, of the set kept for a rollback)."""
+    return StoreRecord(_canonical({"kind": kind, **binding_to_json(binding)}),
+                       _canonical({"v": VALUE_VERSION}) if present else None)
+
+
+def rollback_kept_record() -> StoreRecord:
+    """Marks that a promotion kept the live set it replaced (which may have been empty) for a rollback."""
+    return StoreRecord(_canonical({"kind": KIND_ROLLBACK_ACL_SET}), _canonical({"v": VALUE_VERSION}))
 
 
 def credential_record(user: str, mechanism: str, credential: PlainCredential | ScramCredential | None) -> StoreRecord:
@@ -103,6 +124,9 @@ class SecuritySnapshot:
     tokens: Mapping[str, TokenEntry] = field(default_factory=dict)
     decoy_secret: bytes | None = field(default=None, repr=False)  # the first in log order
     quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
+    shadow_acls: Mapping[AclBinding, None] = field(default_factory=dict)  # the candidate set (authz/shadow.py)
+    rollback_acls: Mapping[AclBinding, None] = field(default_factory=dict)  # the live set before a promotion
+    rollback_kept: bool = False  # a promotion kept rollback_acls (an empty kept set is still one)
 
 
 @dataclass(slots=True, frozen=True)
@@ -114,6 +138,8 @@ class AppliedRecords:
     acls_removed: list[AclBinding]
     unknown: int  # records of kinds this version does not know (written by a newer ksgate): skipped
     quotas_changed: bool = False  # a quota record was applied: the quota book must follow
+    shadow_added: list[AclBinding] = field(default_factory=list)
+    shadow_removed: list[AclBinding] = field(default_factory=list)
 
 
 def _json_object(data: bytes, what: str) -> dict[str, Any]:
@@ -136,7 +162,8 @@ def _value_object(value: bytes, what: str) -> dict[str, Any]:
 class _Changes:
     """Copy-on-write views of the three maps: a map is copied the first time a record touches it."""
 
-    __slots__ = ("acls", "base", "decoy_secret", "quotas", "tokens", "touched_acls", "users")
+    __slots__ = ("acls", "base", "decoy_secret", "quotas", "rollback_kept", "sets", "tokens", "touched_acls",
+                 "touched_shadow", "users")
 
     def __init__(self, base: SecuritySnapshot) -> None:
         self.base = base
@@ -146,6 +173,9 @@ class _Changes:
         self.quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self.touched_acls: dict[AclBinding, None] = {}
         self.decoy_secret = base.decoy_secret
+        self.sets: dict[str, dict[AclBinding, None]] = {}  # shadow_acl / rollback_acl, copied when touched
+        self.touched_shadow: dict[AclBinding, None] = {}
+        self.rollback_kept = base.rollback_kept
 
     def acl(self, binding: AclBinding, present: bool) -> None:
         if self.acls is None:
@@ -155,6 +185,18 @@ class _Changes:
             self.acls[binding] = None
         else:
             self.acls.pop(binding, None)
+
+    def acl_set(self, kind: str, binding: AclBinding, present: bool) -> None:
+        members = self.sets.get(kind)
+        if members is None:
+            base = self.base.shadow_acls if kind == KIND_SHADOW_ACL else self.base.rollback_acls
+            members = self.sets[kind] = dict(base)
+        if kind == KIND_SHADOW_ACL:
+            self.touched_shadow[binding] = None
+        if present:
+            members[binding] = None
+        else:
+            members.pop(binding, None)
 
     def credential(self, user: str, mechanism: str, credential: PlainCredential | ScramCredential | None) -> None:
         if self.users is None:
@@ -193,10 +235,15 @@ class _Changes:
         state = SecuritySnapshot(base.acls if self.acls is None else self.acls,
                                  base.users if self.users is None else self.users,
                                  base.tokens if self.tokens is None else self.tokens, self.decoy_secret,
-                                 base.quotas if self.quotas is None else self.quotas)
+                                 base.quotas if self.quotas is None else self.quotas,
+                                 self.sets.get(KIND_SHADOW_ACL, base.shadow_acls),
+                                 self.sets.get(KIND_ROLLBACK_ACL, base.rollback_acls), self.rollback_kept)
         added = [b for b in self.touched_acls if b in state.acls and b not in base.acls]
         removed = [b for b in self.touched_acls if b in base.acls and b not in state.acls]
-        return AppliedRecords(state, added, removed, unknown, self.quotas is not None)
+        shadow, before = state.shadow_acls, base.shadow_acls
+        return AppliedRecords(state, added, removed, unknown, self.quotas is not None,
+                              shadow_added=[b for b in self.touched_shadow if b in shadow and b not in before],
+                              shadow_removed=[b for b in self.touched_shadow if b in before and b not in shadow])
 
 
 def apply_records(state: SecuritySnapshot, records: Iterable[tuple[bytes | None, bytes | None]]) -> AppliedRecords:
@@ -222,6 +269,10 @@ def apply_records(state: SecuritySnapshot, records: Iterable[tuple[bytes | None,
                 _apply_decoy_secret(changes, value)
             elif kind == KIND_QUOTA:
                 _apply_quota(changes, key_obj, value)
+            elif kind in (KIND_SHADOW_ACL, KIND_ROLLBACK_ACL):
+                _apply_acl_set(changes, kind, key_obj, value)
+            elif kind == KIND_ROLLBACK_ACL_SET:
+                changes.rollback_kept = value is not None and _value_object(value, kind) is not None
             else:
                 unknown += 1
         except (AclValidationError, CredentialFileError, TokenFileError, QuotaError) as exc:
@@ -234,6 +285,13 @@ def _apply_acl(changes: _Changes, key: dict[str, Any], value: bytes | None) -> N
     if value is not None:
         _value_object(value, "acl")
     changes.acl(binding, value is not None)
+
+
+def _apply_acl_set(changes: _Changes, kind: str, key: dict[str, Any], value: bytes | None) -> None:
+    binding = binding_from_json({k: v for k, v in key.items() if k != "kind"})
+    if value is not None:
+        _value_object(value, kind)
+    changes.acl_set(kind, binding, value is not None)
 
 
 def _apply_credential(changes: _Changes, key: dict[str, Any], value: bytes | None) -> None:

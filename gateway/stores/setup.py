@@ -16,10 +16,13 @@ from auth.listener_security import ListenerSecurity
 from auth.principal_builder import DefaultPrincipalBuilder
 from auth.sasl.mechanism import MechanismFactory
 from auth.sasl.server import SaslServerConfig
+from authz.acl_json import AclStoreError
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig
 
 if TYPE_CHECKING:
     from auth.tls import TlsContextProvider
+    from authz.authorizer import StandardAuthorizer
+    from authz.shadow import ShadowAcls
     from gateway.authorization import GatewayAuthorization
     from gateway.quotas.book import QuotaBook
     from gateway.stores.file_acls import FileAclStore
@@ -266,4 +269,30 @@ def build_authorization(config: GatewayConfig, credentials: CredentialStore | No
     return GatewayAuthorization(authorizer, store, audit,
                                 reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset(),
                                 credentials=credentials, tokens=tokens, quota_store=quotas,
-                                token_settings=TokenSettings.from_settings(settings))
+                                token_settings=TokenSettings.from_settings(settings),
+                                shadow=shadow_acls(config, authorizer, topic))
+
+
+def shadow_acls(config: GatewayConfig, live: StandardAuthorizer, topic: SecurityTopic | None) -> ShadowAcls | None:
+    """The shadow ACL set, following its store: the security topic's shadow_acl records, or ksgate.acl.shadow.file
+    (polled with the live file: ``refresh``); None when there is nowhere a shadow set could be."""
+    from authz.shadow import ReportLimiter, ShadowAcls
+    from gateway.stores.shadow_acls import FileShadowStore, TopicShadowAclStore
+
+    settings = config.settings
+    shadow = ShadowAcls(live, ReportLimiter(settings["ksgate.acl.shadow.report.interval.ms"] / 1000))
+    if topic is not None:  # loads as the topic replays, before any listener opens
+        TopicShadowAclStore(topic).load_and_subscribe(shadow.load, shadow.apply)
+        return shadow
+    path = settings["ksgate.acl.shadow.file"]
+    if path is None:
+        return None
+    store = FileShadowStore(path)
+    try:
+        shadow.load(store.load())
+    except AclStoreError as exc:  # a bad candidate set must not stop the gateway: it enforces nothing
+        logging.getLogger("ksgate.authz").error("ksgate.acl.shadow.file: %s; no shadow ACLs until it is fixed", exc)
+        shadow.load([])  # ready and empty, so that the fixed file's bindings apply
+    store.subscribe(shadow.apply)
+    shadow.refresh = store.reload_if_changed
+    return shadow
