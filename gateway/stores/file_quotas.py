@@ -48,6 +48,25 @@ class QuotaStore(Protocol):
         ...
 
 
+class NoQuotaStore:
+    """Where quotas live when no store is configured (FILE store without ksgate.quota.file): none are set,
+    and a change is refused with a message naming the key. The quota APIs are still answered, so that
+    Kafka's tools keep working: kafka-configs --describe --entity-type users asks DescribeClientQuotas
+    before it lists a user's SCRAM credentials, and would fail on an API the gateway did not offer."""
+
+    def quotas(self) -> QuotaState:
+        return {}
+
+    def alter(self, changes: Sequence[QuotaChange]) -> None:
+        raise QuotaStoreError("no quota store is configured: set ksgate.quota.file (or use the KAFKA security store)")
+
+    def subscribe(self, callback: QuotaListener) -> Callable[[], None]:
+        return lambda: None
+
+    def reload_if_changed(self) -> bool:
+        return False
+
+
 def encode_quota_file(state: QuotaState) -> bytes:
     """One entity a line (readable, diffable), each line by the C JSON encoder: ``indent`` would take the
     pure-Python one, ten times slower on a file of 10,000 entities."""

@@ -68,17 +68,18 @@ def token_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> To
         raise ConfigError(f"ksgate.delegation.token.file: {exc}") from None
 
 
-def quota_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> QuotaStore | None:
+def quota_store(config: GatewayConfig, topic: SecurityTopic | None = None) -> QuotaStore:
     """Client quotas: in the security topic, else in ksgate.quota.file (loaded now: a bad file stops the
-    start, as a bad ACL file does), else None (no quota API is offered)."""
+    start, as a bad ACL file does), else none: no quota is set and a change is refused (NoQuotaStore)."""
     if topic is not None:
         from gateway.stores.replicated import TopicQuotaStore
 
         return TopicQuotaStore(topic)
+    from gateway.stores.file_quotas import FileQuotaStore, NoQuotaStore, QuotaStoreError
+
     path = config.settings["ksgate.quota.file"]
     if path is None:
-        return None
-    from gateway.stores.file_quotas import FileQuotaStore, QuotaStoreError
+        return NoQuotaStore()
 
     store = FileQuotaStore(path)
     try:

@@ -87,17 +87,19 @@ def test_without_cluster_rights_the_quota_apis_answer_cluster_authorization_fail
     assert not any(e.name("user") == "alice" for e in state)
 
 
-def test_without_a_quota_store_the_quota_apis_are_not_offered(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    """Relayed, they would read and set the quotas of the gateway's own principal on the broker."""
+def test_without_a_quota_store_the_quota_apis_answer_none_set_and_refuse_changes(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """Never relayed (they would read and set the quotas of the gateway's own principal on the broker),
+    but still offered: kafka-configs --describe --entity-type users asks DescribeClientQuotas first."""
     gateway = secured_gateway(broker.bootstrap, tmp_path)
     try:
         admin = _as(gateway, "admin")
-        _answer(admin, ApiKey.DESCRIBE_ACLS, {"resource_type_filter": 1, "resource_name_filter": None,
-                                              "pattern_type_filter": 1, "principal_filter": None,
-                                              "host_filter": None, "operation": 1, "permission_type": 1})
-        assert ApiKey.DESCRIBE_ACLS in admin.versions
-        assert ApiKey.DESCRIBE_CLIENT_QUOTAS not in admin.versions
-        assert ApiKey.ALTER_CLIENT_QUOTAS not in admin.versions
+        described = _answer(admin, ApiKey.DESCRIBE_CLIENT_QUOTAS, EVERYTHING)
+        assert (described["error_code"], described["entries"]) == (0, [])
+        altered = _answer(admin, ApiKey.ALTER_CLIENT_QUOTAS, ALICE_PRODUCER)
+        [entry] = altered["entries"]
+        assert entry["error_code"] != 0 and "ksgate.quota.file" in entry["error_message"]
+        assert _answer(admin, ApiKey.DESCRIBE_CLIENT_QUOTAS, EVERYTHING)["entries"] == []
         admin.close()
     finally:
         gateway.stop()

@@ -124,4 +124,7 @@ def test_a_bad_quota_file_stops_the_start_and_a_good_one_fills_the_book(tmp_path
     assert book.lookup("a", "", "producer_byte_rate") == (5.0, "user=a")
     store.alter([(ALICE, {"producer_byte_rate": 7.0})])
     assert book.lookup("alice", "", "producer_byte_rate") == (7.0, "user=alice")
-    assert quota_store(build_config({"upstream.bootstrap.servers": "b:9092"})) is None
+    unset = quota_store(build_config({"upstream.bootstrap.servers": "b:9092"}))
+    assert unset.quotas() == {}
+    with pytest.raises(QuotaStoreError, match=r"ksgate\.quota\.file"):
+        unset.alter([(ALICE, {"producer_byte_rate": 7.0})])
