@@ -45,8 +45,15 @@ AUDIT_SCHEMA = T.StructType([
 
 
 def event_time(ts: Column) -> Column:
-    """The documented ``ts`` string as a timestamp (null if malformed)."""
-    return F.try_to_timestamp(ts, F.lit(TS_FORMAT))
+    """The documented ``ts`` string (TS_FORMAT) as a timestamp (null if malformed).
+
+    Spark's own ISO 8601 cast (``try_to_timestamp`` without a pattern) is several times cheaper per row
+    than a pattern, which goes through java.time's formatter; it is also more lenient (a bare date, a
+    space for ``T``), so the documented shape is checked first: 24 characters with ``Z`` or 29 with an
+    offset, ``T`` and a millisecond point where TS_FORMAT puts them.
+    """
+    shaped = F.length(ts).isin(24, 29) & (F.substring(ts, 11, 1) == "T") & (F.substring(ts, 20, 1) == ".")
+    return F.when(shaped, F.try_to_timestamp(ts))
 
 
 def iso_text(ts: Column) -> Column:
