@@ -17,10 +17,19 @@ from pipeline import charts
 from pipeline.instants import parse_instant
 from pipeline.markdown import code, document, table
 from pipeline.progress import QUIET, Progress
-from pipeline.schema import AUTHENTICATION, AUTHORIZATION, DECISIONS, decisions, iso_text, read_events
+from pipeline.schema import (
+    AGGREGATE_FIELDS,
+    AUTHENTICATION,
+    AUTHORIZATION,
+    DECISIONS,
+    decisions,
+    iso_text,
+    one_row_per_name,
+    read_logged,
+)
 
 REPORT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "api_name", "operation",
-                  "resource_type", "resource_name", "decision", "rule", DECISIONS)
+                  "resource_type", "resource_name", "decision", "rule", *AGGREGATE_FIELDS)
 # Everything the report groups by: decisions repeat massively, so one pass sums the log into a row per
 # distinct combination and hour (the cube), and every table is computed from that small frame.
 CUBE_KEYS = ("event", "principal", "attempted_user", "client_host", "api_name", "operation", "resource_type",
@@ -50,15 +59,21 @@ def _denied() -> Column:
     return F.col("decision") == "DENIED"
 
 
-def decision_cube(events: DataFrame) -> DataFrame:
+def decision_cube(logged: DataFrame) -> DataFrame:
     """One row per distinct CUBE_KEYS: ``decisions`` summed, ``first_seen`` and ``last_seen``.
 
-    The tables below take this cube (or its authorization/authentication part), never raw events.
+    ``logged`` is schema.read_logged: identical lines are counted first, and only those groups are
+    expanded by name (one_row_per_name), not every line.  The tables below take this cube (or its
+    authorization/authentication part), never raw events.
     """
     super_user = F.coalesce(F.col("rule") == "SuperUser", F.lit(False))
-    return (events.withColumn("super_user", super_user).withColumn("hour", F.date_trunc("hour", "ts"))
-            .groupBy(*CUBE_KEYS)
-            .agg(F.sum(DECISIONS).alias(DECISIONS), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+    keys = [k for k in CUBE_KEYS if k != "resource_name"]
+    lines = (logged.withColumn("super_user", super_user).withColumn("hour", F.date_trunc("hour", "ts"))
+             .groupBy(*keys, "resource_name", *AGGREGATE_FIELDS)
+             .agg(F.count(F.lit(1)).alias("_lines"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+    return (one_row_per_name(lines, times="_lines").groupBy(*CUBE_KEYS)
+            .agg(F.sum(DECISIONS).alias(DECISIONS), F.min("first_seen").alias("first_seen"),
+                 F.max("last_seen").alias("last_seen")))
 
 
 def access_matrix(authz: DataFrame) -> DataFrame:
@@ -171,7 +186,7 @@ def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since:
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     # The one pass over the log; the cube is small (distinct combinations per hour), so it is kept.
-    cube = decision_cube(read_events(spark, inputs, since, until).select(*REPORT_COLUMNS)).persist()
+    cube = decision_cube(read_logged(spark, inputs, since, until).select(*REPORT_COLUMNS)).persist()
     try:
         counts, first, last = totals(cube)
         authz = cube.filter(F.col("event") == AUTHORIZATION)

@@ -27,7 +27,7 @@ from pipeline.replay.verdicts import (
     DecisionKey,
     names_hosts,
 )
-from pipeline.schema import DECISIONS, authorizations, iso_text, read_events
+from pipeline.schema import AGGREGATE_FIELDS, AUTHORIZATION, DECISIONS, iso_text, one_row_per_name, read_logged
 
 UNCHANGED, WOULD_DENY, WOULD_ALLOW, NOT_REPLAYED = "unchanged", "would_deny", "would_allow", "not_replayed"
 OUTCOMES = (UNCHANGED, WOULD_DENY, WOULD_ALLOW, NOT_REPLAYED)
@@ -64,15 +64,25 @@ class ReplayResult:
             frame.unpersist()
 
 
-def decision_groups(authz: DataFrame) -> DataFrame:
-    """One row per (KEY, live decision, live rule class): decisions, first and last seen."""
-    guarded = F.coalesce(F.col("rule").isin(*sorted(GUARD_RULES)), F.lit(False))
-    return (authz.filter(F.col("decision").isin(ALLOWED, DENIED)).withColumn("guarded", guarded)
-            .groupBy(*KEY, "decision")
-            .agg(F.sum(DECISIONS).alias("count"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen"),
-                 F.max(F.col("rule") == SUPER_USER_RULE).alias("super_user"),
-                 F.max((F.col("rule") == NO_ACL_DEFAULT_RULE) & (F.col("decision") == ALLOWED)).alias("nad_allowed"),
-                 F.max((F.col("rule") == NO_ACL_DEFAULT_RULE) & (F.col("decision") == DENIED)).alias("nad_denied")))
+def decision_groups(logged: DataFrame) -> DataFrame:
+    """One row per (KEY, live decision): decisions, first and last seen, and what the live rules reveal.
+
+    ``logged`` is schema.read_logged: identical lines are counted first, and only those groups are
+    expanded by name (one_row_per_name), not every line.
+    """
+    rule = F.col("rule")
+    lines = (logged.filter((F.col("event") == AUTHORIZATION) & F.col("decision").isin(ALLOWED, DENIED))
+             .withColumn("guarded", F.coalesce(rule.isin(*sorted(GUARD_RULES)), F.lit(False)))
+             .withColumn("super_user", F.coalesce(rule == SUPER_USER_RULE, F.lit(False)))
+             .withColumn("no_acl_default", F.coalesce(rule == NO_ACL_DEFAULT_RULE, F.lit(False)))
+             .groupBy(*KEY, "decision", "super_user", "no_acl_default", "event", *AGGREGATE_FIELDS)
+             .agg(F.count(F.lit(1)).alias("_lines"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+    allowed = F.col("decision") == ALLOWED
+    return (one_row_per_name(lines, times="_lines").groupBy(*KEY, "decision")
+            .agg(F.sum(DECISIONS).alias("count"), F.min("first_seen").alias("first_seen"),
+                 F.max("last_seen").alias("last_seen"), F.max("super_user").alias("super_user"),
+                 F.max(F.col("no_acl_default") & allowed).alias("nad_allowed"),
+                 F.max(F.col("no_acl_default") & ~allowed).alias("nad_denied")))
 
 
 def log_evidence(groups: DataFrame) -> LogEvidence:
@@ -148,8 +158,7 @@ def replay_decisions(spark: SparkSession, inputs: Sequence[str], candidate: Sequ
 
     The result's ``changes`` frame reads persisted data: call ``ReplayResult.release`` once it is written.
     """
-    authz = authorizations(read_events(spark, inputs, since, until))
-    groups = decision_groups(authz).persist()
+    groups = decision_groups(read_logged(spark, inputs, since, until)).persist()
     evidence = log_evidence(groups)  # the one pass over the log: everything after reads the groups
     settings = resolve(given, evidence)
     with_host = names_hosts(candidate)
