@@ -170,7 +170,8 @@ def main() -> int:
     for stage in stages:
         rate = f"{stage.rate:,.0f}" if stage.events else "–"
         runs = f" (runs: {', '.join(f'{r:.1f}' for r in stage.runs)} s)" if stage.runs else ""
-        print(f"{stage.name:<12} {stage.seconds:>9.1f} {rate:>12} {stage.cpu_seconds:>8.1f}  {stage.note}{runs}")
+        cpu_s = f"{stage.cpu_seconds:.1f}" if stage.cpu_seconds else "–"
+        print(f"{stage.name:<12} {stage.seconds:>9.1f} {rate:>12} {cpu_s:>8}  {stage.note}{runs}")
     if args.json:
         print(json.dumps({"events": args.events, "days": args.days, "master": args.master,
                           "stages": [{**asdict(s), "events_per_second": s.rate} for s in stages]}))
