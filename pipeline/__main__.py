@@ -1,4 +1,4 @@
-"""``python -m pipeline report|recommend|alerts|generate …``: the ``ksgate audit`` commands on their own.
+"""``python -m pipeline report|recommend|replay|alerts|generate …``: the ``ksgate audit`` commands on their own.
 
 With ksgate installed on the driver it is also a spark-submit script: ``spark-submit pipeline/__main__.py report …``.
 """

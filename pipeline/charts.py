@@ -59,3 +59,25 @@ def top_denials(principals: Sequence[tuple[str, int]], resources: Sequence[tuple
     _bars(figure, 1, "Top denied principals", principals)
     _bars(figure, 2, "Top denied resources", resources)
     figure.savefig(path, dpi=100)
+
+
+def replay_changes(principals: Sequence[tuple[str, int, int]], path: Path) -> None:
+    """Per principal (busiest first): decisions a candidate ACL set would deny and would allow, as bars."""
+    figure = Figure(figsize=(10, 5), layout="constrained")
+    axes = figure.add_subplot()
+    labels = [label if len(label) <= 40 else label[:39] + "…" for label, _, _ in principals][::-1]
+    y = list(range(len(labels)))
+    axes.barh([i + 0.2 for i in y], [d for _, d, _ in principals][::-1], height=0.4, color=DENIED_COLOUR,
+              label="would deny")
+    axes.barh([i - 0.2 for i in y], [a for _, _, a in principals][::-1], height=0.4, color=ALLOWED_COLOUR,
+              label="would allow")
+    axes.set_yticks(y, labels)
+    axes.set_ylim(-0.5, max(len(labels), 5) - 0.5)
+    axes.set_title("Decisions the candidate ACLs would change, per principal")
+    axes.set_xlabel("decisions")
+    axes.tick_params(axis="y", labelsize=8)
+    if principals:
+        axes.legend()
+    else:
+        axes.text(0.5, 0.5, "no changes", ha="center", va="center", transform=axes.transAxes)
+    figure.savefig(path, dpi=100)

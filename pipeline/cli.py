@@ -1,4 +1,4 @@
-"""``ksgate audit report|recommend|alerts|generate``: the command line of the audit-log pipeline.
+"""``ksgate audit report|recommend|replay|alerts|generate``: the command line of the audit-log pipeline.
 
 pyspark is imported only when a command runs, so ``ksgate --help`` works without the ``pipeline`` extra.
 """
@@ -22,6 +22,8 @@ from pipeline.progress import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from pipeline.replay.settings import GivenSettings
 
 DEFAULT_MIN_PREFIX_GROUP = 3  # as pipeline.least_privilege.recommend, without importing pyspark here
 PIPELINE_MODULES = frozenset({"pyspark", "py4j", "matplotlib"})  # the pipeline extra
@@ -72,12 +74,12 @@ def _input_options() -> argparse.ArgumentParser:
 
 
 def add_audit_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """Add the ``audit`` command (``report``, ``recommend``, ``alerts``, ``generate``) to ``subparsers``."""
+    """Add the ``audit`` command (``report``, ``recommend``, ``replay``, ``alerts``, ``generate``) to ``subparsers``."""
     spark, inputs = _spark_options(), _input_options()
     audit = subparsers.add_parser("audit", help="analyse the audit log with Spark")
     audit.set_defaults(func=run_audit)
     commands = audit.add_subparsers(dest="audit_command", required=True,
-                                    metavar="{report,recommend,alerts,generate}")
+                                    metavar="{report,recommend,replay,alerts,generate}")
     commands.add_parser("report", parents=[inputs, spark],
                         help="access matrix, top denials and charts (Parquet, summary.md, PNG)")
     recommend = commands.add_parser("recommend", parents=[inputs, spark],
@@ -86,6 +88,13 @@ def add_audit_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     recommend.add_argument("--min-prefix-group", type=_positive, default=DEFAULT_MIN_PREFIX_GROUP, metavar="K",
                            help="resources that must share a prefix for a PREFIXED binding "
                            f"(default {DEFAULT_MIN_PREFIX_GROUP})")
+    replay = commands.add_parser("replay", parents=[inputs, spark],
+                                 help="what a candidate ACL set would have answered to every logged decision")
+    replay.add_argument("--acls", required=True, metavar="CANDIDATE.json", help="the candidate ACL file")
+    replay.add_argument("--super-users", metavar="'User:a;User:b'",
+                        help="the gateway's super.users (default: the principals the log shows decided as SuperUser)")
+    replay.add_argument("--allow-everyone-if-no-acl-found", choices=("true", "false"), metavar="true|false",
+                        help="the gateway's setting (default: what the log's NoAclDefault decisions show, else false)")
     alerts = commands.add_parser("alerts", parents=[inputs, spark],
                                  help="brute force, credential stuffing, new access, denial spikes")
     alerts.add_argument("--window-minutes", type=_positive, default=5, help="sliding window (default 5)")
@@ -146,10 +155,30 @@ def _alerts(spark: SparkSession, args: argparse.Namespace, progress: Progress) -
     return f"{len(found)} alerts; see {args.output}/alerts.md"
 
 
+def _replay_settings(args: argparse.Namespace) -> GivenSettings:
+    from pipeline.replay.settings import GivenSettings, parse_super_users
+
+    everyone = args.allow_everyone_if_no_acl_found
+    return GivenSettings(None if args.super_users is None else parse_super_users(args.super_users),
+                         None if everyone is None else everyone == "true")
+
+
+def _replay(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
+    from pipeline.replay.command import replay
+
+    summary = replay(spark, args.inputs, args.output, args.acls, args.replay_settings, args.since, args.until,
+                     progress=progress, candidate=args.candidate)
+    return (f"{summary['replayed']:,} decisions replayed: {summary['unchanged']:,} unchanged, "
+            f"{summary['would_deny']:,} would be denied, {summary['would_allow']:,} would be allowed; "
+            f"see {args.output}/report.md")
+
+
 _ANALYSES: dict[str, Callable[[SparkSession, argparse.Namespace, Progress], str]] = {
-    "report": _report, "recommend": _recommend, "alerts": _alerts,
+    "report": _report, "recommend": _recommend, "replay": _replay, "alerts": _alerts,
 }
-_NOTHING_TO = {"report": "nothing to report", "recommend": "nothing to recommend", "alerts": "nothing to check"}
+_NOTHING_TO = {"report": "nothing to report", "recommend": "nothing to recommend", "replay": "nothing to replay",
+               "alerts": "nothing to check"}
+_NEEDS_AUTHORIZATIONS = frozenset({"recommend", "replay"})
 
 
 def _window(args: argparse.Namespace) -> str:
@@ -161,6 +190,10 @@ def _window(args: argparse.Namespace) -> str:
 def _analyse(args: argparse.Namespace, run: _Run) -> str:
     """Check the inputs (locally first: no JVM for a missing, empty or non-JSON file), then analyse."""
     where, nothing = ", ".join(args.inputs), _NOTHING_TO[args.audit_command]
+    if args.audit_command == "replay":  # the candidate and the settings are read before any JVM starts
+        from pipeline.replay.command import read_candidate
+
+        args.candidate, args.replay_settings = read_candidate(args.acls), _replay_settings(args)
     local = inspect_local(args.inputs)
     if local.empty:
         return f"no audit events in {where}: the input is empty; {nothing}"
@@ -189,7 +222,7 @@ def _surveyed(spark: SparkSession, args: argparse.Namespace, progress: Progress)
         return f"no events {_window(args)} ({found.events:,} outside it); {nothing}"
     if found.authorizations == 0:
         missing = f"no authorization events in {where}: the gateway ran without an authorizer?"
-        if args.audit_command == "recommend":
+        if args.audit_command in _NEEDS_AUTHORIZATIONS:
             return f"{missing} {nothing.capitalize()}"
         progress.note(missing)
     return _ANALYSES[args.audit_command](spark, args, progress)

@@ -17,10 +17,23 @@ from pipeline import charts
 from pipeline.instants import parse_instant
 from pipeline.markdown import code, document, table
 from pipeline.progress import QUIET, Progress
-from pipeline.schema import AUTHENTICATION, AUTHORIZATION, DECISIONS, decisions, iso_text, read_events
+from pipeline.schema import (
+    AGGREGATE_FIELDS,
+    AUTHENTICATION,
+    AUTHORIZATION,
+    DECISIONS,
+    decisions,
+    iso_text,
+    one_row_per_name,
+    read_logged,
+)
 
 REPORT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "api_name", "operation",
-                  "resource_type", "resource_name", "decision", "rule", "mechanism", DECISIONS)
+                  "resource_type", "resource_name", "decision", "rule", *AGGREGATE_FIELDS)
+# Everything the report groups by: decisions repeat massively, so one pass sums the log into a row per
+# distinct combination and hour (the cube), and every table is computed from that small frame.
+CUBE_KEYS = ("event", "principal", "attempted_user", "client_host", "api_name", "operation", "resource_type",
+             "resource_name", "decision", "super_user", "hour")
 TOP_N = 10
 PRINCIPALS_IN_SUMMARY = 50
 HOURLY_CHART_MAX = timedelta(days=7)
@@ -46,18 +59,35 @@ def _denied() -> Column:
     return F.col("decision") == "DENIED"
 
 
+def decision_cube(logged: DataFrame) -> DataFrame:
+    """One row per distinct CUBE_KEYS: ``decisions`` summed, ``first_seen`` and ``last_seen``.
+
+    ``logged`` is schema.read_logged: identical lines are counted first, and only those groups are
+    expanded by name (one_row_per_name), not every line.  The tables below take this cube (or its
+    authorization/authentication part), never raw events.
+    """
+    super_user = F.coalesce(F.col("rule") == "SuperUser", F.lit(False))
+    keys = [k for k in CUBE_KEYS if k != "resource_name"]
+    lines = (logged.withColumn("super_user", super_user).withColumn("hour", F.date_trunc("hour", "ts"))
+             .groupBy(*keys, "resource_name", *AGGREGATE_FIELDS)
+             .agg(F.count(F.lit(1)).alias("_lines"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+    return (one_row_per_name(lines, times="_lines").groupBy(*CUBE_KEYS)
+            .agg(F.sum(DECISIONS).alias(DECISIONS), F.min("first_seen").alias("first_seen"),
+                 F.max("last_seen").alias("last_seen")))
+
+
 def access_matrix(authz: DataFrame) -> DataFrame:
     """Per principal × resource type × resource name × operation: counts, first/last seen, hosts, APIs."""
     return (authz.groupBy("principal", "resource_type", "resource_name", "operation")
             .agg(_count_if(_allowed()).alias("allowed"), _count_if(_denied()).alias("denied"),
-                 F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen"),
+                 F.min("first_seen").alias("first_seen"), F.max("last_seen").alias("last_seen"),
                  F.array_sort(F.collect_set("client_host")).alias("client_hosts"),
                  F.array_sort(F.collect_set("api_name")).alias("apis")))
 
 
 def decisions_by_hour(authz: DataFrame) -> DataFrame:
     """Allowed and denied decisions per UTC hour."""
-    return (authz.groupBy(F.date_trunc("hour", "ts").alias("hour"))
+    return (authz.groupBy("hour")
             .agg(_count_if(_allowed()).alias("allowed"), _count_if(_denied()).alias("denied"))
             .orderBy("hour"))
 
@@ -84,7 +114,7 @@ def authentication_by_host(authn: DataFrame) -> DataFrame:
                  _count_if(F.col("decision") == "FAILED").alias("failed"),
                  F.array_sort(F.collect_set("attempted_user")).alias("attempted_users"),
                  F.array_sort(F.collect_set("principal")).alias("principals"),
-                 F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+                 F.min("first_seen").alias("first_seen"), F.max("last_seen").alias("last_seen")))
 
 
 def principal_rollup(matrix: DataFrame, n: int = PRINCIPALS_IN_SUMMARY) -> DataFrame:
@@ -96,19 +126,19 @@ def principal_rollup(matrix: DataFrame, n: int = PRINCIPALS_IN_SUMMARY) -> DataF
             .orderBy(F.desc(F.col("allowed") + F.col("denied")), "principal").limit(n))
 
 
-def totals(events: DataFrame) -> tuple[dict[str, int], str | None, str | None]:
+def totals(cube: DataFrame) -> tuple[dict[str, int], str | None, str | None]:
     """Event counts by kind and outcome, distinct principals and hosts, and the first/last event time."""
     authz, authn = F.col("event") == AUTHORIZATION, F.col("event") == AUTHENTICATION
-    row = events.agg(
+    row = cube.agg(
         decisions().alias("events"), _count_if(authz).alias("authorizations"),
         _count_if(authz & _allowed()).alias("allowed"), _count_if(authz & _denied()).alias("denied"),
-        _count_if(authz & (F.col("rule") == "SuperUser")).alias("super_user"),
+        _count_if(authz & F.col("super_user")).alias("super_user"),
         _count_if(authn).alias("authentications"),
         _count_if(authn & (F.col("decision") == "SUCCEEDED")).alias("authentication_succeeded"),
         _count_if(authn & (F.col("decision") == "FAILED")).alias("authentication_failed"),
         F.countDistinct(F.when(authz, F.col("principal"))).alias("principals"),
         F.countDistinct("client_host").alias("client_hosts"),
-        iso_text(F.min("ts")).alias("first"), iso_text(F.max("ts")).alias("last"),
+        iso_text(F.min("first_seen")).alias("first"), iso_text(F.max("last_seen")).alias("last"),
     ).collect()[0]
     counts = {k: int(v) for k, v in row.asDict().items() if k not in ("first", "last")}
     return counts, row["first"], row["last"]
@@ -155,11 +185,12 @@ def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since:
     """Run the whole job and write everything under ``output`` (empty tables when there is nothing to show)."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    events = read_events(spark, inputs, since, until).select(*REPORT_COLUMNS).persist()
+    # The one pass over the log; the cube is small (distinct combinations per hour), so it is kept.
+    cube = decision_cube(read_logged(spark, inputs, since, until).select(*REPORT_COLUMNS)).persist()
     try:
-        counts, first, last = totals(events)
-        authz = events.filter(F.col("event") == AUTHORIZATION)
-        authn = events.filter(F.col("event") == AUTHENTICATION)
+        counts, first, last = totals(cube)
+        authz = cube.filter(F.col("event") == AUTHORIZATION)
+        authn = cube.filter(F.col("event") == AUTHENTICATION)
         matrix = access_matrix(authz)
         _write_parquet(matrix, out / "access", partition_by="resource_type")
         progress.stage(f"access matrix of {counts['authorizations']:,} decisions written to {out / 'access'}")
@@ -179,7 +210,7 @@ def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since:
         rollup = principal_rollup(spark.read.schema(matrix.schema).parquet(str(out / "access"))).collect()
         progress.stage(f"{len(small)} aggregates written")
     finally:
-        events.unpersist()
+        cube.unpersist()
     unit, buckets = _chart_buckets([(r["hour"], r["allowed"], r["denied"]) for r in collected["decisions_by_hour"]],
                                    _span(first, last))
     charts.decisions_over_time(buckets, unit, out / "decisions_over_time.png")

@@ -72,3 +72,15 @@ def test_instants_are_utc() -> None:
     assert parse_instant("2026-11-22T23:59:01.123Z").microsecond == 123000
     with pytest.raises(PipelineError):
         parse_instant("last tuesday")
+
+
+def test_only_the_documented_time_shape_is_an_event_time(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    from pipeline.schema import event_time, iso_text
+
+    texts = ["2026-11-20T10:00:00.123Z", "2026-11-20T11:00:00.123+01:00", "2026-11-20", "2026-11-20 10:00:00.123Z",
+             "2026-11-20T10:00:00Z", "2026-11-20T25:00:00.123Z", "yesterday"]
+    rows = spark.createDataFrame([(t,) for t in texts], "ts string").select(iso_text(event_time(F.col("ts"))))
+    moment = "2026-11-20T10:00:00.123Z"
+    assert [r[0] for r in rows.collect()] == [moment, moment, None, None, None, None, None]

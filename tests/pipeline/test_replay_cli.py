@@ -1,0 +1,90 @@
+"""``ksgate audit replay`` on the command line: options, errors before any JVM, and the result line."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from authz.acl_json import encode_acl_file
+from authz.model import AclOperation
+from authz.model import ResourceType as RT
+from pipeline.cli import add_audit_parser, run_audit
+from tests.pipeline.events import authentication, authorization, binding, write_events
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+READ_AUDIT = binding("User:app", RT.TOPIC, "audit", AclOperation.READ)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ksgate")
+    add_audit_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = run_audit(_parser().parse_args(["audit", "replay", *argv]))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_replay_options() -> None:
+    args = _parser().parse_args(["audit", "replay", "--input", "log", "--acls", "c.json", "--output", "out",
+                                 "--master", "spark://h:7077"])
+    assert (args.audit_command, args.inputs, args.acls, args.output, args.master) == (
+        "replay", ["log"], "c.json", "out", "spark://h:7077")
+    assert (args.super_users, args.allow_everyone_if_no_acl_found) == (None, None)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--input", "x", "--output", "o"],  # no --acls
+    ["--input", "x", "--output", "o", "--acls", "a.json", "--allow-everyone-if-no-acl-found", "maybe"],
+])
+def test_bad_replay_options_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _parser().parse_args(["audit", "replay", *argv])
+    assert exited.value.code == 2
+
+
+def test_an_unreadable_candidate_is_an_error_before_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_events(tmp_path, [authorization("User:app", "READ", "TOPIC", "audit")])
+    code, out, err = _run(capsys, "--input", log, "--acls", str(tmp_path / "nowhere.json"), "--output",
+                          str(tmp_path / "out"))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"ksgate audit replay: cannot read ACL file {tmp_path / 'nowhere.json'}: ")
+    assert "Spark" not in err  # refused before any JVM started
+    (tmp_path / "acls.json").write_bytes(encode_acl_file([READ_AUDIT]))
+    code, _, err = _run(capsys, "--input", log, "--acls", str(tmp_path / "acls.json"), "--output",
+                        str(tmp_path / "out"), "--super-users", "admin")
+    assert (code, err.strip()) == (1, "ksgate audit replay: super users: 'admin' is not Type:name "
+                                      "(entries are separated by ';')")
+
+
+def test_replay_prints_one_result_line_and_progress(spark: SparkSession, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_events(tmp_path / "in", [authorization("User:app", "READ", "TOPIC", "audit", rule=READ_AUDIT),
+                                         authorization("User:app", "READ", "TOPIC", "other", decision="DENIED",
+                                                       rule="NoMatchingAcl")])
+    (tmp_path / "acls.json").write_bytes(encode_acl_file([]))
+    code, out, err = _run(capsys, "--input", log, "--acls", str(tmp_path / "acls.json"), "--output",
+                          str(tmp_path / "out"), "--allow-everyone-if-no-acl-found", "false")
+    assert (code, out) == (0, "ksgate audit replay: 2 decisions replayed: 1 unchanged, 1 would be denied, "
+                              f"0 would be allowed; see {tmp_path / 'out'}/report.md\n")
+    assert "ksgate audit replay: 2 distinct decisions evaluated against 0 bindings [" in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "changes.csv", "replay.json", "replay_changes.png", "report.md"]
+
+
+def test_an_authentication_only_log_has_nothing_to_replay(spark: SparkSession, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_events(tmp_path / "in", [authentication(decision="SUCCEEDED", host="10.0.0.1",
+                                                        principal="User:alice")])
+    (tmp_path / "acls.json").write_bytes(encode_acl_file([READ_AUDIT]))
+    code, out, _ = _run(capsys, "--input", log, "--acls", str(tmp_path / "acls.json"), "--output",
+                        str(tmp_path / "out"))
+    assert (code, out) == (0, f"ksgate audit replay: no authorization events in {log}: the gateway ran "
+                              "without an authorizer? Nothing to replay\n")
