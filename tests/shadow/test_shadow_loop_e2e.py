@@ -8,9 +8,7 @@ clients keep working, and the named one is refused, as it was told.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import os
 import subprocess
@@ -65,14 +63,6 @@ def _acls(config: Path, *argv: str) -> None:
     assert args.func(args) == 0
 
 
-def _replay_command_exists() -> bool:
-    """Whether this ksgate has ``ksgate audit replay`` (issue #22 item 3, built beside this test)."""
-    quiet = io.StringIO()
-    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), pytest.raises(SystemExit) as done:
-        build_parser().parse_args(["audit", "replay", "--help"])
-    return done.value.code == 0  # an unknown command is a usage error: 2
-
-
 def _until(condition: Callable[[], bool], what: str) -> None:
     """The gateway polls its ACL files (no event reaches the test): wait for what it must have picked up."""
     deadline = time.monotonic() + POLL_S
@@ -120,13 +110,11 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
         candidate = recommend / "recommended-acls.json"
         assert candidate.exists()
 
-        # 3. REPLAY STEP (issue #22 item 3, `ksgate audit replay`, built by another branch): the candidate set
-        #    must deny nothing of the observed traffic.  It runs as soon as the command exists.
-        if _replay_command_exists():
-            replay = tmp_path / "replay"
-            _audit_command("replay", "--input", str(audit_log), "--acls", str(candidate), "--output", str(replay))
-            summary = json.loads((replay / "replay.json").read_text())
-            assert summary["would_deny"] == 0, summary
+        # 3. replay: the candidate set must deny nothing of the observed traffic.
+        replay = tmp_path / "replay"
+        _audit_command("replay", "--input", str(audit_log), "--acls", str(candidate), "--output", str(replay))
+        summary = json.loads((replay / "replay.json").read_text())
+        assert summary["would_deny"] == 0, summary
 
         # 4. The candidate as the shadow set: the same traffic diverges nowhere.
         _acls(config, "--load", str(candidate))
@@ -145,19 +133,18 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
                    == ("WRITE", "TOPIC", ORDERS[0], "WOULD_DENY", "ALLOWED", "DENIED") for e in named), named
         assert all(e["principal"] == "User:bob" for e in _events(audit_log, "shadow"))
 
-        # REPLAY STEP, acceptance (issue #22): replayed offline on the same traffic, the candidate set gives the
+        # Replay and live agree (issue #22): replayed offline on the same traffic, the candidate set gives the
         # verdicts the gateway gave live — the decisions the shadow events named are replay's changes.
-        if _replay_command_exists():
-            segment = tmp_path / "shadow-phase.log"
-            segment.write_text("\n".join(audit_log.read_text().splitlines()[shadow_phase_starts:]) + "\n")
-            replay = tmp_path / "replay-shadow-phase"
-            _audit_command("replay", "--input", str(segment), "--acls", str(candidate), "--output", str(replay))
-            with open(replay / "changes.csv", newline="", encoding="utf-8") as changes:
-                offline = {(r["principal"], r["operation"], r["resource_type"], r["resource_name"])
-                           for r in csv.DictReader(changes) if r["live"] != r["candidate"]}
-            live = {(e["principal"], e["operation"], e["resource_type"], e["resource_name"])
-                    for e in _events(audit_log, "shadow")}
-            assert offline == live
+        segment = tmp_path / "shadow-phase.log"
+        segment.write_text("\n".join(audit_log.read_text().splitlines()[shadow_phase_starts:]) + "\n")
+        replay = tmp_path / "replay-shadow-phase"
+        _audit_command("replay", "--input", str(segment), "--acls", str(candidate), "--output", str(replay))
+        with open(replay / "changes.csv", newline="", encoding="utf-8") as changes:
+            offline = {(r["principal"], r["operation"], r["resource_type"], r["resource_name"])
+                       for r in csv.DictReader(changes) if r["live"] != r["candidate"]}
+        live = {(e["principal"], e["operation"], e["resource_type"], e["resource_name"])
+                for e in _events(audit_log, "shadow")}
+        assert offline == live
 
         # 6. Promote: the shadow set is the live one; alice keeps working, bob is refused as announced.
         _acls(config, "--promote")
