@@ -14,17 +14,30 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer, ThrottleEvent
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol.api_keys import ApiKey
+from tests.apache_kafka import KafkaBroker
+from tests.apache_kafka.broker import GATEWAY_USER
 from tests.conformance.wire import Connection, Endpoint
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, secured_gateway
 
 VALUE = b"q" * 10_000
 PBR = "producer_byte_rate"
+
+
+def gateway_on_kafka(kafka: KafkaBroker, directory: Path) -> GatewayThread:
+    """A started ksgate (users admin, alice, bob; quotas in ``directory``/quotas.json) in front of Apache
+    Kafka over SASL_SSL, logged in as the kit's gateway principal (a super user on that broker)."""
+    return secured_gateway(kafka.bootstrap("SASL_SSL"), directory, users=("admin", "alice", "bob"), extra={
+        "upstream.security.protocol": "SASL_SSL", "upstream.sasl.mechanism": "SCRAM-SHA-512",
+        "upstream.ssl.truststore.location": str(kafka.ca), "upstream.sasl.username": GATEWAY_USER,
+        "upstream.sasl.password": kafka.users[GATEWAY_USER],
+        "ksgate.quota.file": str(directory / "quotas.json"), "allow.everyone.if.no.acl.found": True})
 
 
 def sasl(gateway: GatewayThread, user: str, mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.apache_kafka import KafkaBroker
-from tests.apache_kafka.broker import GATEWAY_USER
 from tests.apache_kafka.java_clients import JavaRunner, java_available
-from tests.gateway.clients.quota_chain import PBR, throttles_alice_not_bob_until_removed
-from tests.harness import GatewayThread, secured_gateway
+from tests.gateway.clients.quota_chain import PBR, gateway_on_kafka, throttles_alice_not_bob_until_removed
+from tests.harness import GatewayThread
 
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 pytestmark = pytest.mark.kafka
@@ -40,11 +39,7 @@ def configs_on_kafka(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactor
     if not java_available():
         pytest.skip("no java on PATH")
     directory = tmp_path_factory.mktemp("chain-kafka")
-    upstream = {"upstream.security.protocol": "SASL_SSL", "upstream.sasl.mechanism": "SCRAM-SHA-512",
-                "upstream.ssl.truststore.location": str(kafka.ca), "upstream.sasl.username": GATEWAY_USER,
-                "upstream.sasl.password": kafka.users[GATEWAY_USER]}
-    gateway = secured_gateway(kafka.bootstrap("SASL_SSL"), directory, users=("admin", "alice", "bob"), extra={
-        **upstream, "ksgate.quota.file": str(directory / "quotas.json"), "allow.everyone.if.no.acl.found": True})
+    gateway = gateway_on_kafka(kafka, directory)
     properties = directory / "admin.properties"
     properties.write_text(
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
