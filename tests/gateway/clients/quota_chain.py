@@ -34,10 +34,15 @@ def gateway_on_kafka(kafka: KafkaBroker, directory: Path) -> GatewayThread:
     """A started ksgate (users admin, alice, bob; quotas in ``directory``/quotas.json) in front of Apache
     Kafka over SASL_SSL, logged in as the kit's gateway principal (a super user on that broker)."""
     return secured_gateway(kafka.bootstrap("SASL_SSL"), directory, users=("admin", "alice", "bob"), extra={
-        "upstream.security.protocol": "SASL_SSL", "upstream.sasl.mechanism": "SCRAM-SHA-512",
-        "upstream.ssl.truststore.location": str(kafka.ca), "upstream.sasl.username": GATEWAY_USER,
-        "upstream.sasl.password": kafka.users[GATEWAY_USER],
-        "ksgate.quota.file": str(directory / "quotas.json"), "allow.everyone.if.no.acl.found": True})
+        **kafka_upstream(kafka), "ksgate.quota.file": str(directory / "quotas.json"),
+        "allow.everyone.if.no.acl.found": True})
+
+
+def kafka_upstream(kafka: KafkaBroker) -> dict[str, Any]:
+    """The upstream.* keys of a gateway logged in to ``kafka``'s SASL_SSL listener with SCRAM-SHA-512."""
+    return {"upstream.security.protocol": "SASL_SSL", "upstream.sasl.mechanism": "SCRAM-SHA-512",
+            "upstream.ssl.truststore.location": str(kafka.ca), "upstream.sasl.username": GATEWAY_USER,
+            "upstream.sasl.password": kafka.users[GATEWAY_USER]}
 
 
 def sasl(gateway: GatewayThread, user: str, mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:
