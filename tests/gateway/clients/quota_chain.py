@@ -84,9 +84,17 @@ def book_changed(gateway: GatewayThread) -> Iterator[threading.Event]:
 
 def metric(gateway: GatewayThread, name: str, **labels: str) -> float:
     """One series of the gateway's /metrics text (0 when absent)."""
-    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    found = re.search(rf"^{name}\{{{re.escape(wanted)}\}} (\S+)$", gateway.gateway.ctx.metrics.render(), re.M)
+    found = _series(gateway, name, labels)
     return float(found.group(1)) if found else 0.0
+
+
+def has_series(gateway: GatewayThread, name: str, **labels: str) -> bool:
+    return _series(gateway, name, labels) is not None
+
+
+def _series(gateway: GatewayThread, name: str, labels: dict[str, str]) -> re.Match[str] | None:
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return re.search(rf"^{name}\{{{re.escape(wanted)}\}} (\S+)$", gateway.gateway.ctx.metrics.render(), re.M)
 
 
 class Flood:
@@ -188,6 +196,7 @@ def throttles_alice_not_bob_until_removed(set_quota: SetQuota, clients: GatewayT
         with alice.lock:
             assert [t for t in alice.throttles[mark:] if t > 0] == [], alice.throttles[mark:]
         assert metric(clients, "ksgate_quota_throttled_total", **series) == throttled
+        assert not has_series(clients, "ksgate_quota_bound", **series), "the removed quota is still shown as a bound"
     finally:
         alice.stop()
         bob.stop()
