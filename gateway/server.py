@@ -234,8 +234,9 @@ class Gateway:
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
         self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)
         self._refusal_audit = RefusalSampler(time.monotonic)
-        self.ctx.quota_sensors = quota_sensors(settings, self.ctx.metrics,
-                                               self.ctx.authorization.audit if self.ctx.authorization else None)
+        ctx = self.ctx
+        self.ctx.quota_sensors = quota_sensors(settings, ctx.metrics, ctx.authorization.audit if ctx.authorization
+                                               else None, lambda kind, label: ctx.quotas.configured(kind, label))
 
     async def start(self) -> None:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's

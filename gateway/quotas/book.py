@@ -34,6 +34,7 @@ _Key = tuple[object, object]  # (user part, client-id part): a name, DEFAULT or 
 class _Index:
     by_kind: Mapping[str, Mapping[_Key, tuple[float, str]]]
     ips: Mapping[str | None, float]  # canonical address (None: the default ip) → connection_creation_rate
+    by_label: Mapping[tuple[str, str], float]  # (kind, entity label) → bound: what /metrics may call in force
 
 
 def _part(name: str | None) -> object:
@@ -43,6 +44,7 @@ def _part(name: str | None) -> object:
 def _index(state: QuotaState) -> _Index:
     by_kind: dict[str, dict[_Key, tuple[float, str]]] = {}
     ips: dict[str | None, float] = {}
+    by_label: dict[tuple[str, str], float] = {}
     for entity, values in state.items():
         by_type = entity.by_type
         if IP in by_type:
@@ -60,10 +62,11 @@ def _index(state: QuotaState) -> _Index:
             if table is None:
                 table = by_kind[kind] = {}
             table[key] = (bound, label)
-    return _Index(by_kind, ips)
+            by_label[(kind, label)] = bound
+    return _Index(by_kind, ips, by_label)
 
 
-_EMPTY = _Index({}, {})
+_EMPTY = _Index({}, {}, {})
 
 
 class QuotaBook:
@@ -93,6 +96,10 @@ class QuotaBook:
                  or get((DEFAULT, client_id)) or get((DEFAULT, DEFAULT)) or get((DEFAULT, ABSENT))
                  or get((ABSENT, client_id)) or get((ABSENT, DEFAULT)))
         return found
+
+    def configured(self, kind: str, label: str) -> float | None:
+        """The ``kind`` bound of the entity labelled ``label`` (``user=alice``), None when it has none now."""
+        return self._index.by_label.get((kind, label))
 
     def connection_creation_rate(self, ip: str) -> float | None:
         """KIP-612: the rate of new connections ``ip`` may open per second, or None when unlimited."""

@@ -25,6 +25,10 @@ class QuotaLookup(Protocol):
         precedence), e.g. ``(1000000.0, "user=alice")``; None when nothing bounds this client."""
         ...
 
+    def configured(self, kind: str, label: str) -> float | None:
+        """The ``kind`` bound the entity labelled ``label`` has now (None: none, or it was removed)."""
+        ...
+
     def connection_creation_rate(self, ip: str) -> float | None: ...
 
 
@@ -37,6 +41,9 @@ class NoQuotas:
         self.version = 0
 
     def lookup(self, user: str, client_id: str, kind: str) -> tuple[float, str] | None:
+        return None
+
+    def configured(self, kind: str, label: str) -> float | None:
         return None
 
     def connection_creation_rate(self, ip: str) -> float | None:
@@ -71,6 +78,9 @@ class DictQuotas:
             if bound is not None:
                 return bound, entity
         return None
+
+    def configured(self, kind: str, label: str) -> float | None:
+        return self._bounds.get((label, kind))
 
     def connection_creation_rate(self, ip: str) -> float | None:
         found = self._ips.get(ip)

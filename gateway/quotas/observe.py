@@ -7,7 +7,7 @@ the Produce and Fetch bytes of everyone without a byte-rate quota.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from gateway.ops.audit import AuditLog
@@ -18,14 +18,17 @@ from gateway.quotas.sensors import EntityTotals, QuotaSensors
 from protocol.api_keys import ApiKey
 
 Series = Iterator[tuple[tuple[str, ...], float]]
+Configured = Callable[[str, str], float | None]  # (kind, entity label) → the bound in force now, or None
 OTHER = "other"
 _BYTE_QUOTAS = {PRODUCER_BYTE_RATE: (ApiKey.PRODUCE, False), CONSUMER_BYTE_RATE: (ApiKey.FETCH, True)}
 
 
-def quota_sensors(settings: Mapping[str, Any], metrics: Metrics, audit: AuditLog | None) -> QuotaSensors:
-    """The process's quota sensors, with quota.window.* from the configuration, exported and audited."""
+def quota_sensors(settings: Mapping[str, Any], metrics: Metrics, audit: AuditLog | None,
+                  configured: Configured | None = None) -> QuotaSensors:
+    """The process's quota sensors, with quota.window.* from the configuration, exported and audited;
+    ``configured`` says which bounds are in force now (the book's), for the ksgate_quota_bound gauge."""
     sensors = QuotaSensors(QuotaWindow(settings["quota.window.num"], settings["quota.window.size.seconds"] * 1000))
-    export(sensors, metrics)
+    export(sensors, metrics, configured)
     if audit is not None and audit.enabled:
         def throttled(totals: EntityTotals, client: str, throttle_ms: int, count: int) -> None:
             audit.quota_throttled(entity=totals.entity, client=client, quota=totals.kind, bound=totals.bound,
@@ -34,7 +37,7 @@ def quota_sensors(settings: Mapping[str, Any], metrics: Metrics, audit: AuditLog
     return sensors
 
 
-def export(sensors: QuotaSensors, metrics: Metrics) -> None:
+def export(sensors: QuotaSensors, metrics: Metrics, configured: Configured | None = None) -> None:
     labels = ("quota", "entity")
     r = metrics.registry
     r.collected("counter", "ksgate_quota_bytes_total",
@@ -49,8 +52,17 @@ def export(sensors: QuotaSensors, metrics: Metrics) -> None:
                 "Responses throttled for a client over a quota, by quota type and configured entity.", labels,
                 lambda: ((k, t.throttled) for k, t in sensors.totals.items()))
     r.collected("gauge", "ksgate_quota_bound",
-                "The bound of each quota entity that has recorded traffic (bytes/s, or percent of one core).",
-                labels, lambda: ((k, t.bound) for k, t in sensors.totals.items()))
+                "The bound of each quota entity that has recorded traffic and still has that quota (bytes/s, "
+                "or percent of one core).", labels, lambda: _bounds(sensors, configured))
+
+
+def _bounds(sensors: QuotaSensors, configured: Configured | None) -> Series:
+    # A removed quota keeps its counters (totals since start) but has no bound any more: a gauge
+    # showing the last one would tell operators a limit is in force when none is.
+    for key, totals in list(sensors.totals.items()):
+        bound = totals.bound if configured is None else configured(*key)
+        if bound is not None:
+            yield key, bound
 
 
 def _bytes(sensors: QuotaSensors, metrics: Metrics) -> Series:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 from gateway.ops.audit import AuditLog
 from gateway.ops.metrics import Metrics
+from gateway.quotas.book import QuotaBook
 from gateway.quotas.observe import quota_sensors
 from gateway.quotas.sensors import AUDIT_INTERVAL_MS, QuotaSensors
+from gateway.quotas.state import state_from_json
 from protocol.api_keys import ApiKey
 from protocol.messages import request_frame
 from tests.authz.test_policies_data import request
@@ -90,3 +92,18 @@ def test_the_gateway_measures_over_the_configured_window_and_exports_the_quota_s
     text = gateway.ctx.metrics.render()
     assert 'ksgate_quota_bytes_total{quota="producer_byte_rate",entity="other"} 0' in text
     assert "# TYPE ksgate_quota_throttle_time_seconds_total counter" in text
+
+
+def test_a_removed_quota_keeps_its_counters_but_no_longer_shows_a_bound(tmp_path: Path) -> None:
+    """The gateway's gauge asks the book in force: a bound removed (or changed) since the traffic is not shown
+    as in force; the counters stay (totals since start)."""
+    gateway = gateway_for(tmp_path)
+    book = QuotaBook(state_from_json([{"entity": {"user": "alice"}, "values": {"producer_byte_rate": 1000}}]))
+    gateway.ctx.quotas = book
+    gateway.ctx.quota_sensors.record("producer_byte_rate", "user=alice", "user=alice", 1000.0, 50_000)
+    series = '{quota="producer_byte_rate",entity="user=alice"}'
+    assert f"ksgate_quota_bound{series} 1000\n" in gateway.ctx.metrics.render()
+    book.replace({})
+    text = gateway.ctx.metrics.render()
+    assert f"ksgate_quota_bound{series}" not in text
+    assert f"ksgate_quota_throttled_total{series} 1\n" in text
