@@ -760,7 +760,12 @@ ALTERNATIVES: dict[tuple[int, AclOperation, ResourceType], tuple[AclOperation, R
 _TOKENS = ("served by ksgate itself, not relayed; its ACL rules (CREATE_TOKENS, DESCRIBE_TOKENS, owners and "
            "renewers) are tested with the handlers in tests/gateway/admin/test_token_admin.py and on the wire in "
            "tests/gateway/admin/test_delegation_tokens_e2e.py")
+_QUOTAS = ("served by ksgate itself, not relayed; its ACL rules (DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster) "
+           "are tested on the wire in tests/gateway/admin/test_client_quotas_e2e.py and against Kafka 4.4 in the "
+           "conformance suite (tests/conformance)")
 SKIPPED: dict[int, str] = {
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _QUOTAS,
+    ApiKey.ALTER_CLIENT_QUOTAS: _QUOTAS,
     ApiKey.CREATE_DELEGATION_TOKEN: _TOKENS,
     ApiKey.RENEW_DELEGATION_TOKEN: _TOKENS,
     ApiKey.EXPIRE_DELEGATION_TOKEN: _TOKENS,
