@@ -50,7 +50,13 @@ def _skip_bytes(reader: Reader, n: int) -> None:
     reader.pos = end
 
 
+_NO_TAGS: frozenset[int] = frozenset()
+
+
 def _read_tags(reader: Reader) -> frozenset[int]:
+    if reader.pos < reader.end and reader.buf[reader.pos] == 0:  # the usual empty section
+        reader.pos += 1
+        return _NO_TAGS
     count = reader.count(reader.uvarint(), 2)
     tags: list[int] = []
     for _ in range(count):
