@@ -12,21 +12,25 @@ from protocol.codec import _FIXED_SIZE
 from protocol.errors import DecodeError
 from protocol.primitives import Reader
 from protocol.schema import FieldSpec, MessageSpec
+from protocol.straight_decode import compile_straight_skip
 
 Skip = Callable[[Reader], None]
 TagScan = Callable[[memoryview | bytes | bytearray], frozenset[int]]
 
 
-def compile_tag_scan(spec: MessageSpec, version: int) -> TagScan:
+def compile_tag_scan(spec: MessageSpec, version: int, *, straight: bool = True) -> TagScan:
     """A function returning the tags in ``spec``'s top-level tag section (empty if not flexible).
 
     It checks the structure it walks (lengths, counts, nulls, trailing bytes) and raises DecodeError
     where the full decoder would; string contents (UTF-8) are not read, as on the undecoded fast path.
+    The walk is generated straight-line code (protocol/straight_decode.py); ``straight=False`` gives
+    the interpreted walk below, the reference the generated one is tested against.
     """
     if version not in spec.versions:
         raise ValueError(f"{spec.name} has no version {version}")
     flexible = version in spec.flexible
-    skip_fields = _skip_fields(spec.fields, version, flexible, own_tags=False)  # scan reads them
+    skip_fields = compile_straight_skip(spec, version) if straight \
+        else _skip_fields(spec.fields, version, flexible, own_tags=False)  # scan reads them
 
     def scan(data: memoryview | bytes | bytearray) -> frozenset[int]:
         reader = Reader(data)
@@ -46,7 +50,13 @@ def _skip_bytes(reader: Reader, n: int) -> None:
     reader.pos = end
 
 
+_NO_TAGS: frozenset[int] = frozenset()
+
+
 def _read_tags(reader: Reader) -> frozenset[int]:
+    if reader.pos < reader.end and reader.buf[reader.pos] == 0:  # the usual empty section
+        reader.pos += 1
+        return _NO_TAGS
     count = reader.count(reader.uvarint(), 2)
     tags: list[int] = []
     for _ in range(count):

@@ -89,7 +89,7 @@ def body_names_endpoints(api_key: int, version: int, body: memoryview | bytes | 
     return any(tag in present for tag in tags)
 
 
-@lru_cache(maxsize=128)  # (api key, version) pairs: a few dozen
+@lru_cache(maxsize=512)  # (api key, version) pairs the schemas parse (~300): no eviction, no recompiling
 def _endpoints_scan(api_key: int, version: int) -> tuple[TagScan, frozenset[int]] | None:
     """The tag scan and the tags that hold endpoints, when only tagged fields can hold them."""
     schema = api(api_key)

@@ -201,3 +201,13 @@ def test_no_upstream_address_survives_in_any_response(key: int, version: int) ->
                 continue
             assert (struct["host"], struct["port"]) in {("", -1)} | {("gw", 9000 + struct.get("node_id", struct.get(
                 "broker_id", -1)))}, (parent, struct)
+
+
+def test_the_endpoint_scans_stay_compiled_for_every_parsable_version() -> None:
+    # A scan is generated code (~0.25 ms to build): a client cycling through every API version must
+    # not make the gateway rebuild them, so the cache holds one per (api key, version) ksgate parses.
+    from gateway.session.address_rewrite import _endpoints_scan
+
+    pairs = sum(schema.max_version - schema.min_version + 1 for schema in all_apis().values())
+    maxsize = _endpoints_scan.cache_info().maxsize
+    assert maxsize is None or maxsize >= pairs, (maxsize, pairs)
