@@ -478,7 +478,7 @@ class ProxySession:
             self._fill(slot, decision.key, decision.version, decision.correlation_id, decision.frame)
         elif isinstance(decision, AnswerLocally):
             self._answer_locally(decision, slot)
-        else:
+        elif self.quota.active is None or not self._over_mutation_quota(decision, slot):
             self._relay(decision, slot)
 
     def _relay(self, decision: RelayRequest, slot: ResponseSlot | None) -> None:
@@ -586,6 +586,23 @@ class ProxySession:
         slot = self.responses.newest() if len(self.responses) > slots else None  # None: acks=0, the mute alone
         self._mute(self.quota.request_done(applied, int.from_bytes(frame.payload[:2], "big"), len(frame.wire),
                                            cpu_clock_ns() - cpu, slot))
+
+    def _over_mutation_quota(self, decision: RelayRequest, slot: ResponseSlot | None) -> bool:
+        """controller_mutation_rate (KIP-599): True when the request is answered here, refused; relayed
+        (throttled, for old versions over the quota) otherwise."""
+        verdict = self.quota.mutation(decision.key, decision.version, decision.wire)
+        if verdict is None:
+            return False
+        if verdict.refusal is not None:  # never relayed: the gateway answers, as the broker would
+            body = decision.hook(verdict.refusal) if decision.hook is not None else verdict.refusal
+            answer = response_frame(decision.key, decision.version, decision.correlation_id, body)
+            self._fill(slot, decision.key, decision.version, decision.correlation_id, answer)
+        else:
+            self._relay(decision, slot)
+            relayed = slot or self.responses.newest()
+            relayed.throttle_ms = max(relayed.throttle_ms, verdict.throttle_ms)
+        self._mute(verdict.throttle_ms)
+        return True
 
     def _mute(self, throttle_ms: int) -> None:
         """Stop reading this client for ``throttle_ms`` (longer if already muted for longer)."""

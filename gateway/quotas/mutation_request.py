@@ -1,0 +1,92 @@
+"""What a topic-mutating request counts against controller_mutation_rate, and the gateway's own
+answer when the quota refuses it (THROTTLING_QUOTA_EXCEEDED on every topic, KIP-599).
+
+Counted as Kafka counts, from the request as it is relayed (topics the authorizer denied are gone):
+- CreateTopics: each topic's num_partitions, or its number of assignments; -1 with no
+  assignments (the broker's default num.partitions, which the gateway does not know) counts 1;
+- CreatePartitions: the number of assignments when given (Kafka requires one per new
+  partition); otherwise the gateway does not know the current count, and the topic counts 1;
+- DeleteTopics: each topic counts 1 (Kafka counts its partitions, which the gateway does not know).
+validate_only requests are not counted (KIP-599: only mutations that happen are).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.quotas.mutation import Admission, MutationBuckets
+from gateway.session.response_queue import WireBytes
+from protocol.api_keys import ApiKey
+from protocol.header import decode_request_header
+from protocol.kafka_errors import KafkaError
+
+Body = dict[str, Any]
+# The first version of each API that knows THROTTLING_QUOTA_EXCEEDED: older ones are throttled only.
+STRICT_SINCE: dict[int, int] = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
+_REFUSED = int(KafkaError.THROTTLING_QUOTA_EXCEEDED)
+_ZERO_ID = uuid.UUID(int=0)
+
+
+@dataclass(slots=True, frozen=True)
+class MutationVerdict:
+    """The bucket's word on one request: its throttle, and the answer to send instead of relaying it."""
+
+    throttle_ms: int
+    refusal: Body | None  # None: relay it
+
+
+def judge(buckets: MutationBuckets, sensor: str, rate: float, key: int, version: int,
+          wire: WireBytes) -> MutationVerdict | None:
+    """None when ``key`` mutates nothing the quota counts (or only validates); else the verdict."""
+    strict_since = STRICT_SINCE.get(key)
+    if strict_since is None:
+        return None
+    body = _body(wire)
+    if body.get("validate_only"):
+        return None
+    count = mutations(key, body)
+    if count == 0:
+        return None
+    admission: Admission = buckets.admit(sensor, rate, count, strict=version >= strict_since)
+    refusal = None if admission.accepted else refused(key, body, admission.throttle_ms)
+    return MutationVerdict(admission.throttle_ms, refusal)
+
+
+def mutations(key: int, body: Body) -> int:
+    """The partition mutations a request asks for (see the module docstring for what is unknown)."""
+    if key == ApiKey.CREATE_TOPICS:
+        return sum(_created(topic) for topic in body["topics"])
+    if key == ApiKey.CREATE_PARTITIONS:
+        return sum(len(topic["assignments"] or ()) or 1 for topic in body["topics"])
+    return len(body["topics"] if "topics" in body else body["topic_names"])
+
+
+def refused(key: int, body: Body, throttle_ms: int) -> Body:
+    """The answer Kafka gives a request over the quota: every topic THROTTLING_QUOTA_EXCEEDED, no message."""
+    if key == ApiKey.CREATE_TOPICS:
+        return {"throttle_time_ms": throttle_ms, "topics": [
+            {"name": t["name"], "topic_id": _ZERO_ID, "error_code": _REFUSED, "error_message": None,
+             "num_partitions": -1, "replication_factor": -1, "configs": None} for t in body["topics"]]}
+    if key == ApiKey.CREATE_PARTITIONS:
+        return {"throttle_time_ms": throttle_ms, "results": [
+            {"name": t["name"], "error_code": _REFUSED, "error_message": None} for t in body["topics"]]}
+    named = body["topics"] if "topics" in body else [{"name": n, "topic_id": _ZERO_ID} for n in body["topic_names"]]
+    return {"throttle_time_ms": throttle_ms, "responses": [
+        {"name": t["name"], "topic_id": t["topic_id"], "error_code": _REFUSED, "error_message": None}
+        for t in named]}
+
+
+def _created(topic: Body) -> int:
+    if topic["num_partitions"] > 0:
+        return int(topic["num_partitions"])
+    return len(topic["assignments"] or ()) or 1
+
+
+def _body(wire: WireBytes) -> Body:
+    """The request as relayed (size prefix included): decoded again, as these admin requests are rare."""
+    payload = (wire if isinstance(wire, memoryview) else memoryview(wire))[4:]
+    header, schema = decode_request_header(payload)
+    body, _ = schema.request_codec(header.api_version).decode_prefix(payload[header.size :])
+    return body

@@ -1,0 +1,120 @@
+"""controller_mutation_rate in the proxy session (no sockets): over the quota, CreateTopics and the
+other mutations are answered by the gateway with THROTTLING_QUOTA_EXCEEDED, never relayed.
+
+The PLAINTEXT listener's principal is User:ANONYMOUS; a fake clock drives the buckets.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.quotas.lookup import DictQuotas
+from gateway.quotas.sensors import QuotaSensors
+from gateway.server import Gateway
+from protocol.api_keys import ApiKey
+from protocol.messages import request_frame
+from tests.authz.test_policies_data import request, response
+from tests.gateway.quotas.test_enforcement import Clock
+from tests.gateway.session.session_driver import Driver, gateway_for
+
+CREATE_V = 7
+REFUSED = 89
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Gateway:
+    gw = gateway_for(tmp_path)
+    gw.ctx.quota_sensors = QuotaSensors(clock=Clock())
+    gw.ctx.quotas = DictQuotas({("user=ANONYMOUS", "controller_mutation_rate"): 1.0})
+    return gw
+
+
+def create(names: list[str], partitions: int, validate_only: bool = False) -> dict[str, Any]:
+    return request(ApiKey.CREATE_TOPICS, CREATE_V, timeout_ms=1000, validate_only=validate_only, topics=[
+        {"name": n, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+        for n in names])
+
+
+def created(names: list[str]) -> dict[str, Any]:
+    return response(ApiKey.CREATE_TOPICS, CREATE_V, "topics", [
+        {"name": n, "topic_id": uuid.uuid4(), "error_code": 0, "error_message": None, "num_partitions": 20,
+         "replication_factor": 1, "configs": []} for n in names], throttle_time_ms=0)
+
+
+def test_over_the_quota_creates_are_answered_locally_with_89_on_every_topic(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 5, create(["a"], 20)))  # 11 − 20 = −9
+    (first,) = driver.upstream_requests()
+    driver.answer(first, created(["a"]))
+    assert not driver.reading_paused  # the request that empties the bucket is not throttled
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 6, create(["b", "c"], 1)))
+    assert driver.upstream_requests() == []  # never relayed
+    (_, ok), (_, refused) = driver.responses(ApiKey.CREATE_TOPICS, CREATE_V)
+    assert [t["error_code"] for t in ok["topics"]] == [0] and ok["throttle_time_ms"] == 0
+    assert [(t["name"], t["error_code"], t["error_message"]) for t in refused["topics"]] \
+        == [("b", REFUSED, None), ("c", REFUSED, None)]
+    assert refused["throttle_time_ms"] == 9000
+    assert driver.reading_paused and driver.timers["quota"] == pytest.approx(9.0)  # muted as Kafka mutes
+
+
+def test_validate_only_creates_are_not_counted(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 5, create(["a"], 20, validate_only=True)))
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 6, create(["b"], 11)))
+    assert len(driver.upstream_requests()) == 2  # the bucket was still full for the second
+
+
+def test_old_versions_are_relayed_and_throttled_instead(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    body = request(ApiKey.CREATE_TOPICS, 5, timeout_ms=1000, validate_only=False, topics=[
+        {"name": "a", "num_partitions": 13, "replication_factor": 1, "assignments": [], "configs": []}])
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, 5, 5, body))  # 11 − 13 = −2: 2 s to refill
+    (relayed,) = driver.upstream_requests()
+    assert driver.reading_paused
+    driver.answer(relayed, response(ApiKey.CREATE_TOPICS, 5, "topics", [
+        {"name": "a", "error_code": 0, "error_message": None, "num_partitions": 13, "replication_factor": 1,
+         "configs": []}], throttle_time_ms=0))
+    ((_, answer),) = driver.responses(ApiKey.CREATE_TOPICS, 5)
+    assert answer["throttle_time_ms"] == 2000 and answer["topics"][0]["error_code"] == 0
+
+
+def test_delete_topics_counts_and_is_refused_by_name(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    version = 6
+    topics = [{"name": f"t{i}", "topic_id": uuid.UUID(int=0)} for i in range(12)]  # 12 topics: 11 − 12 = −1
+    driver.send(request_frame(ApiKey.DELETE_TOPICS, version, 5, request(ApiKey.DELETE_TOPICS, version,
+                                                                       topics=topics, timeout_ms=1000)))
+    driver.send(request_frame(ApiKey.DELETE_TOPICS, version, 6, request(ApiKey.DELETE_TOPICS, version,
+                                                                       topics=topics[:1], timeout_ms=1000)))
+    (relayed,) = driver.upstream_requests()
+    driver.answer(relayed, response(ApiKey.DELETE_TOPICS, version, "responses", [
+        {"name": t["name"], "topic_id": uuid.uuid4(), "error_code": 0, "error_message": None} for t in topics],
+        throttle_time_ms=0))
+    (_, refused) = driver.responses(ApiKey.DELETE_TOPICS, version)[-1]  # in order: after the relayed answer
+    assert [(t["name"], t["error_code"]) for t in refused["responses"]] == [("t0", REFUSED)]
+    assert refused["throttle_time_ms"] == 1000
+
+
+def test_create_partitions_counts_the_assignments(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    grow = [{"name": "t", "count": 20, "assignments": [{"broker_ids": [1]}] * 12}]
+    body = request(ApiKey.CREATE_PARTITIONS, 3, topics=grow, timeout_ms=1000, validate_only=False)
+    driver.send(request_frame(ApiKey.CREATE_PARTITIONS, 3, 5, body))
+    driver.send(request_frame(ApiKey.CREATE_PARTITIONS, 3, 6, body))
+    (relayed,) = driver.upstream_requests()
+    driver.answer(relayed, response(ApiKey.CREATE_PARTITIONS, 3, "results", [
+        {"name": "t", "error_code": 0, "error_message": None}], throttle_time_ms=0))
+    (_, refused) = driver.responses(ApiKey.CREATE_PARTITIONS, 3)[-1]
+    assert refused["results"] == [{"name": "t", "error_code": REFUSED, "error_message": None}]
+
+
+def test_without_a_mutation_quota_nothing_is_counted(gateway: Gateway) -> None:
+    gateway.ctx.quotas = DictQuotas({("user=bob", "controller_mutation_rate"): 1.0})
+    driver = Driver.connect(gateway)
+    for correlation_id in (5, 6, 7):
+        driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, correlation_id, create(["a"], 20)))
+    assert len(driver.upstream_requests()) == 3 and not driver.reading_paused
