@@ -29,7 +29,7 @@ from gateway.quotas.lookup import (
     REQUEST_PERCENTAGE,
     QuotaLookup,
 )
-from gateway.quotas.mutation_request import MutationVerdict, judge
+from gateway.quotas.mutation_request import NO_COUNTS, MutationVerdict, PartitionCounts, judge
 from gateway.quotas.sensors import QuotaSensors
 from gateway.quotas.throttle_field import with_throttle
 from gateway.session.response_queue import ResponseSlot, WireBytes
@@ -128,12 +128,13 @@ class ConnectionQuotas:
                                                     cpu_ns * _NANOS_TO_PERCENT))
         return throttle
 
-    def mutation(self, key: int, version: int, wire: WireBytes) -> MutationVerdict | None:
+    def mutation(self, key: int, version: int, wire: WireBytes,
+                 known: PartitionCounts = NO_COUNTS) -> MutationVerdict | None:
         """controller_mutation_rate's verdict on a request about to be relayed (None: not counted)."""
         applied = self._applied
         if applied is None or (b := applied.mutation) is None:
             return None
-        verdict = judge(self.sensors.mutations, b.sensor, b.bound, key, version, wire)
+        verdict = judge(self.sensors.mutations, b.sensor, b.bound, key, version, wire, known)
         if verdict is not None:
             self.sensors.mutated(b.sensor, b.label, b.bound, verdict)
         return verdict

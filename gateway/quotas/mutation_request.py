@@ -1,18 +1,21 @@
 """What a topic-mutating request counts against controller_mutation_rate, and the gateway's own
 answer when the quota refuses it (THROTTLING_QUOTA_EXCEEDED on every topic, KIP-599).
 
-Counted as Kafka counts, from the request as it is relayed (topics the authorizer denied are gone):
+Counted as Kafka counts, from the request as it is relayed (topics the authorizer denied are gone),
+with the partition counts the latest Metadata responses showed (the cluster view):
 - CreateTopics: each topic's num_partitions, or its number of assignments; -1 with no
   assignments (the broker's default num.partitions, which the gateway does not know) counts 1;
-- CreatePartitions: the number of assignments when given (Kafka requires one per new
-  partition); otherwise the gateway does not know the current count, and the topic counts 1;
-- DeleteTopics: each topic counts 1 (Kafka counts its partitions, which the gateway does not know).
-validate_only requests are not counted (KIP-599: only mutations that happen are).
+- CreatePartitions: the new count minus the known one; unknown, the number of assignments (Kafka
+  requires one per new partition), and without assignments 1;
+- DeleteTopics: the topic's known partition count, by name or by id; unknown, 1.
+The unknown cases count low on purpose: a guess must not refuse an honest client. validate_only
+requests are not counted (KIP-599: only mutations that happen are).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +33,22 @@ _ZERO_ID = uuid.UUID(int=0)
 
 
 @dataclass(slots=True, frozen=True)
+class PartitionCounts:
+    """The partitions of each topic as Metadata last showed them, and topic ids' names (snapshots)."""
+
+    by_name: Mapping[str, int]
+    names: Mapping[uuid.UUID, str]
+
+    def of(self, name: str | None, topic_id: uuid.UUID | None = None) -> int | None:
+        if name is None and topic_id is not None:
+            name = self.names.get(topic_id)
+        return None if name is None else self.by_name.get(name)
+
+
+NO_COUNTS = PartitionCounts({}, {})
+
+
+@dataclass(slots=True, frozen=True)
 class MutationVerdict:
     """The bucket's word on one request: its throttle, and the answer to send instead of relaying it."""
 
@@ -38,7 +57,7 @@ class MutationVerdict:
 
 
 def judge(buckets: MutationBuckets, sensor: str, rate: float, key: int, version: int,
-          wire: WireBytes) -> MutationVerdict | None:
+          wire: WireBytes, known: PartitionCounts = NO_COUNTS) -> MutationVerdict | None:
     """None when ``key`` mutates nothing the quota counts (or only validates); else the verdict."""
     strict_since = STRICT_SINCE.get(key)
     if strict_since is None:
@@ -46,7 +65,7 @@ def judge(buckets: MutationBuckets, sensor: str, rate: float, key: int, version:
     body = _body(wire)
     if body.get("validate_only"):
         return None
-    count = mutations(key, body)
+    count = mutations(key, body, known)
     if count == 0:
         return None
     admission: Admission = buckets.admit(sensor, rate, count, strict=version >= strict_since)
@@ -54,13 +73,15 @@ def judge(buckets: MutationBuckets, sensor: str, rate: float, key: int, version:
     return MutationVerdict(admission.throttle_ms, refusal)
 
 
-def mutations(key: int, body: Body) -> int:
+def mutations(key: int, body: Body, known: PartitionCounts = NO_COUNTS) -> int:
     """The partition mutations a request asks for (see the module docstring for what is unknown)."""
     if key == ApiKey.CREATE_TOPICS:
         return sum(_created(topic) for topic in body["topics"])
     if key == ApiKey.CREATE_PARTITIONS:
-        return sum(len(topic["assignments"] or ()) or 1 for topic in body["topics"])
-    return len(body["topics"] if "topics" in body else body["topic_names"])
+        return sum(_added(topic, known.of(topic["name"])) for topic in body["topics"])
+    if "topics" in body:
+        return sum(known.of(t["name"], t["topic_id"]) or 1 for t in body["topics"])
+    return sum(known.of(name) or 1 for name in body["topic_names"])
 
 
 def refused(key: int, body: Body, throttle_ms: int) -> Body:
@@ -81,6 +102,12 @@ def refused(key: int, body: Body, throttle_ms: int) -> Body:
 def _created(topic: Body) -> int:
     if topic["num_partitions"] > 0:
         return int(topic["num_partitions"])
+    return len(topic["assignments"] or ()) or 1
+
+
+def _added(topic: Body, current: int | None) -> int:
+    if current is not None:
+        return max(int(topic["count"]) - current, 0)  # not more: Kafka refuses it (INVALID_PARTITIONS)
     return len(topic["assignments"] or ()) or 1
 
 

@@ -56,6 +56,7 @@ from gateway.edge.sni_routing import Node
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
 from gateway.quotas.connection import AppliedQuotas, ConnectionQuotas, cpu_clock_ns
+from gateway.quotas.mutation_request import PartitionCounts
 from gateway.session import actions as act
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
@@ -141,7 +142,8 @@ class ProxySession:
         self._outbox = ClientOutbox()  # answers on their way to the client
         self._farewell: WireBytes | None = None  # the refusal of a failed login, written after the delay
         # What traffic taught about the cluster, reported as one Discovered action per event.
-        self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names)
+        self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names,
+                                lambda: ctx.cluster.partition_counts)
         self._topic_id_misses = TopicIdMisses()
         self.quota = ConnectionQuotas(ctx.quotas, ctx.quota_sensors)
 
@@ -559,7 +561,8 @@ class ProxySession:
         self._stop_waiting("large-request")
 
     def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
-        learned = Learned(self._learned.book, self._learned.known_topics)  # its own: the loop's may grow meanwhile
+        # its own: the loop's may grow meanwhile
+        learned = Learned(self._learned.book, self._learned.known_topics, self._learned.known_counts)
         work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
         self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 
@@ -590,7 +593,9 @@ class ProxySession:
     def _over_mutation_quota(self, decision: RelayRequest, slot: ResponseSlot | None) -> bool:
         """controller_mutation_rate (KIP-599): True when the request is answered here, refused; relayed
         (throttled, for old versions over the quota) otherwise."""
-        verdict = self.quota.mutation(decision.key, decision.version, decision.wire)
+        cluster = self.ctx.cluster
+        verdict = self.quota.mutation(decision.key, decision.version, decision.wire,
+                                      PartitionCounts(cluster.partition_counts, cluster.topic_names))
         if verdict is None:
             return False
         if verdict.refusal is not None:  # never relayed: the gateway answers, as the broker would
@@ -847,10 +852,10 @@ class ProxySession:
         if self._memory.woken:
             self._out.append(act.WakeReaders(tuple(self._memory.take_woken())))
         learned = self._learned
-        if learned.nodes or learned.topic_ids or self._topic_id_misses.missed:
+        if learned.nodes or learned.topic_ids or learned.partition_counts or self._topic_id_misses.missed:
             self._out.append(act.Discovered(tuple(learned.nodes), tuple(learned.topic_ids),
-                                            self._topic_id_misses.take()))
-            learned.nodes, learned.topic_ids = [], []
+                                            self._topic_id_misses.take(), tuple(learned.partition_counts)))
+            learned.nodes, learned.topic_ids, learned.partition_counts = [], [], []
         out, self._out = self._out, []
         return out
 

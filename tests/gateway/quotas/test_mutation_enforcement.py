@@ -118,3 +118,47 @@ def test_without_a_mutation_quota_nothing_is_counted(gateway: Gateway) -> None:
     for correlation_id in (5, 6, 7):
         driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, correlation_id, create(["a"], 20)))
     assert len(driver.upstream_requests()) == 3 and not driver.reading_paused
+
+
+def _metadata_shows(driver: Driver, name: str, partitions: int) -> None:
+    """A client's Metadata request, answered by the upstream with ``name`` of ``partitions`` partitions."""
+    driver.send(request_frame(ApiKey.METADATA, 12, 90, request(ApiKey.METADATA, 12, allow_auto_topic_creation=False,
+                                                               topics=[{"topic_id": uuid.UUID(int=0), "name": name}])))
+    (asked,) = driver.upstream_requests()
+    driver.answer(asked, response(ApiKey.METADATA, 12, "topics", [{
+        "error_code": 0, "name": name, "topic_id": uuid.uuid4(), "is_internal": False,
+        "topic_authorized_operations": -2147483648, "partitions": [
+            {"error_code": 0, "partition_index": i, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
+             "isr_nodes": [1], "offline_replicas": []} for i in range(partitions)]}],
+        brokers=[{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}], cluster_id="c",
+        controller_id=1))
+    ((_, shown),) = driver.responses(ApiKey.METADATA, 12)  # consumed: the rest are the mutations' answers
+    assert len(shown["topics"][0]["partitions"]) == partitions
+
+
+def test_deleting_a_topic_counts_the_partitions_metadata_showed(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    _metadata_shows(driver, "big", 20)
+    assert gateway.ctx.cluster.partition_counts == {"big": 20}
+    delete = request(ApiKey.DELETE_TOPICS, 6, topics=[{"name": "big", "topic_id": uuid.UUID(int=0)}], timeout_ms=1000)
+    driver.send(request_frame(ApiKey.DELETE_TOPICS, 6, 5, delete))  # 11 − 20 = −9
+    driver.send(request_frame(ApiKey.DELETE_TOPICS, 6, 6, delete))
+    (relayed,) = driver.upstream_requests()
+    driver.answer(relayed, response(ApiKey.DELETE_TOPICS, 6, "responses", [
+        {"name": "big", "topic_id": uuid.uuid4(), "error_code": 0, "error_message": None}], throttle_time_ms=0))
+    (_, refused) = driver.responses(ApiKey.DELETE_TOPICS, 6)[-1]
+    assert refused["responses"][0]["error_code"] == REFUSED and refused["throttle_time_ms"] == 9000
+
+
+def test_adding_partitions_counts_the_new_total_minus_the_known_count(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    _metadata_shows(driver, "t", 3)
+    grow = request(ApiKey.CREATE_PARTITIONS, 3, topics=[{"name": "t", "count": 15, "assignments": None}],
+                   timeout_ms=1000, validate_only=False)
+    driver.send(request_frame(ApiKey.CREATE_PARTITIONS, 3, 5, grow))  # 11 − (15 − 3) = −1
+    driver.send(request_frame(ApiKey.CREATE_PARTITIONS, 3, 6, grow))
+    (relayed,) = driver.upstream_requests()
+    driver.answer(relayed, response(ApiKey.CREATE_PARTITIONS, 3, "results", [
+        {"name": "t", "error_code": 0, "error_message": None}], throttle_time_ms=0))
+    (_, refused) = driver.responses(ApiKey.CREATE_PARTITIONS, 3)[-1]
+    assert refused["results"][0]["error_code"] == REFUSED and refused["throttle_time_ms"] == 1000
