@@ -79,9 +79,7 @@ def mutations(key: int, body: Body, known: PartitionCounts = NO_COUNTS) -> int:
         return sum(_created(topic) for topic in body["topics"])
     if key == ApiKey.CREATE_PARTITIONS:
         return sum(_added(topic, known.of(topic["name"])) for topic in body["topics"])
-    if "topics" in body:
-        return sum(known.of(t["name"], t["topic_id"]) or 1 for t in body["topics"])
-    return sum(known.of(name) or 1 for name in body["topic_names"])
+    return sum(known.of(name, topic_id) or 1 for name, topic_id in _deleted(body))
 
 
 def refused(key: int, body: Body, throttle_ms: int) -> Body:
@@ -93,16 +91,23 @@ def refused(key: int, body: Body, throttle_ms: int) -> Body:
     if key == ApiKey.CREATE_PARTITIONS:
         return {"throttle_time_ms": throttle_ms, "results": [
             {"name": t["name"], "error_code": _REFUSED, "error_message": None} for t in body["topics"]]}
-    named = body["topics"] if "topics" in body else [{"name": n, "topic_id": _ZERO_ID} for n in body["topic_names"]]
     return {"throttle_time_ms": throttle_ms, "responses": [
-        {"name": t["name"], "topic_id": t["topic_id"], "error_code": _REFUSED, "error_message": None}
-        for t in named]}
+        {"name": name, "topic_id": topic_id or _ZERO_ID, "error_code": _REFUSED, "error_message": None}
+        for name, topic_id in _deleted(body)]}
 
 
 def _created(topic: Body) -> int:
     if topic["num_partitions"] > 0:
         return int(topic["num_partitions"])
     return len(topic["assignments"] or ()) or 1
+
+
+def _deleted(body: Body) -> list[tuple[str | None, uuid.UUID | None]]:
+    """DeleteTopics' topics: by name before v6 (``topic_names``), by name or id since (``topics``); the
+    decoded body has both fields, the one its version lacks empty."""
+    if body.get("topic_names"):
+        return [(name, None) for name in body["topic_names"]]
+    return [(t["name"], t["topic_id"]) for t in body["topics"]]
 
 
 def _added(topic: Body, current: int | None) -> int:

@@ -162,3 +162,31 @@ def test_adding_partitions_counts_the_new_total_minus_the_known_count(gateway: G
         {"name": "t", "error_code": 0, "error_message": None}], throttle_time_ms=0))
     (_, refused) = driver.responses(ApiKey.CREATE_PARTITIONS, 3)[-1]
     assert refused["results"][0]["error_code"] == REFUSED and refused["throttle_time_ms"] == 1000
+
+
+def test_delete_topics_v5_names_topics_and_is_refused_by_name(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    names = [f"t{i}" for i in range(12)]  # 11 − 12 = −1
+    for correlation_id, count in ((5, 12), (6, 2)):
+        driver.send(request_frame(ApiKey.DELETE_TOPICS, 5, correlation_id, request(
+            ApiKey.DELETE_TOPICS, 5, topic_names=names[:count], timeout_ms=1000)))
+    (relayed,) = driver.upstream_requests()
+    driver.answer(relayed, response(ApiKey.DELETE_TOPICS, 5, "responses", [
+        {"name": n, "error_code": 0, "error_message": None} for n in names], throttle_time_ms=0))
+    (_, first), (_, second) = driver.responses(ApiKey.DELETE_TOPICS, 5)
+    assert first["throttle_time_ms"] == 0
+    assert [(t["name"], t["error_code"]) for t in second["responses"]] == [("t0", REFUSED), ("t1", REFUSED)]
+    assert second["throttle_time_ms"] == 1000
+
+
+def test_delete_topics_v4_is_counted_and_throttled(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    names = [f"t{i}" for i in range(13)]  # 11 − 13 = −2: 2 s to refill
+    driver.send(request_frame(ApiKey.DELETE_TOPICS, 4, 5, request(ApiKey.DELETE_TOPICS, 4, topic_names=names,
+                                                                  timeout_ms=1000)))
+    (relayed,) = driver.upstream_requests()
+    assert driver.reading_paused and driver.timers["quota"] == pytest.approx(2.0)
+    driver.answer(relayed, response(ApiKey.DELETE_TOPICS, 4, "responses", [
+        {"name": n, "error_code": 0, "error_message": None} for n in names], throttle_time_ms=0))
+    ((_, answer),) = driver.responses(ApiKey.DELETE_TOPICS, 4)
+    assert answer["throttle_time_ms"] == 2000 and {t["error_code"] for t in answer["responses"]} == {0}
