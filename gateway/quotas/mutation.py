@@ -5,10 +5,10 @@ a bound of R mutations per second allows a burst of R × ``quota.window.num`` ×
 ``quota.window.size.seconds`` and refills at R per second (the bucket starts full). As measured
 on Kafka 4.4:
 
-- strict (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+): a request is refused
-  (THROTTLING_QUOTA_EXCEEDED) only while the bucket is negative; the request that empties it, even
-  by far more than it held, passes without a throttle. A refusal's throttle is the time the bucket
-  needs to refill to 0;
+- strict (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+): the topics of a request are
+  taken in order, and a topic is refused (THROTTLING_QUOTA_EXCEEDED) only while the bucket is
+  negative; the topic that empties it, even by far more than it held, passes. A request with a
+  refused topic gets the time the bucket needs to refill to 0 as its throttle, others none;
 - permissive (older versions, which have no such error): the request always passes and is
   counted; its throttle is the time the bucket, now negative, needs to refill to 0.
 """
@@ -29,7 +29,7 @@ MAX_BUCKETS = 100_000
 class Admission:
     """What the bucket says of one request: passed or refused, and the throttle time it earned."""
 
-    accepted: bool
+    accepted: tuple[bool, ...]  # per item (topic), in order
     throttle_ms: int
 
 
@@ -56,17 +56,22 @@ class MutationBuckets:
     def burst(self, rate: float) -> float:
         return rate * self.window.num * self.window.size_ms / 1000.0
 
-    def admit(self, sensor: str, rate: float, mutations: int, *, strict: bool) -> Admission:
-        """Count ``mutations`` partitions against ``sensor``'s bucket (bound ``rate`` per second),
-        unless ``strict`` and the bucket is already negative: then nothing is counted."""
-        now = self._clock() * 1000.0
-        bucket = self._refilled(sensor, rate, now)
-        if strict and bucket.tokens < 0:
-            return Admission(False, _refill_ms(bucket.tokens, rate, self.window))
-        bucket.tokens -= mutations
-        if strict or bucket.tokens >= 0:
-            return Admission(True, 0)
-        return Admission(True, _refill_ms(bucket.tokens, rate, self.window))
+    def admit(self, sensor: str, rate: float, mutations: list[int], *, strict: bool) -> Admission:
+        """Count each item's ``mutations`` (partitions) against ``sensor``'s bucket (bound ``rate`` per
+        second), in order; when ``strict``, an item that finds the bucket negative is refused, not counted."""
+        bucket = self._refilled(sensor, rate, self._clock() * 1000.0)
+        if not strict:
+            bucket.tokens -= sum(mutations)
+            throttle = _refill_ms(bucket.tokens, rate, self.window) if bucket.tokens < 0 else 0
+            return Admission((True,) * len(mutations), throttle)
+        accepted = []
+        for count in mutations:
+            passes = bucket.tokens >= 0
+            if passes:
+                bucket.tokens -= count
+            accepted.append(passes)
+        throttle = 0 if all(accepted) else _refill_ms(bucket.tokens, rate, self.window)
+        return Admission(tuple(accepted), throttle)
 
     def tokens(self, sensor: str, rate: float) -> float:
         """The bucket's level now (full when it has none): for tests and the metrics."""

@@ -1,33 +1,39 @@
-"""What a topic-mutating request counts against controller_mutation_rate, and the gateway's own
-answer when the quota refuses it (THROTTLING_QUOTA_EXCEEDED on every topic, KIP-599).
+"""What a topic-mutating request counts against controller_mutation_rate, and what becomes of the
+topics the quota refuses (THROTTLING_QUOTA_EXCEEDED, no message, KIP-599).
 
-Counted as Kafka counts, from the request as it is relayed (topics the authorizer denied are gone),
-with the partition counts the latest Metadata responses showed (the cluster view):
+Counted as Kafka counts, topic by topic, from the request as it is relayed (topics the authorizer
+denied are gone), with the partition counts the latest Metadata responses showed (the cluster view):
 - CreateTopics: each topic's num_partitions, or its number of assignments; -1 with no
   assignments (the broker's default num.partitions, which the gateway does not know) counts 1;
 - CreatePartitions: the new count minus the known one; unknown, the number of assignments (Kafka
   requires one per new partition), and without assignments 1;
 - DeleteTopics: the topic's known partition count, by name or by id; unknown, 1.
-The unknown cases count low on purpose: a guess must not refuse an honest client. validate_only
-requests are not counted (KIP-599: only mutations that happen are).
+The unknown cases count low on purpose: a guess must not refuse an honest client. As Kafka 4.4 does
+(measured), validate_only requests are counted too.
+
+Every topic refused: the gateway answers itself. Some: they are dropped from the relayed request,
+and their refusals merged back into the upstream's answer, in the request's order.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.quotas.mutation import Admission, MutationBuckets
+from gateway.quotas.mutation import MutationBuckets
 from gateway.session.response_queue import WireBytes
 from protocol.api_keys import ApiKey
+from protocol.framing import frame as framed
 from protocol.header import decode_request_header
 from protocol.kafka_errors import KafkaError
 
 Body = dict[str, Any]
 # The first version of each API that knows THROTTLING_QUOTA_EXCEEDED: older ones are throttled only.
 STRICT_SINCE: dict[int, int] = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
+_ANSWERS: dict[int, str] = {ApiKey.CREATE_TOPICS: "topics", ApiKey.CREATE_PARTITIONS: "results",
+                            ApiKey.DELETE_TOPICS: "responses"}
 _REFUSED = int(KafkaError.THROTTLING_QUOTA_EXCEEDED)
 _ZERO_ID = uuid.UUID(int=0)
 
@@ -50,75 +56,107 @@ NO_COUNTS = PartitionCounts({}, {})
 
 @dataclass(slots=True, frozen=True)
 class MutationVerdict:
-    """The bucket's word on one request: its throttle, and the answer to send instead of relaying it."""
+    """The bucket's word on one request: its throttle, and what to send instead of the request as it is."""
 
     throttle_ms: int
-    refusal: Body | None  # None: relay it
+    refusal: Body | None = None  # every topic refused: the answer, nothing is relayed
+    wire: bytes | None = None  # some refused: the request without them, to relay instead
+    merge: Callable[[Body], Body] | None = None  # ... and how their refusals go into the upstream's answer
+
+    def hook_before(self, then: Callable[[Body], Body] | None) -> Callable[[Body], Body] | None:
+        """What the upstream's answer goes through: the refusals merged in, then ``then`` (the authorization's
+        merge of the topics it denied, which sees the answer as if the upstream had been asked everything)."""
+        merge = self.merge
+        if merge is None or then is None:
+            return merge or then
+        return lambda answer: then(merge(answer))
 
 
 def judge(buckets: MutationBuckets, sensor: str, rate: float, key: int, version: int,
           wire: WireBytes, known: PartitionCounts = NO_COUNTS) -> MutationVerdict | None:
-    """None when ``key`` mutates nothing the quota counts (or only validates); else the verdict."""
+    """None when ``key`` mutates nothing the quota counts; else the verdict."""
     strict_since = STRICT_SINCE.get(key)
     if strict_since is None:
         return None
-    body = _body(wire)
-    if body.get("validate_only"):
-        return None
-    count = mutations(key, body, known)
-    if count == 0:
-        return None
-    admission: Admission = buckets.admit(sensor, rate, count, strict=version >= strict_since)
-    refusal = None if admission.accepted else refused(key, body, admission.throttle_ms)
-    return MutationVerdict(admission.throttle_ms, refusal)
-
-
-def mutations(key: int, body: Body, known: PartitionCounts = NO_COUNTS) -> int:
-    """The partition mutations a request asks for (see the module docstring for what is unknown)."""
-    if key == ApiKey.CREATE_TOPICS:
-        return sum(_created(topic) for topic in body["topics"])
-    if key == ApiKey.CREATE_PARTITIONS:
-        return sum(_added(topic, known.of(topic["name"])) for topic in body["topics"])
-    return sum(known.of(name, topic_id) or 1 for name, topic_id in _deleted(body))
-
-
-def refused(key: int, body: Body, throttle_ms: int) -> Body:
-    """The answer Kafka gives a request over the quota: every topic THROTTLING_QUOTA_EXCEEDED, no message."""
-    if key == ApiKey.CREATE_TOPICS:
-        return {"throttle_time_ms": throttle_ms, "topics": [
-            {"name": t["name"], "topic_id": _ZERO_ID, "error_code": _REFUSED, "error_message": None,
-             "num_partitions": -1, "replication_factor": -1, "configs": None} for t in body["topics"]]}
-    if key == ApiKey.CREATE_PARTITIONS:
-        return {"throttle_time_ms": throttle_ms, "results": [
-            {"name": t["name"], "error_code": _REFUSED, "error_message": None} for t in body["topics"]]}
-    return {"throttle_time_ms": throttle_ms, "responses": [
-        {"name": name, "topic_id": topic_id or _ZERO_ID, "error_code": _REFUSED, "error_message": None}
-        for name, topic_id in _deleted(body)]}
-
-
-def _created(topic: Body) -> int:
-    if topic["num_partitions"] > 0:
-        return int(topic["num_partitions"])
-    return len(topic["assignments"] or ()) or 1
-
-
-def _deleted(body: Body) -> list[tuple[str | None, uuid.UUID | None]]:
-    """DeleteTopics' topics: by name before v6 (``topic_names``), by name or id since (``topics``); the
-    decoded body has both fields, the one its version lacks empty."""
-    if body.get("topic_names"):
-        return [(name, None) for name in body["topic_names"]]
-    return [(t["name"], t["topic_id"]) for t in body["topics"]]
-
-
-def _added(topic: Body, current: int | None) -> int:
-    if current is not None:
-        return max(int(topic["count"]) - current, 0)  # not more: Kafka refuses it (INVALID_PARTITIONS)
-    return len(topic["assignments"] or ()) or 1
-
-
-def _body(wire: WireBytes) -> Body:
-    """The request as relayed (size prefix included): decoded again, as these admin requests are rare."""
-    payload = (wire if isinstance(wire, memoryview) else memoryview(wire))[4:]
+    payload = (wire if isinstance(wire, memoryview) else memoryview(wire))[4:]  # past the size
     header, schema = decode_request_header(payload)
-    body, _ = schema.request_codec(header.api_version).decode_prefix(payload[header.size :])
-    return body
+    codec = schema.request_codec(version)
+    body, _ = codec.decode_prefix(payload[header.size :])
+    field, items = _topics(key, body)
+    if not items:
+        return None
+    admission = buckets.admit(sensor, rate, [_mutations(key, item, known) for item in items],
+                              strict=version >= strict_since)
+    accepted = admission.accepted
+    if all(accepted):
+        return MutationVerdict(admission.throttle_ms)
+    refusals = [None if ok else _refusal(key, item) for item, ok in zip(items, accepted, strict=True)]
+    if not any(accepted):
+        return MutationVerdict(admission.throttle_ms, {"throttle_time_ms": admission.throttle_ms,
+                                                       _ANSWERS[key]: refusals})
+    kept = {**body, field: [item for item, ok in zip(items, accepted, strict=True) if ok]}
+    relayed = framed(bytes(payload[: header.size]) + codec.encode(kept))
+    return MutationVerdict(admission.throttle_ms, None, relayed,
+                           _merger(key, [_name(item) for item in items], refusals))
+
+
+def _topics(key: int, body: Body) -> tuple[str, list[Any]]:
+    """The request's list of topics: its field and items. DeleteTopics names topics in topic_names
+    before v6, in topics since; the decoded body has both, the one its version lacks empty."""
+    if key == ApiKey.DELETE_TOPICS and body.get("topic_names"):
+        return "topic_names", body["topic_names"]
+    return "topics", body["topics"]
+
+
+def _mutations(key: int, item: Any, known: PartitionCounts) -> int:
+    """The partitions one topic of the request mutates (see the module docstring for what is unknown)."""
+    if key == ApiKey.CREATE_TOPICS:
+        return int(item["num_partitions"]) if item["num_partitions"] > 0 else len(item["assignments"] or ()) or 1
+    if key == ApiKey.CREATE_PARTITIONS:
+        current = known.of(item["name"])
+        if current is not None:
+            return max(int(item["count"]) - current, 0)  # not less: Kafka refuses it (INVALID_PARTITIONS)
+        return len(item["assignments"] or ()) or 1
+    if isinstance(item, str):  # DeleteTopics before v6: a name
+        return known.of(item) or 1
+    return known.of(item["name"], item["topic_id"]) or 1
+
+
+def _refusal(key: int, item: Any) -> Body:
+    """Kafka's answer for one topic over the quota: THROTTLING_QUOTA_EXCEEDED, no message."""
+    if key == ApiKey.CREATE_TOPICS:
+        return {"name": item["name"], "topic_id": _ZERO_ID, "error_code": _REFUSED, "error_message": None,
+                "num_partitions": -1, "replication_factor": -1, "configs": None}
+    if key == ApiKey.CREATE_PARTITIONS:
+        return {"name": item["name"], "error_code": _REFUSED, "error_message": None}
+    name, topic_id = (item, _ZERO_ID) if isinstance(item, str) else (item["name"], item["topic_id"])
+    return {"name": name, "topic_id": topic_id, "error_code": _REFUSED, "error_message": None}
+
+
+def _name(item: Any) -> object:
+    """What names a topic in the request and its answer: the name, or the id when only the id is given."""
+    if isinstance(item, str):
+        return item
+    return item["name"] if item.get("name") is not None else item.get("topic_id")
+
+
+def _merger(key: int, names: list[object], refusals: list[Body | None]) -> Callable[[Body], Body]:
+    """Put the refused topics back into the upstream's answer, in the request's order (the upstream's
+    entries found by name; any it added unasked go last, for the authorization merge to judge)."""
+    field = _ANSWERS[key]
+
+    def merge(answer: Body) -> Body:
+        upstream: dict[object, list[Body]] = {}
+        for entry in answer[field]:
+            upstream.setdefault(_name(entry), []).append(entry)
+        merged: list[Body] = []
+        for name, refusal in zip(names, refusals, strict=True):
+            found = upstream.get(name)
+            if refusal is not None:
+                merged.append(refusal)
+            elif found:
+                merged.append(found.pop(0))
+        answer[field] = merged + [entry for rest in upstream.values() for entry in rest]
+        return answer
+
+    return merge

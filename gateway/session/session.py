@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -591,8 +592,8 @@ class ProxySession:
                                            cpu_clock_ns() - cpu, slot))
 
     def _over_mutation_quota(self, decision: RelayRequest, slot: ResponseSlot | None) -> bool:
-        """controller_mutation_rate (KIP-599): True when the request is answered here, refused; relayed
-        (throttled, for old versions over the quota) otherwise."""
+        """controller_mutation_rate (KIP-599): False when it has no say; else the request was answered here
+        (every topic refused) or relayed, without its refused topics, throttled when over the quota."""
         cluster = self.ctx.cluster
         verdict = self.quota.mutation(decision.key, decision.version, decision.wire,
                                       PartitionCounts(cluster.partition_counts, cluster.topic_names))
@@ -603,6 +604,8 @@ class ProxySession:
             answer = response_frame(decision.key, decision.version, decision.correlation_id, body)
             self._fill(slot, decision.key, decision.version, decision.correlation_id, answer)
         else:
+            if verdict.wire is not None:  # some topics refused: relay the others
+                decision = replace(decision, wire=verdict.wire, hook=verdict.hook_before(decision.hook))
             self._relay(decision, slot)
             relayed = slot or self.responses.newest()
             relayed.throttle_ms = max(relayed.throttle_ms, verdict.throttle_ms)

@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 
+from authz.model import AclOperation
 from gateway.quotas.lookup import DictQuotas
 from gateway.quotas.sensors import QuotaSensors
 from gateway.server import Gateway
+from gateway.stores.file_acls import FileAclStore
 from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
 from protocol.messages import request_frame
+from tests.authz.helpers import PREFIXED, acl
 from tests.authz.test_policies_data import request, response
 from tests.gateway.quotas.test_enforcement import Clock
 from tests.gateway.session.session_driver import Driver, gateway_for
@@ -61,11 +65,23 @@ def test_over_the_quota_creates_are_answered_locally_with_89_on_every_topic(gate
     assert driver.reading_paused and driver.timers["quota"] == pytest.approx(9.0)  # muted as Kafka mutes
 
 
-def test_validate_only_creates_are_not_counted(gateway: Gateway) -> None:
+def test_validate_only_creates_are_counted_as_kafka_4_4_counts_them(gateway: Gateway) -> None:
     driver = Driver.connect(gateway)
-    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 5, create(["a"], 20, validate_only=True)))
-    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 6, create(["b"], 11)))
-    assert len(driver.upstream_requests()) == 2  # the bucket was still full for the second
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 5, create(["a"], 20, validate_only=True)))  # −9
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 6, create(["b"], 1)))
+    assert len(driver.upstream_requests()) == 1  # the second was refused
+
+
+def test_the_topic_that_finds_the_bucket_negative_is_refused_and_the_others_relayed(gateway: Gateway) -> None:
+    driver = Driver.connect(gateway)
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 5, create(["m", "n", "o", "p"], 4)))  # 11 → 7 → 3 → −1
+    (relayed,) = driver.upstream_requests()
+    assert [t["name"] for t in relayed.body["topics"]] == ["m", "n", "o"]
+    assert driver.reading_paused and driver.timers["quota"] == pytest.approx(1.0)
+    driver.answer(relayed, created(["o", "m", "n"]))  # whatever order the upstream answers in
+    ((_, answer),) = driver.responses(ApiKey.CREATE_TOPICS, CREATE_V)
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [("m", 0), ("n", 0), ("o", 0), ("p", REFUSED)]
+    assert answer["throttle_time_ms"] == 1000
 
 
 def test_old_versions_are_relayed_and_throttled_instead(gateway: Gateway) -> None:
@@ -190,3 +206,23 @@ def test_delete_topics_v4_is_counted_and_throttled(gateway: Gateway) -> None:
         {"name": n, "error_code": 0, "error_message": None} for n in names], throttle_time_ms=0))
     ((_, answer),) = driver.responses(ApiKey.DELETE_TOPICS, 4)
     assert answer["throttle_time_ms"] == 2000 and {t["error_code"] for t in answer["responses"]} == {0}
+
+
+def test_topics_the_authorizer_denied_keep_their_error_among_the_quotas_refusals(tmp_path: Path) -> None:
+    FileAclStore(tmp_path / "acls.json").add([acl("ok-", AclOperation.CREATE, principal="User:ANONYMOUS",
+                                                  pattern=PREFIXED)])
+    gateway = gateway_for(tmp_path, **{"authorizer.class.name": "StandardAuthorizer",
+                                       "ksgate.acl.file": str(tmp_path / "acls.json")})
+    gateway.ctx.quota_sensors = QuotaSensors(clock=Clock())
+    gateway.ctx.quotas = DictQuotas({("user=ANONYMOUS", "controller_mutation_rate"): 1.0})
+    driver = Driver.connect(gateway)
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 5, request(
+        ApiKey.CREATE_TOPICS, CREATE_V, timeout_ms=1000, validate_only=False, topics=[
+            {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+            for n, p in (("ok-a", 12), ("no-x", 1), ("ok-b", 1))])))  # ok-a: 11 → −1; no-x is not counted
+    (relayed,) = driver.upstream_requests()
+    assert [t["name"] for t in relayed.body["topics"]] == ["ok-a"]
+    driver.answer(relayed, created(["ok-a"]))
+    ((_, answer),) = driver.responses(ApiKey.CREATE_TOPICS, CREATE_V)
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] \
+        == [("ok-a", 0), ("no-x", KafkaError.TOPIC_AUTHORIZATION_FAILED), ("ok-b", REFUSED)]

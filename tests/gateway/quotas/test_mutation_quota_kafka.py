@@ -7,7 +7,9 @@ mutations, refilled at 1 per second): a strict request (CreateTopics v6+, Create
 DeleteTopics v5+) passes with throttle_time_ms 0 while the bucket is not negative, even when it
 takes it far below 0; while it is negative, every topic is refused with THROTTLING_QUOTA_EXCEEDED (89),
 throttle_time_ms the time to refill to 0 and the connection muted that long; older versions are
-accepted and throttled after the fact; DeleteTopics counts the deleted topic's partitions.
+accepted and throttled after the fact; DeleteTopics counts the deleted topic's partitions; the
+topics of one request are taken in order (the one that finds the bucket negative is refused, those
+before it created); validate_only requests are counted as if they created their topics.
 """
 
 from __future__ import annotations
@@ -89,6 +91,15 @@ SEQUENCES: dict[str, list[Step]] = {
         grow(3, "x", 17),  # negative: 89, ~1 s
         grow(2, "x", 15),  # old version: accepted, 3 partitions counted, ~3 s
     ],
+    "one request across 0": [
+        create(7, "mnop", 4),  # 11 → 7 → 3 → −1 → the fourth topic finds the bucket negative
+    ],
+    "validate_only counts": [
+        ("CreateTopics v7 validate_only v×30", lambda c, p: _answer(c, ApiKey.CREATE_TOPICS, 7, {
+            "topics": [{"name": p + "v", "num_partitions": 30, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout_ms": 15000, "validate_only": True}, "topics")),
+        create(7, "w", 1),  # counted all the same (11 − 30 = −19): refused, ~19 s
+    ],
 }
 
 
@@ -133,4 +144,4 @@ def test_ksgate_enforces_controller_mutation_rate_as_kafka_does(kafka: KafkaBrok
     assert [codes for _, codes in through] == [codes for _, codes in direct]
     for (label, _), (k_ms, _), (g_ms, _) in zip(steps, direct, through, strict=True):
         assert abs(k_ms - g_ms) <= TOLERANCE_MS, (label, k_ms, g_ms)
-    assert any(89 in codes for _, codes in direct)  # the sequence reaches the refusal at all
+    assert any(89 in codes for _, codes in direct)  # each sequence reaches the refusal
