@@ -63,6 +63,8 @@ def test_over_the_quota_creates_are_answered_locally_with_89_on_every_topic(gate
         == [("b", REFUSED, None), ("c", REFUSED, None)]
     assert refused["throttle_time_ms"] == 9000
     assert driver.reading_paused and driver.timers["quota"] == pytest.approx(9.0)  # muted as Kafka mutes
+    totals = gateway.ctx.quota_sensors.totals[("controller_mutation_rate", "user=ANONYMOUS")]  # /metrics' series
+    assert (totals.throttled, totals.throttle_ms, totals.bound) == (1, 9000, 1.0)
 
 
 def test_validate_only_creates_are_counted_as_kafka_4_4_counts_them(gateway: Gateway) -> None:
