@@ -29,7 +29,7 @@ from gateway.quotas.lookup import (
     REQUEST_PERCENTAGE,
     QuotaLookup,
 )
-from gateway.quotas.mutation_request import NO_COUNTS, MutationVerdict, PartitionCounts, judge
+from gateway.quotas.mutation_request import NO_COUNTS, MutationVerdict, PartitionCounts, Settlement, judge
 from gateway.quotas.sensors import QuotaSensors
 from gateway.quotas.throttle_field import with_throttle
 from gateway.session.response_queue import ResponseSlot, WireBytes
@@ -57,7 +57,7 @@ class AppliedQuotas:
 
 
 class ConnectionQuotas:
-    __slots__ = ("_applied", "_book", "_client_raw", "_user", "_version", "muted_until_ms", "sensors")
+    __slots__ = ("_applied", "_book", "_client_raw", "_unsettled", "_user", "_version", "muted_until_ms", "sensors")
 
     def __init__(self, book: QuotaLookup, sensors: QuotaSensors) -> None:
         self._book = book
@@ -67,6 +67,7 @@ class ConnectionQuotas:
         self._client_raw = b""
         self._applied: AppliedQuotas | None = None
         self.muted_until_ms = 0.0
+        self._unsettled: list[Settlement] = []  # relayed mutations awaiting their answer (≤ the in-flight requests)
 
     @property
     def active(self) -> AppliedQuotas | None:
@@ -134,10 +135,25 @@ class ConnectionQuotas:
         applied = self._applied
         if applied is None or (b := applied.mutation) is None:
             return None
+        self._settle()
         verdict = judge(self.sensors.mutations, b.sensor, b.bound, key, version, wire, known)
         if verdict is not None:
             self.sensors.mutated(b.sensor, b.label, b.bound, verdict)
+            if verdict.settlement is not None:
+                self._unsettled.append(verdict.settlement)
         return verdict
+
+    def _settle(self) -> None:
+        """Give back what earlier requests counted for topics their answers refused."""
+        if not self._unsettled:
+            return
+        waiting = []
+        for settlement in self._unsettled:
+            if settlement.refused is None:
+                waiting.append(settlement)
+            elif refund := settlement.refunded():
+                self.sensors.mutations.refund(settlement.sensor, settlement.rate, refund)
+        self._unsettled = waiting
 
     def request_done(self, applied: AppliedQuotas, api_key: int, size: int, cpu_ns: int,
                      slot: ResponseSlot | None) -> int:

@@ -73,6 +73,11 @@ class MutationBuckets:
         throttle = 0 if all(accepted) else _refill_ms(bucket.tokens, rate, self.window)
         return Admission(tuple(accepted), throttle)
 
+    def refund(self, sensor: str, rate: float, mutations: int) -> None:
+        """Give back mutations counted for topics the broker then refused (Kafka never counted them)."""
+        bucket = self._refilled(sensor, rate, self._clock() * 1000.0)
+        bucket.tokens = min(self.burst(rate), bucket.tokens + mutations)
+
     def tokens(self, sensor: str, rate: float) -> float:
         """The bucket's level now (full when it has none): for tests and the metrics."""
         return self._refilled(sensor, rate, self._clock() * 1000.0).tokens

@@ -12,7 +12,9 @@ The unknown cases count low on purpose: a guess must not refuse an honest client
 (measured), validate_only requests are counted too.
 
 Every topic refused: the gateway answers itself. Some: they are dropped from the relayed request,
-and their refusals merged back into the upstream's answer, in the request's order.
+and their refusals merged back into the upstream's answer, in the request's order. The topics the
+upstream then refuses (e.g. TOPIC_ALREADY_EXISTS) are given back (a Settlement): Kafka 4.4 counts
+only the topics it goes on to create (measured).
 """
 
 from __future__ import annotations
@@ -54,6 +56,31 @@ class PartitionCounts:
 NO_COUNTS = PartitionCounts({}, {})
 
 
+@dataclass(slots=True)
+class Settlement:
+    """The topics a relayed request was counted for; its answer tells which of them the upstream refused.
+
+    The answer's hook fills ``refused`` (maybe in the worker thread: it writes this object only); the
+    connection gives their mutations back on the event loop before it counts its next request.
+    """
+
+    sensor: str
+    rate: float
+    counted: dict[object, int]  # topic name (or id) → mutations counted for it
+    refused: list[object] | None = None  # None until the answer came
+
+    def watch(self, field: str) -> Callable[[Body], Body]:
+        def watched(answer: Body) -> Body:
+            self.refused = [_name(entry) for entry in answer[field] if entry["error_code"]]
+            return answer
+
+        return watched
+
+    def refunded(self) -> int:
+        refused = set(self.refused or ())
+        return sum(n for name, n in self.counted.items() if name in refused)
+
+
 @dataclass(slots=True, frozen=True)
 class MutationVerdict:
     """The bucket's word on one request: its throttle, and what to send instead of the request as it is."""
@@ -62,14 +89,24 @@ class MutationVerdict:
     refusal: Body | None = None  # every topic refused: the answer, nothing is relayed
     wire: bytes | None = None  # some refused: the request without them, to relay instead
     merge: Callable[[Body], Body] | None = None  # ... and how their refusals go into the upstream's answer
+    settlement: Settlement | None = None  # what was counted for the relayed topics
+    answers: str = "topics"  # the answer's list of topics
 
     def hook_before(self, then: Callable[[Body], Body] | None) -> Callable[[Body], Body] | None:
-        """What the upstream's answer goes through: the refusals merged in, then ``then`` (the authorization's
-        merge of the topics it denied, which sees the answer as if the upstream had been asked everything)."""
-        merge = self.merge
-        if merge is None or then is None:
-            return merge or then
-        return lambda answer: then(merge(answer))
+        """What the upstream's answer goes through: its refusals noted (the settlement), the quota's
+        refusals merged in, then ``then`` (the authorization's merge of the topics it denied, which sees the
+        answer as if the upstream had been asked everything)."""
+        watch = self.settlement.watch(self.answers) if self.settlement is not None else None
+        steps = [step for step in (watch, self.merge, then) if step is not None]
+        if len(steps) <= 1:
+            return steps[0] if steps else None
+
+        def hook(answer: Body) -> Body:
+            for step in steps:
+                answer = step(answer)
+            return answer
+
+        return hook
 
 
 def judge(buckets: MutationBuckets, sensor: str, rate: float, key: int, version: int,
@@ -85,19 +122,24 @@ def judge(buckets: MutationBuckets, sensor: str, rate: float, key: int, version:
     field, items = _topics(key, body)
     if not items:
         return None
-    admission = buckets.admit(sensor, rate, [_mutations(key, item, known) for item in items],
-                              strict=version >= strict_since)
-    accepted = admission.accepted
-    if all(accepted):
-        return MutationVerdict(admission.throttle_ms)
-    refusals = [None if ok else _refusal(key, item) for item, ok in zip(items, accepted, strict=True)]
+    counts = [_mutations(key, item, known) for item in items]
+    admission = buckets.admit(sensor, rate, counts, strict=version >= strict_since)
+    accepted, answers = admission.accepted, _ANSWERS[key]
     if not any(accepted):
-        return MutationVerdict(admission.throttle_ms, {"throttle_time_ms": admission.throttle_ms,
-                                                       _ANSWERS[key]: refusals})
+        every = [_refusal(key, item) for item in items]
+        return MutationVerdict(admission.throttle_ms, {"throttle_time_ms": admission.throttle_ms, answers: every})
+    counted: dict[object, int] = {}
+    for item, n, ok in zip(items, counts, accepted, strict=True):
+        if ok:
+            counted[_name(item)] = counted.get(_name(item), 0) + n
+    settlement = Settlement(sensor, rate, counted)
+    if all(accepted):
+        return MutationVerdict(admission.throttle_ms, settlement=settlement, answers=answers)
+    refusals = [None if ok else _refusal(key, item) for item, ok in zip(items, accepted, strict=True)]
     kept = {**body, field: [item for item, ok in zip(items, accepted, strict=True) if ok]}
     relayed = framed(bytes(payload[: header.size]) + codec.encode(kept))
     return MutationVerdict(admission.throttle_ms, None, relayed,
-                           _merger(key, [_name(item) for item in items], refusals))
+                           _merger(key, [_name(item) for item in items], refusals), settlement, answers)
 
 
 def _topics(key: int, body: Body) -> tuple[str, list[Any]]:

@@ -604,9 +604,9 @@ class ProxySession:
             answer = response_frame(decision.key, decision.version, decision.correlation_id, body)
             self._fill(slot, decision.key, decision.version, decision.correlation_id, answer)
         else:
-            if verdict.wire is not None:  # some topics refused: relay the others
-                decision = replace(decision, wire=verdict.wire, hook=verdict.hook_before(decision.hook))
-            self._relay(decision, slot)
+            # some topics refused: relay the others; and watch the answer for topics the upstream refuses
+            self._relay(replace(decision, wire=verdict.wire or decision.wire, hook=verdict.hook_before(decision.hook)),
+                        slot)
             relayed = slot or self.responses.newest()
             relayed.throttle_ms = max(relayed.throttle_ms, verdict.throttle_ms)
         self._mute(verdict.throttle_ms)

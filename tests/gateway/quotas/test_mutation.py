@@ -83,3 +83,12 @@ def test_the_buckets_are_bounded_the_least_recently_used_dropped() -> None:
     buckets.admit("b", 1.0, [1], strict=True)
     buckets.admit("c", 1.0, [1], strict=True)  # "a" goes: it comes back full
     assert buckets.tokens("a", 1.0) == 11.0
+
+
+def test_a_refund_gives_back_no_more_than_the_burst() -> None:
+    buckets = MutationBuckets(clock=Clock())
+    buckets.admit("user=alice", 1.0, [20], strict=True)
+    buckets.refund("user=alice", 1.0, 15)
+    assert buckets.tokens("user=alice", 1.0) == 6.0
+    buckets.refund("user=alice", 1.0, 15)
+    assert buckets.tokens("user=alice", 1.0) == 11.0

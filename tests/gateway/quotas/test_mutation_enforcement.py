@@ -228,3 +228,17 @@ def test_topics_the_authorizer_denied_keep_their_error_among_the_quotas_refusals
     ((_, answer),) = driver.responses(ApiKey.CREATE_TOPICS, CREATE_V)
     assert [(t["name"], t["error_code"]) for t in answer["topics"]] \
         == [("ok-a", 0), ("no-x", KafkaError.TOPIC_AUTHORIZATION_FAILED), ("ok-b", REFUSED)]
+
+
+def test_topics_the_upstream_refuses_are_given_back(gateway: Gateway) -> None:
+    """Kafka 4.4 counts only the topics it creates: one that already exists costs nothing."""
+    driver = Driver.connect(gateway)
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 5, create(["a", "b"], 10)))  # 11 → 1 → −9
+    (relayed,) = driver.upstream_requests()
+    answer = created(["a", "b"])
+    answer["topics"][0].update(error_code=KafkaError.TOPIC_ALREADY_EXISTS, error_message="exists")
+    driver.answer(relayed, answer)
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 6, create(["c"], 1)))  # −9 + 10 = 1: passes
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 7, create(["d"], 1)))  # 0: passes
+    driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 8, create(["e"], 1)))  # −1: refused
+    assert [[t["name"] for t in r.body["topics"]] for r in driver.upstream_requests()] == [["c"], ["d"]]

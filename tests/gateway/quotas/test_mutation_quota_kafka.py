@@ -9,7 +9,8 @@ takes it far below 0; while it is negative, every topic is refused with THROTTLI
 throttle_time_ms the time to refill to 0 and the connection muted that long; older versions are
 accepted and throttled after the fact; DeleteTopics counts the deleted topic's partitions; the
 topics of one request are taken in order (the one that finds the bucket negative is refused, those
-before it created); validate_only requests are counted as if they created their topics.
+before it created); validate_only requests are counted as if they created their topics, and a
+topic refused for another reason (TOPIC_ALREADY_EXISTS) is not counted.
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ SEQUENCES: dict[str, list[Step]] = {
     ],
     "one request across 0": [
         create(7, "mnop", 4),  # 11 → 7 → 3 → −1 → the fourth topic finds the bucket negative
+    ],
+    "a topic that exists costs nothing": [
+        create(7, "e", 1),
+        create(7, "e", 20),  # TOPIC_ALREADY_EXISTS: not counted
+        create(7, "f", 1),  # 10 → 9: passes
+        create(7, "g", 12),  # 9 → −3: passes
+        create(7, "h", 1),  # refused, ~3 s
     ],
     "validate_only counts": [
         ("CreateTopics v7 validate_only v×30", lambda c, p: _answer(c, ApiKey.CREATE_TOPICS, 7, {
