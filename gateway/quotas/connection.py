@@ -20,6 +20,7 @@ and ours), and the connection stops reading for that long: the offender's socket
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.quotas.lookup import (
@@ -29,7 +30,14 @@ from gateway.quotas.lookup import (
     REQUEST_PERCENTAGE,
     QuotaLookup,
 )
-from gateway.quotas.mutation_request import NO_COUNTS, MutationVerdict, PartitionCounts, Settlement, judge
+from gateway.quotas.mutation_request import (
+    NO_COUNTS,
+    STRICT_SINCE,
+    MutationVerdict,
+    PartitionCounts,
+    Settlement,
+    judge,
+)
 from gateway.quotas.sensors import QuotaSensors
 from gateway.quotas.throttle_field import with_throttle
 from gateway.session.response_queue import ResponseSlot, WireBytes
@@ -130,13 +138,14 @@ class ConnectionQuotas:
         return throttle
 
     def mutation(self, key: int, version: int, wire: WireBytes,
-                 known: PartitionCounts = NO_COUNTS) -> MutationVerdict | None:
-        """controller_mutation_rate's verdict on a request about to be relayed (None: not counted)."""
+                 known: Callable[[], PartitionCounts] = lambda: NO_COUNTS) -> MutationVerdict | None:
+        """controller_mutation_rate's verdict on a request about to be relayed (None: not counted);
+        ``known``: the partition counts the cluster view has, asked only for a request that mutates."""
         applied = self._applied
-        if applied is None or (b := applied.mutation) is None:
+        if applied is None or (b := applied.mutation) is None or key not in STRICT_SINCE:
             return None
         self._settle()
-        verdict = judge(self.sensors.mutations, b.sensor, b.bound, key, version, wire, known)
+        verdict = judge(self.sensors.mutations, b.sensor, b.bound, key, version, wire, known())
         if verdict is not None:
             self.sensors.mutated(b.sensor, b.label, b.bound, verdict)
             if verdict.settlement is not None:

@@ -596,7 +596,7 @@ class ProxySession:
         (every topic refused) or relayed, without its refused topics, throttled when over the quota."""
         cluster = self.ctx.cluster
         verdict = self.quota.mutation(decision.key, decision.version, decision.wire,
-                                      PartitionCounts(cluster.partition_counts, cluster.topic_names))
+                                      lambda: PartitionCounts(cluster.partition_counts, cluster.topic_names))
         if verdict is None:
             return False
         if verdict.refusal is not None:  # never relayed: the gateway answers, as the broker would
