@@ -71,7 +71,7 @@ class Settlement:
 
     def watch(self, field: str) -> Callable[[Body], Body]:
         def watched(answer: Body) -> Body:
-            self.refused = [_name(entry) for entry in answer[field] if entry["error_code"]]
+            self.refused = [key for entry in answer[field] if entry["error_code"] for key in _names(entry)]
             return answer
 
         return watched
@@ -182,23 +182,30 @@ def _name(item: Any) -> object:
     return item["name"] if item.get("name") is not None else item.get("topic_id")
 
 
+def _names(entry: Body) -> tuple[object, ...]:
+    """What an answer's entry may be asked by: its name, and its topic id (DeleteTopics v6 asks by either)."""
+    topic_id = entry.get("topic_id")
+    return (entry.get("name"),) if topic_id is None or not topic_id.int else (entry.get("name"), topic_id)
+
+
 def _merger(key: int, names: list[object], refusals: list[Body | None]) -> Callable[[Body], Body]:
     """Put the refused topics back into the upstream's answer, in the request's order (the upstream's
     entries found by name; any it added unasked go last, for the authorization merge to judge)."""
     field = _ANSWERS[key]
 
     def merge(answer: Body) -> Body:
-        upstream: dict[object, list[Body]] = {}
-        for entry in answer[field]:
-            upstream.setdefault(_name(entry), []).append(entry)
+        upstream: list[Body | None] = list(answer[field])  # a few topics: found by a walk, taken out as used
         merged: list[Body] = []
         for name, refusal in zip(names, refusals, strict=True):
-            found = upstream.get(name)
             if refusal is not None:
                 merged.append(refusal)
-            elif found:
-                merged.append(found.pop(0))
-        answer[field] = merged + [entry for rest in upstream.values() for entry in rest]
+                continue
+            at = next((i for i, entry in enumerate(upstream) if entry is not None and name in _names(entry)), None)
+            if at is not None:
+                found, upstream[at] = upstream[at], None
+                assert found is not None
+                merged.append(found)
+        answer[field] = merged + [entry for entry in upstream if entry is not None]
         return answer
 
     return merge

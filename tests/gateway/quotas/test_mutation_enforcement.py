@@ -242,3 +242,31 @@ def test_topics_the_upstream_refuses_are_given_back(gateway: Gateway) -> None:
     driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 7, create(["d"], 1)))  # 0: passes
     driver.send(request_frame(ApiKey.CREATE_TOPICS, CREATE_V, 8, create(["e"], 1)))  # −1: refused
     assert [[t["name"] for t in r.body["topics"]] for r in driver.upstream_requests()] == [["c"], ["d"]]
+
+
+def test_deletions_by_topic_id_are_counted_merged_and_given_back_by_id(gateway: Gateway) -> None:
+    a, b = uuid.uuid4(), uuid.uuid4()
+    gateway.ctx.cluster.learn_topic_ids([(a, "a")])
+    gateway.ctx.cluster.learn_partition_counts([("a", 12)])
+    driver = Driver.connect(gateway)
+    by_id = [{"name": None, "topic_id": a}, {"name": None, "topic_id": b}]
+    driver.send(request_frame(ApiKey.DELETE_TOPICS, 6, 5, request(ApiKey.DELETE_TOPICS, 6, topics=by_id,
+                                                                  timeout_ms=1000)))  # a: 11 → −1, b refused
+    (relayed,) = driver.upstream_requests()
+    assert relayed.body["topics"] == by_id[:1]
+    driver.answer(relayed, response(ApiKey.DELETE_TOPICS, 6, "responses", [  # the upstream names it, and refuses it
+        {"name": "a", "topic_id": a, "error_code": KafkaError.UNKNOWN_TOPIC_ID, "error_message": None}],
+        throttle_time_ms=0))
+    ((_, answer),) = driver.responses(ApiKey.DELETE_TOPICS, 6)
+    assert [(t["topic_id"], t["error_code"]) for t in answer["responses"]] \
+        == [(a, KafkaError.UNKNOWN_TOPIC_ID), (b, REFUSED)]
+    buckets = gateway.ctx.quota_sensors.mutations
+    assert buckets.tokens("user=ANONYMOUS", 1.0) == -1  # given back when the next mutation is counted
+    clock = gateway.ctx.quota_sensors._clock
+    assert isinstance(clock, Clock)
+    clock.now += 1  # the mute is over, the bucket back at 0
+    driver.fire("quota")
+    driver.send(request_frame(ApiKey.DELETE_TOPICS, 6, 6, request(ApiKey.DELETE_TOPICS, 6, topics=by_id[:1],
+                                                                  timeout_ms=1000)))
+    assert len(driver.upstream_requests()) == 1
+    assert buckets.tokens("user=ANONYMOUS", 1.0) == 11 - 12  # a's 12 given back (to the burst, 11), then counted
