@@ -117,6 +117,8 @@ class Gateway:
             self._learn_node(node_id, host, port)
         if found.topic_ids:
             cluster.learn_topic_ids(found.topic_ids)
+        if found.partition_counts:
+            cluster.learn_partition_counts(found.partition_counts)
         if found.refresh_topic_ids:
             self._request_topic_refresh()
 

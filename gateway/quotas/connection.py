@@ -8,7 +8,10 @@ counts (KIP-219, KIP-124):
 - Produce: the request's size, against producer_byte_rate (acks=0 requests too: they are muted only);
 - Fetch: the response's size, against consumer_byte_rate;
 - every request: the gateway CPU time spent on it (its decision on the event loop, and its
-  response), against request_percentage, as a percentage of one core per second.
+  response), against request_percentage, as a percentage of one core per second;
+- CreateTopics, CreatePartitions, DeleteTopics: the partitions they mutate, against
+  controller_mutation_rate's token bucket (gateway/quotas/mutation.py): over it, the gateway answers
+  THROTTLING_QUOTA_EXCEEDED itself (``mutation``).
 
 The throttle time earned goes into the response's throttle_time_ms (the larger of the upstream's
 and ours), and the connection stops reading for that long: the offender's socket only.
@@ -17,12 +20,27 @@ and ours), and the connection stops reading for that long: the offender's socket
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.quotas.lookup import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaLookup
+from gateway.quotas.lookup import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaLookup,
+)
+from gateway.quotas.mutation_request import (
+    NO_COUNTS,
+    STRICT_SINCE,
+    MutationVerdict,
+    PartitionCounts,
+    Settlement,
+    judge,
+)
 from gateway.quotas.sensors import QuotaSensors
 from gateway.quotas.throttle_field import with_throttle
-from gateway.session.response_queue import ResponseSlot
+from gateway.session.response_queue import ResponseSlot, WireBytes
 from protocol.api_keys import ApiKey
 
 _DEFAULT = "<default>"
@@ -43,10 +61,11 @@ class AppliedQuotas:
     produce: Bound | None
     fetch: Bound | None
     request: Bound | None
+    mutation: Bound | None = None
 
 
 class ConnectionQuotas:
-    __slots__ = ("_applied", "_book", "_client_raw", "_user", "_version", "muted_until_ms", "sensors")
+    __slots__ = ("_applied", "_book", "_client_raw", "_unsettled", "_user", "_version", "muted_until_ms", "sensors")
 
     def __init__(self, book: QuotaLookup, sensors: QuotaSensors) -> None:
         self._book = book
@@ -56,6 +75,7 @@ class ConnectionQuotas:
         self._client_raw = b""
         self._applied: AppliedQuotas | None = None
         self.muted_until_ms = 0.0
+        self._unsettled: list[Settlement] = []  # relayed mutations awaiting their answer (≤ the in-flight requests)
 
     @property
     def active(self) -> AppliedQuotas | None:
@@ -82,8 +102,9 @@ class ConnectionQuotas:
         if user is None:
             return None
         found = AppliedQuotas(*(self._bound(user, client_id, kind)
-                                for kind in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)))
-        return found if (found.produce or found.fetch or found.request) else None
+                                for kind in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE,
+                                             CONTROLLER_MUTATION_RATE)))
+        return found if (found.produce or found.fetch or found.request or found.mutation) else None
 
     def _bound(self, user: str, client_id: str, kind: str) -> Bound | None:
         hit = self._book.lookup(user, client_id, kind)
@@ -115,6 +136,33 @@ class ConnectionQuotas:
             throttle = max(throttle, sensors.record(REQUEST_PERCENTAGE, b.sensor, b.label, b.bound,
                                                     cpu_ns * _NANOS_TO_PERCENT))
         return throttle
+
+    def mutation(self, key: int, version: int, wire: WireBytes,
+                 known: Callable[[], PartitionCounts] = lambda: NO_COUNTS) -> MutationVerdict | None:
+        """controller_mutation_rate's verdict on a request about to be relayed (None: not counted);
+        ``known``: the partition counts the cluster view has, asked only for a request that mutates."""
+        applied = self._applied
+        if applied is None or (b := applied.mutation) is None or key not in STRICT_SINCE:
+            return None
+        self._settle()
+        verdict = judge(self.sensors.mutations, b.sensor, b.bound, key, version, wire, known())
+        if verdict is not None:
+            self.sensors.mutated(b.sensor, b.label, b.bound, verdict)
+            if verdict.settlement is not None:
+                self._unsettled.append(verdict.settlement)
+        return verdict
+
+    def _settle(self) -> None:
+        """Give back what earlier requests counted for topics their answers refused."""
+        if not self._unsettled:
+            return
+        waiting = []
+        for settlement in self._unsettled:
+            if settlement.refused is None:
+                waiting.append(settlement)
+            elif refund := settlement.refunded():
+                self.sensors.mutations.refund(settlement.sensor, settlement.rate, refund)
+        self._unsettled = waiting
 
     def request_done(self, applied: AppliedQuotas, api_key: int, size: int, cpu_ns: int,
                      slot: ResponseSlot | None) -> int:

@@ -17,7 +17,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.quotas.lookup import REQUEST_PERCENTAGE
+from gateway.quotas.lookup import CONTROLLER_MUTATION_RATE, REQUEST_PERCENTAGE
+from gateway.quotas.mutation import MutationBuckets
+from gateway.quotas.mutation_request import MutationVerdict
 from gateway.quotas.rate import QuotaWindow, SampledRate, throttle_time_ms
 
 AUDIT_INTERVAL_MS = 10_000
@@ -43,7 +45,7 @@ ThrottleSink = Callable[[EntityTotals, str, int, int], None]  # (totals, sensor 
 
 
 class QuotaSensors:
-    __slots__ = ("_clock", "_rates", "audit", "max_sensors", "totals", "window")
+    __slots__ = ("_clock", "_rates", "audit", "max_sensors", "mutations", "totals", "window")
 
     def __init__(self, window: QuotaWindow | None = None, *, max_sensors: int = MAX_SENSORS,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -53,6 +55,7 @@ class QuotaSensors:
         self._rates: OrderedDict[tuple[str, str], SampledRate] = OrderedDict()
         self.totals: dict[tuple[str, str], EntityTotals] = {}
         self.audit: ThrottleSink | None = None  # set by the server when the audit log is on
+        self.mutations = MutationBuckets(self.window, max_buckets=max_sensors, clock=clock)
 
     def now_ms(self) -> float:
         return self._clock() * 1000.0
@@ -73,6 +76,12 @@ class QuotaSensors:
         if throttle > 0:
             self._throttled(totals, sensor, throttle, now)
         return throttle
+
+    def mutated(self, sensor: str, label: str, bound: float, verdict: MutationVerdict) -> None:
+        """controller_mutation_rate judged a request: its totals (a refusal counts as a throttle)."""
+        totals = self._totals(CONTROLLER_MUTATION_RATE, label, bound)
+        if verdict.throttle_ms > 0:
+            self._throttled(totals, sensor, verdict.throttle_ms, self.now_ms())
 
     def rate_of(self, kind: str, sensor: str) -> float:
         """The current rate of a sensor (0 when it has none): for tests and the metrics."""

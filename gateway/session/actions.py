@@ -110,6 +110,7 @@ class Discovered:
     nodes: tuple[tuple[int, str, int], ...] = ()  # (node id, host, port), as the upstream advertised them
     topic_ids: tuple[tuple[uuid.UUID, str], ...] = ()
     refresh_topic_ids: bool = False
+    partition_counts: tuple[tuple[str, int], ...] = ()  # (topic name, partitions), from Metadata responses
 
 
 @dataclass(slots=True, frozen=True)

@@ -18,6 +18,7 @@ from gateway.config import ConfigError
 from gateway.session.address_rewrite import ListenerAddresses, body_names_endpoints, needs_rewrite, rewrite_endpoints
 from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
 from gateway.session.routes import RouteTable
+from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
@@ -44,15 +45,19 @@ class Learned:
     action: the response stage may run in the worker thread and never changes shared state itself.
     Also the address book the rewriting reads (a node's address on this listener)."""
 
-    __slots__ = ("book", "known_topics", "nodes", "topic_ids")
+    __slots__ = ("book", "known_counts", "known_topics", "nodes", "partition_counts", "topic_ids")
 
-    def __init__(self, book: ListenerAddresses, known_topics: Callable[[], Mapping[uuid.UUID, str]]) -> None:
-        """``known_topics``: the cluster view's id → name map as it is now (replaced whole, never edited, so it
-        may be read from the worker), to report only what is new."""
+    def __init__(self, book: ListenerAddresses, known_topics: Callable[[], Mapping[uuid.UUID, str]],
+                 known_counts: Callable[[], Mapping[str, int]] = dict) -> None:
+        """``known_topics``, ``known_counts``: the cluster view's id → name and name → partition count maps
+        as they are now (replaced whole, never edited, so they may be read from the worker), to report only
+        what is new."""
         self.book = book
         self.known_topics = known_topics
+        self.known_counts = known_counts
         self.nodes: list[tuple[int, str, int]] = []
         self.topic_ids: list[tuple[uuid.UUID, str]] = []
+        self.partition_counts: list[tuple[str, int]] = []  # from Metadata: what controller_mutation_rate counts
 
     def learn(self, node_id: int, host: str, port: int) -> None:
         self.nodes.append((node_id, host, port))
@@ -68,11 +73,19 @@ class Learned:
                               if (topic_id := topic.get("topic_id")) is not None and (name := topic.get("name"))
                               and known.get(topic_id) != name)
 
+    def learn_partition_counts(self, topics: list[dict[str, Any]]) -> None:
+        # Metadata lists every partition of a topic it answers without error (DescribeTopicPartitions pages them).
+        counts = self.known_counts()
+        self.partition_counts.extend((name, n) for topic in topics
+                                     if not topic.get("error_code") and (name := topic.get("name"))
+                                     and (n := len(topic.get("partitions") or ())) and counts.get(name) != n)
+
     def take(self, into: Learned) -> None:
         """Hand what was learned on to ``into`` (a worker's record, passed on from the loop)."""
         into.nodes.extend(self.nodes)
         into.topic_ids.extend(self.topic_ids)
-        self.nodes, self.topic_ids = [], []
+        into.partition_counts.extend(self.partition_counts)
+        self.nodes, self.topic_ids, self.partition_counts = [], [], []
 
 
 def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:
@@ -108,6 +121,8 @@ def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learne
     body = codec.decode(raw_body)
     if learns:
         learned.learn_topics(body.get("topics") or [])
+        if slot.api_key == ApiKey.METADATA:
+            learned.learn_partition_counts(body.get("topics") or [])
     changed = False
     if rewrite:
         try:

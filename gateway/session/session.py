@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -56,6 +57,7 @@ from gateway.edge.sni_routing import Node
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.ops.logs import get_logger
 from gateway.quotas.connection import AppliedQuotas, ConnectionQuotas, cpu_clock_ns
+from gateway.quotas.mutation_request import PartitionCounts
 from gateway.session import actions as act
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
@@ -141,7 +143,8 @@ class ProxySession:
         self._outbox = ClientOutbox()  # answers on their way to the client
         self._farewell: WireBytes | None = None  # the refusal of a failed login, written after the delay
         # What traffic taught about the cluster, reported as one Discovered action per event.
-        self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names)
+        self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names,
+                                lambda: ctx.cluster.partition_counts)
         self._topic_id_misses = TopicIdMisses()
         self.quota = ConnectionQuotas(ctx.quotas, ctx.quota_sensors)
 
@@ -478,7 +481,7 @@ class ProxySession:
             self._fill(slot, decision.key, decision.version, decision.correlation_id, decision.frame)
         elif isinstance(decision, AnswerLocally):
             self._answer_locally(decision, slot)
-        else:
+        elif self.quota.active is None or not self._over_mutation_quota(decision, slot):
             self._relay(decision, slot)
 
     def _relay(self, decision: RelayRequest, slot: ResponseSlot | None) -> None:
@@ -559,7 +562,8 @@ class ProxySession:
         self._stop_waiting("large-request")
 
     def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
-        learned = Learned(self._learned.book, self._learned.known_topics)  # its own: the loop's may grow meanwhile
+        # its own: the loop's may grow meanwhile
+        learned = Learned(self._learned.book, self._learned.known_topics, self._learned.known_counts)
         work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
         self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 
@@ -586,6 +590,27 @@ class ProxySession:
         slot = self.responses.newest() if len(self.responses) > slots else None  # None: acks=0, the mute alone
         self._mute(self.quota.request_done(applied, int.from_bytes(frame.payload[:2], "big"), len(frame.wire),
                                            cpu_clock_ns() - cpu, slot))
+
+    def _over_mutation_quota(self, decision: RelayRequest, slot: ResponseSlot | None) -> bool:
+        """controller_mutation_rate (KIP-599): False when it has no say; else the request was answered here
+        (every topic refused) or relayed, without its refused topics, throttled when over the quota."""
+        cluster = self.ctx.cluster
+        verdict = self.quota.mutation(decision.key, decision.version, decision.wire,
+                                      lambda: PartitionCounts(cluster.partition_counts, cluster.topic_names))
+        if verdict is None:
+            return False
+        if verdict.refusal is not None:  # never relayed: the gateway answers, as the broker would
+            body = decision.hook(verdict.refusal) if decision.hook is not None else verdict.refusal
+            answer = response_frame(decision.key, decision.version, decision.correlation_id, body)
+            self._fill(slot, decision.key, decision.version, decision.correlation_id, answer)
+        else:
+            # some topics refused: relay the others; and watch the answer for topics the upstream refuses
+            self._relay(replace(decision, wire=verdict.wire or decision.wire, hook=verdict.hook_before(decision.hook)),
+                        slot)
+            relayed = slot or self.responses.newest()
+            relayed.throttle_ms = max(relayed.throttle_ms, verdict.throttle_ms)
+        self._mute(verdict.throttle_ms)
+        return True
 
     def _mute(self, throttle_ms: int) -> None:
         """Stop reading this client for ``throttle_ms`` (longer if already muted for longer)."""
@@ -830,10 +855,10 @@ class ProxySession:
         if self._memory.woken:
             self._out.append(act.WakeReaders(tuple(self._memory.take_woken())))
         learned = self._learned
-        if learned.nodes or learned.topic_ids or self._topic_id_misses.missed:
+        if learned.nodes or learned.topic_ids or learned.partition_counts or self._topic_id_misses.missed:
             self._out.append(act.Discovered(tuple(learned.nodes), tuple(learned.topic_ids),
-                                            self._topic_id_misses.take()))
-            learned.nodes, learned.topic_ids = [], []
+                                            self._topic_id_misses.take(), tuple(learned.partition_counts)))
+            learned.nodes, learned.topic_ids, learned.partition_counts = [], [], []
         out, self._out = self._out, []
         return out
 

@@ -23,9 +23,15 @@ class ClusterView:
     # topics by id are authorized by name. Replaced whole when it changes, never edited, so a
     # request holds a snapshot (gateway/session/request_context.py) by keeping a reference.
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    # Partitions per topic name as Metadata responses last listed them: what CreatePartitions and
+    # DeleteTopics count against controller_mutation_rate. Replaced whole, as topic_names.
+    partition_counts: dict[str, int] = field(default_factory=dict)
 
     def learn_topics(self, topics: list[dict[str, Any]]) -> None:
         self.learn_topic_ids((topic.get("topic_id"), topic.get("name")) for topic in topics)
+        self.learn_partition_counts((name, len(topic["partitions"])) for topic in topics
+                                    if not topic.get("error_code") and (name := topic.get("name"))
+                                    and topic.get("partitions"))
 
     def learn_topic_ids(self, pairs: Iterable[tuple[uuid.UUID | None, str | None]]) -> None:
         known = self.topic_names
@@ -33,6 +39,12 @@ class ClusterView:
                if topic_id is not None and name and topic_id.int and known.get(topic_id) != name}
         if new:
             self.topic_names = {**known, **new}
+
+    def learn_partition_counts(self, counts: Iterable[tuple[str, int]]) -> None:
+        known = self.partition_counts
+        new = {name: n for name, n in counts if known.get(name) != n}
+        if new:
+            self.partition_counts = {**known, **new}
 
     def learn_node(self, node_id: int, host: str, port: int) -> bool:
         """Record a broker's address; True when the node was not known before (it may need a listener)."""

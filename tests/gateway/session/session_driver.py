@@ -141,6 +141,7 @@ class Driver:
                 for node in action.nodes:
                     cluster.learn_node(*node)
                 cluster.learn_topic_ids(action.topic_ids)
+                cluster.learn_partition_counts(action.partition_counts)
 
     # --- the client side -------------------------------------------------------------------
 
