@@ -21,8 +21,8 @@ from gateway.stores.file_acls import (
     FileAclStore,
     matches_per_filter,
     union,
-    write_atomically,
 )
+from gateway.stores.json_file import write_atomically
 from gateway.stores.security_records import (
     KIND_ROLLBACK_ACL,
     AppliedRecords,
@@ -89,7 +89,8 @@ class FileShadowStore(FileAclStore):
             if not self.path.exists():
                 if not self._bindings:
                     return False
-                self._replace_state([], None)
+                self._file.forget()
+                self._replace_state([])
                 return True
             return super().reload_if_changed()
 
