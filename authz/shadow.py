@@ -22,6 +22,7 @@ from authz.authorizer import (
     DecisionRule,
     StandardAuthorizer,
 )
+from authz.kind_fold import OTHER_RULES, KindAggregate, fold
 from authz.model import AclBinding
 from authz.request_policy import Action
 
@@ -37,10 +38,6 @@ _NOT_COMPARED = frozenset(map(id, (GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, NOT_REA
 DEFAULT_REPORT_INTERVAL_S = 60.0
 # Keys whose last report the limiter remembers; a full table forgets the expired ones, then all.
 MAX_TRACKED_KEYS = 100_000
-# Per request, as the authorization events (gateway/ops/audit_batch.py): kinds kept, names per kind.
-MAX_KINDS = 32
-SAMPLE_SIZE = 20
-OTHER_RULES = "(other rules)"
 
 
 @dataclass(slots=True, frozen=True)
@@ -71,10 +68,7 @@ DivergenceKind = tuple[str, str, str, str | None, str, bool]
 
 
 @dataclass(slots=True)
-class DivergenceAggregate:
-    kind: DivergenceKind
-    count: int = 0
-    sample: list[str] = field(default_factory=list)
+class DivergenceAggregate(KindAggregate[DivergenceKind]):
 
     @property
     def direction(self) -> str:
@@ -88,16 +82,12 @@ class DivergenceFold:
     kinds: dict[DivergenceKind, DivergenceAggregate] = field(default_factory=dict)
 
     def add(self, kind: DivergenceKind, resource_name: str) -> None:
-        aggregate = self.kinds.get(kind)
-        if aggregate is None:
-            if len(self.kinds) >= MAX_KINDS:  # fold the rest by direction, operation and type
-                kind = (kind[0], kind[1], kind[2], None, OTHER_RULES, kind[5])
-                aggregate = self.kinds.get(kind)
-            if aggregate is None:
-                aggregate = self.kinds[kind] = DivergenceAggregate(kind)
-        aggregate.count += 1
-        if len(aggregate.sample) < SAMPLE_SIZE:
-            aggregate.sample.append(resource_name)
+        fold(self.kinds, kind, resource_name, _coarser, DivergenceAggregate)
+
+
+def _coarser(kind: DivergenceKind) -> DivergenceKind:
+    """Beyond MAX_KINDS, divergences fold by direction, operation and type."""
+    return (kind[0], kind[1], kind[2], None, OTHER_RULES, kind[5])
 
 
 @dataclass(slots=True)

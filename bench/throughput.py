@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import confluent_kafka
 import yaml
@@ -227,20 +227,21 @@ def parse_settings(pairs: list[str]) -> dict[str, Any]:
     return settings
 
 
-class GatewayProcess:
-    """``ksgate run --config <tmp yaml>`` in front of upstream; a context manager."""
+class ListeningProcess:
+    """A child process serving on 127.0.0.1:``port``, its output in ``log_path``; ``start()`` writes its config,
+    launches it and returns once it is ready (the port accepts). A context manager. Subclasses give ``name``,
+    ``config_text()`` and ``command()``."""
 
-    def __init__(self, upstream: str, workdir: Path, extra: dict[str, Any] | None = None,
-                 startup_timeout_s: float = 30.0, *, protocol: str = "PLAINTEXT") -> None:
-        self.protocol = protocol  # of the one client listener; its TLS/SASL keys come in extra
+    name = "process"
+    cwd: Path | None = None
+    poll_interval_s = 0.05
+
+    def __init__(self, workdir: Path, config_name: str, log_name: str, startup_timeout_s: float) -> None:
         self.port = free_port()
-        self.node_port_base = free_port()
-        self.upstream = upstream
-        self.extra = dict(extra or {})
         self.workdir = workdir
         self.startup_timeout_s = startup_timeout_s
-        self.config_path = workdir / "gateway.yaml"
-        self.log_path = workdir / "gateway.log"
+        self.config_path = workdir / config_name
+        self.log_path = workdir / log_name
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Any = None
 
@@ -253,31 +254,26 @@ class GatewayProcess:
         assert self.process is not None
         return self.process.pid
 
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {
-            "listeners": f"{self.protocol}://127.0.0.1:{self.port}",
-            "upstream.bootstrap.servers": self.upstream,
-            f"listener.name.{self.protocol.lower()}.node.port.base": self.node_port_base,
-            "log.level": "WARNING",
-            **self.extra,
-        }
+    def config_text(self) -> str:
+        raise NotImplementedError
 
-    def start(self) -> GatewayProcess:
-        self.config_path.write_text(yaml.safe_dump(self.settings))
-        ksgate = Path(sys.executable).with_name("ksgate")
-        command = [str(ksgate), "run", "--config", str(self.config_path)]
-        if not ksgate.exists():  # not run from the venv: same thing via the module
-            command = [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path)]
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self.config_path.write_text(self.config_text())
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL,
+        self.process = subprocess.Popen(self.command(), cwd=self.cwd, stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=subprocess.STDOUT)
         try:
-            self._wait_until_listening()
+            self._wait_until_ready()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait_until_ready(self) -> None:
+        self._wait_until_listening()
 
     def _wait_until_listening(self) -> None:
         # No readiness signal other than the port accepting connections: poll, bounded.
@@ -285,14 +281,14 @@ class GatewayProcess:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"ksgate exited with {self.process.returncode} during start-up:\n"
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode} during start-up:\n"
                                    + self.log_tail())
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return
             except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"ksgate did not listen on {self.bootstrap} within {self.startup_timeout_s}s:\n"
+                time.sleep(self.poll_interval_s)
+        raise RuntimeError(f"{self.name} did not listen on {self.bootstrap} within {self.startup_timeout_s}s:\n"
                            + self.log_tail())
 
     def log_tail(self, lines: int = 30) -> str:
@@ -313,11 +309,45 @@ class GatewayProcess:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> GatewayProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class GatewayProcess(ListeningProcess):
+    """``ksgate run --config <tmp yaml>`` in front of upstream; a context manager."""
+
+    name = "ksgate"
+    cwd = REPO
+
+    def __init__(self, upstream: str, workdir: Path, extra: dict[str, Any] | None = None,
+                 startup_timeout_s: float = 30.0, *, protocol: str = "PLAINTEXT") -> None:
+        super().__init__(workdir, "gateway.yaml", "gateway.log", startup_timeout_s)
+        self.protocol = protocol  # of the one client listener; its TLS/SASL keys come in extra
+        self.node_port_base = free_port()
+        self.upstream = upstream
+        self.extra = dict(extra or {})
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {
+            "listeners": f"{self.protocol}://127.0.0.1:{self.port}",
+            "upstream.bootstrap.servers": self.upstream,
+            f"listener.name.{self.protocol.lower()}.node.port.base": self.node_port_base,
+            "log.level": "WARNING",
+            **self.extra,
+        }
+
+    def config_text(self) -> str:
+        return str(yaml.safe_dump(self.settings))
+
+    def command(self) -> list[str]:
+        ksgate = Path(sys.executable).with_name("ksgate")
+        if not ksgate.exists():  # not run from the venv: same thing via the module
+            return [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path)]
+        return [str(ksgate), "run", "--config", str(self.config_path)]
 
 
 class SaslGatewayProcess(GatewayProcess):

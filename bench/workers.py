@@ -47,9 +47,8 @@ from multiprocessing.queues import SimpleQueue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from threading import BrokenBarrierError
-from typing import Any
+from typing import Any, Self
 
-import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -334,20 +333,13 @@ class WorkersGateway(GatewayProcess):
         base = [str(ksgate)] if ksgate.exists() else [sys.executable, "-m", "gateway"]
         return [*base, "run", "--config", str(self.config_path), "--workers", str(self.workers)]
 
-    def start(self) -> WorkersGateway:
-        # GatewayProcess.start() builds its command inline; this is it plus --workers.
+    def start(self) -> Self:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(yaml.safe_dump(self.settings))
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(self.command(), cwd=REPO, stdin=subprocess.DEVNULL,
-                                        stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            self._wait_until_listening()
-            self._wait_until_workers_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return super().start()
+
+    def _wait_until_ready(self) -> None:
+        self._wait_until_listening()
+        self._wait_until_workers_ready()
 
     def worker_pids(self) -> list[int]:
         """The processes that serve connections: the forked workers, or the only process."""

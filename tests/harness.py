@@ -136,6 +136,29 @@ def secured_gateway(upstream: str, directory: Path, users: Iterable[str] = ("adm
     }, protocol="SASL_PLAINTEXT").start()
 
 
+def scram_client(gateway: GatewayThread, user: str) -> dict[str, Any]:
+    """librdkafka settings for ``user`` of a ``secured_gateway`` (SCRAM-SHA-512, password ``<user>-secret``):
+    no idempotence and no retries, so that a refusal is the answer the test sees."""
+    return {"bootstrap.servers": gateway.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": f"{user}-secret",
+            "enable.idempotence": False, "retries": 0}
+
+
+def produce_one(gateway: GatewayThread, user: str, topic: str) -> int | None:
+    """The delivery error code (None on success) of one record ``user`` produces to ``topic``."""
+    from confluent_kafka import KafkaError, Producer
+
+    outcome: list[KafkaError | None] = []
+    producer = Producer(scram_client(gateway, user))
+    try:
+        producer.produce(topic, b"x", on_delivery=lambda err, _msg: outcome.append(err))
+        producer.flush(15)
+    except Exception as exc:  # librdkafka refuses topics Metadata called unauthorized
+        return int(exc.args[0].code())
+    assert outcome, f"no delivery report for {topic}"
+    return None if outcome[0] is None else int(outcome[0].code())
+
+
 class GatewayProcess:
     """``ksgate run`` as a subprocess with its metrics endpoint (/readyz) and its log in ``directory/ksgate.log``.
 

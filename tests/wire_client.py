@@ -9,9 +9,10 @@ import socket
 import struct
 from typing import Any
 
+from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame
 
-__all__ = ["WireClient", "read_frame", "recv_exactly", "request_frame"]
+__all__ = ["WireClient", "assert_served", "read_frame", "recv_exactly", "request_frame"]
 
 _SIZE = struct.Struct(">i")
 
@@ -60,3 +61,19 @@ class WireClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def assert_served(bootstrap: str) -> None:
+    """A fresh, honest client at ``bootstrap`` gets its ApiVersions and a Metadata relayed upstream and back:
+    what the availability tests check while another client misbehaves."""
+    client = WireClient(bootstrap)
+    try:
+        client.send(request_frame(ApiKey.API_VERSIONS, 3, 1, {"client_software_name": "t",
+                                                               "client_software_version": "1"}))
+        assert client.read_response(ApiKey.API_VERSIONS, 3)[1]["error_code"] == 0
+        client.send(request_frame(ApiKey.METADATA, 9, 2, {"topics": None, "allow_auto_topic_creation": False,
+                                                          "include_cluster_authorized_operations": False,
+                                                          "include_topic_authorized_operations": False}))
+        assert client.read_response(ApiKey.METADATA, 9)[1]["brokers"]  # relayed upstream and back
+    finally:
+        client.close()

@@ -25,12 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,7 @@ from auth.cert_tools import TlsFiles, write_tls_material  # noqa: E402
 from bench.latency import Run, run_once  # noqa: E402
 from bench.throughput import (  # noqa: E402
     GatewayProcess,
+    ListeningProcess,
     PathRun,
     Pids,
     loadavg,
@@ -51,7 +50,6 @@ from bench.throughput import (  # noqa: E402
     run_path,
     upstream_broker,
 )
-from gateway.commands.embedded_broker import free_port  # noqa: E402
 
 SCRIPTS = REPO / "scripts" / "kroxylicious"
 PATHS = ("direct", "ksgate", "kroxylicious")
@@ -63,23 +61,19 @@ def kroxylicious_lib() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-class KroxyliciousProcess:
+class KroxyliciousProcess(ListeningProcess):
     """Kroxylicious with one virtual cluster and no filters in front of ``upstream``; a context manager."""
+
+    name = "kroxylicious"
+    poll_interval_s = 0.1
 
     def __init__(self, lib: Path, upstream: str, node_ids: list[int], workdir: Path,
                  tls: TlsFiles | None) -> None:
-        self.lib, self.upstream, self.node_ids, self.workdir, self.tls = lib, upstream, node_ids, workdir, tls
-        self.port = free_port()
-        self.config_path = workdir / "kroxylicious.yaml"
-        self.log_path = workdir / "kroxylicious.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
+        # 60 s: the source launcher compiles main() first, a few seconds.
+        super().__init__(workdir, "kroxylicious.yaml", "kroxylicious.log", 60.0)
+        self.lib, self.upstream, self.node_ids, self.tls = lib, upstream, node_ids, tls
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def config(self) -> str:
+    def config_text(self) -> str:
         # Port-per-node: node N is served on bootstrap port + 1 + (N - first id), which is what Kroxylicious's
         # own quick start does; the node id range is the broker's, so the ports are bootstrap + 1 ...
         lines = ["virtualClusters:", "  - name: bench", "    targetCluster:",
@@ -92,47 +86,8 @@ class KroxyliciousProcess:
                       f"            certificateFile: {self.tls.server_cert}"]
         return "\n".join(lines) + "\n"
 
-    def start(self) -> KroxyliciousProcess:
-        self.config_path.write_text(self.config())
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            ["java", "-cp", f"{self.lib}/*", str(SCRIPTS / "KroxyliciousMain.java"), str(self.config_path)],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60  # the source launcher compiles main() first: a few seconds
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"kroxylicious exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"kroxylicious did not listen on {self.bootstrap} within 60 s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> KroxyliciousProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def command(self) -> list[str]:
+        return ["java", "-cp", f"{self.lib}/*", str(SCRIPTS / "KroxyliciousMain.java"), str(self.config_path)]
 
 
 @dataclass(slots=True)

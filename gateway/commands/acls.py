@@ -51,7 +51,7 @@ from authz.model import (
     parse_operation,
     parse_pattern_type,
 )
-from gateway.stores.file_acls import FileAclStore
+from gateway.stores.file_acls import AclStore, FileAclStore
 from protocol.kafka_errors import KafkaError
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -491,13 +491,17 @@ class AclBackend(Protocol):
         ...
 
 
-class FileBackend:
-    """The gateway's ACL file, edited in place (atomically; the gateway polls it)."""
+def on_filters(bindings: Iterable[AclBinding], filters: Sequence[ResourcePatternFilter]) -> list[AclBinding]:
+    """The bindings on any of ``filters`` (all of them if there are none): DescribeAcls over a store."""
+    wanted = [AclBindingFilter(f, AccessControlEntryFilter()) for f in filters] or [AclBindingFilter.ANY]
+    return [b for b in bindings if any(f.matches(b) for f in wanted)]
 
-    def __init__(self, path: str | Path) -> None:
-        self.store = FileAclStore(path)
-        self.existed = self.store.path.exists()
-        self.store.load()  # AclStoreError if the file is unreadable or invalid: nothing is changed then
+
+class StoreBackend:
+    """AclBackend over an AclStore (the shadow set of ``ksgate acls --shadow``; FileBackend's file)."""
+
+    def __init__(self, store: AclStore) -> None:
+        self.store = store
 
     def create(self, bindings: Sequence[AclBinding]) -> None:
         self.store.add(bindings)
@@ -506,8 +510,20 @@ class FileBackend:
         return self.store.remove_matching(filters)
 
     def describe(self, filters: Sequence[ResourcePatternFilter]) -> list[AclBinding]:
-        wanted = [AclBindingFilter(f, AccessControlEntryFilter()) for f in filters] or [AclBindingFilter.ANY]
-        return [b for b in self.store.bindings if any(f.matches(b) for f in wanted)]
+        return on_filters(self.store.load(), filters)
+
+
+class FileBackend(StoreBackend):
+    """The gateway's ACL file, edited in place (atomically; the gateway polls it)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.file = FileAclStore(path)
+        super().__init__(self.file)
+        self.existed = self.file.path.exists()
+        self.file.load()  # AclStoreError if the file is unreadable or invalid: nothing is changed then
+
+    def describe(self, filters: Sequence[ResourcePatternFilter]) -> list[AclBinding]:
+        return on_filters(self.file.bindings, filters)  # what load() read, without reading it again
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -866,7 +882,7 @@ def run_acls_command(args: argparse.Namespace) -> int:
     try:
         backend = open_backend(args)
         if isinstance(backend, FileBackend) and not backend.existed and _action(args) == "list":
-            print(f"ksgate acls: {backend.store.path} does not exist (no ACLs)", file=sys.stderr)
+            print(f"ksgate acls: {backend.file.path} does not exist (no ACLs)", file=sys.stderr)
         execute(args, backend)
     except (AclsCommandError, AclStoreError, AclValidationError) as exc:
         print(f"ksgate acls: {exc}", file=sys.stderr)

@@ -16,8 +16,8 @@ from pathlib import Path
 from authz.acl_json import encode_acl_file
 from gateway.commands.init_upstream import GATEWAY_USER, initialise_upstream
 from gateway.commands.quickstart import _tls_files
-from gateway.stores.file_acls import write_atomically
 from gateway.stores.file_users import FileCredentialStore
+from gateway.stores.json_file import write_atomically
 
 SUPER_USER = "admin"  # configs/docker/ksgate.yaml's super.users is User:admin
 

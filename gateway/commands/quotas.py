@@ -24,7 +24,7 @@ from typing import Any
 from gateway.config import ConfigError, load_config
 from gateway.quotas.model import CLIENT_ID, IP, USER, QuotaEntity, QuotaError, validate_entity, validate_value
 from gateway.quotas.state import QuotaState
-from gateway.stores.access import uses_security_topic
+from gateway.stores.access import configured_store
 from gateway.stores.file_quotas import FileQuotaStore, QuotaStore, QuotaStoreError
 
 _TYPES = {"users": USER, "clients": CLIENT_ID, "ips": IP}
@@ -131,24 +131,18 @@ def parse_delete_config(items: Sequence[str]) -> list[str]:
 @contextlib.contextmanager
 def _open_store(args: argparse.Namespace) -> Iterator[Any]:
     if args.config is None:
-        store = FileQuotaStore(args.quota_file)
-        store.load()
-        yield store
+        yield _file_store(args.quota_file)
         return
-    config = load_config(args.config)
-    if not uses_security_topic(config):
-        path = config.settings["ksgate.quota.file"]
-        if path is None:
-            raise ConfigError("ksgate.quota.file: not set in the configuration")
-        store = FileQuotaStore(path)
-        store.load()
-        yield store
-        return
-    from gateway.stores.access import replayed_security_topic
     from gateway.stores.replicated import TopicQuotaStore
 
-    with replayed_security_topic(config) as topic:
-        yield TopicQuotaStore(topic)
+    with configured_store(load_config(args.config), "ksgate.quota.file", _file_store, TopicQuotaStore) as store:
+        yield store
+
+
+def _file_store(path: str) -> FileQuotaStore:
+    store = FileQuotaStore(path)
+    store.load()
+    return store
 
 
 def java_double(value: float) -> str:

@@ -12,18 +12,15 @@ import argparse
 import contextlib
 import getpass
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from authz.acl_json import AclStoreError
 from authz.model import (
-    AccessControlEntryFilter,
-    AclBinding,
-    AclBindingFilter,
     AclValidationError,
-    ResourcePatternFilter,
 )
 from gateway.commands.acls import (
     AclsCommandError,
+    StoreBackend,
     execute,
     format_resource_acls,
     group_by_pattern,
@@ -33,25 +30,7 @@ from gateway.commands.acls import (
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.ops.audit import AuditLog
 from gateway.stores.access import uses_security_topic
-from gateway.stores.file_acls import AclStore
 from gateway.stores.shadow_acls import FileShadowAcls, SetChange, ShadowAclSets, read_acl_file, set_change
-
-
-class StoreBackend:
-    """gateway.commands.acls.AclBackend over an AclStore (here: the shadow set)."""
-
-    def __init__(self, store: AclStore) -> None:
-        self.store = store
-
-    def create(self, bindings: Sequence[AclBinding]) -> None:
-        self.store.add(bindings)
-
-    def delete(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
-        return self.store.remove_matching(filters)
-
-    def describe(self, filters: Sequence[ResourcePatternFilter]) -> list[AclBinding]:
-        wanted = [AclBindingFilter(f, AccessControlEntryFilter()) for f in filters] or [AclBindingFilter.ANY]
-        return [b for b in self.store.load() if any(f.matches(b) for f in wanted)]
 
 
 def run_acls_or_shadow_command(args: argparse.Namespace) -> int:

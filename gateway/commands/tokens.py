@@ -17,7 +17,7 @@ from pathlib import Path
 from auth.principal import KafkaPrincipal
 from auth.sasl.mechanism import wall_clock_ms
 from gateway.config import ConfigError, load_config
-from gateway.stores.access import uses_security_topic
+from gateway.stores.access import configured_store
 from gateway.stores.file_tokens import (
     DEFAULT_EXPIRY_TIME_MS,
     DEFAULT_MAX_LIFETIME_MS,
@@ -204,17 +204,11 @@ def _open_store(args: argparse.Namespace) -> Iterator[TokenStore]:
         config.settings["delegation.token.secret.key"]
     if not secret:
         raise _CommandError("delegation.token.secret.key is not set: delegation tokens are disabled")
-    if not uses_security_topic(config):
-        path = config.settings["ksgate.delegation.token.file"]
-        if path is None:
-            raise ConfigError("ksgate.delegation.token.file: not set in the configuration")
-        yield TokenStore(path, secret)
-        return
-    from gateway.stores.access import replayed_security_topic
     from gateway.stores.replicated import TopicTokenStore
 
-    with replayed_security_topic(config) as topic:
-        yield TopicTokenStore(topic, secret)
+    with configured_store(config, "ksgate.delegation.token.file", lambda path: TokenStore(path, secret),
+                          lambda topic: TopicTokenStore(topic, secret)) as store:
+        yield store
 
 
 def _lifetimes(args: argparse.Namespace, expiry_time_ms: int, max_lifetime_ms: int) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from auth.sasl.scram import DEFAULT_ITERATIONS
 from gateway.config import ConfigError, load_config
-from gateway.stores.access import uses_security_topic
+from gateway.stores.access import configured_store
 from gateway.stores.file_users import ALL_MECHANISMS, CredentialFileError, FileCredentialStore
 
 DEFAULT_STORE = "./ksgate-users.json"
@@ -102,18 +102,11 @@ def _open_store(args: argparse.Namespace) -> Iterator[Any]:
     if args.config is None:
         yield FileCredentialStore(args.store)
         return
-    config = load_config(args.config)
-    if not uses_security_topic(config):
-        path = config.settings["ksgate.credentials.file"]
-        if path is None:
-            raise ConfigError("ksgate.credentials.file: not set in the configuration")
-        yield FileCredentialStore(path)
-        return
-    from gateway.stores.access import replayed_security_topic
     from gateway.stores.replicated import TopicCredentialStore
 
-    with replayed_security_topic(config) as topic:
-        yield TopicCredentialStore(topic)
+    with configured_store(load_config(args.config), "ksgate.credentials.file", FileCredentialStore,
+                          TopicCredentialStore) as store:
+        yield store
 
 
 def _run(command: str, store: Any, args: argparse.Namespace) -> int:

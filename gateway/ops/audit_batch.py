@@ -9,28 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from authz.kind_fold import MAX_KINDS as MAX_KINDS  # re-exported: the audit bounds are known from here
+from authz.kind_fold import OTHER_RULES, KindAggregate, fold
+from authz.kind_fold import SAMPLE_SIZE as SAMPLE_SIZE
 from gateway.ops.audit import NAME_CHARS, bounded_name
 
-# Names kept per aggregated event, and the length each is cut to: with MAX_KINDS this bounds
-# the audit bytes of one request whatever its item count.
-SAMPLE_SIZE = 20
+# The length each sampled name is cut to: with MAX_KINDS and SAMPLE_SIZE (authz/kind_fold.py) this bounds
+# the audit bytes of one request whatever its item count; the kinds beyond MAX_KINDS are folded into one
+# event per operation/resource type/outcome with the rule OTHER_RULES.
 SAMPLE_NAME_CHARS = NAME_CHARS
-# Distinct decision kinds (mostly: distinct matching rules) recorded per request; the rest are
-# folded into one event per operation/resource type/outcome with the rule OTHER_RULES.
-MAX_KINDS = 32
-OTHER_RULES = "(other rules)"
 
 # operation, resource type, pattern type, allowed, rule
 Kind = tuple[str, str, str | None, bool, str]
 
 
 @dataclass(slots=True)
-class Aggregate:
+class Aggregate(KindAggregate[Kind]):
     """Every decision of one kind in one request."""
-
-    kind: Kind
-    count: int = 0
-    sample: list[str] = field(default_factory=list)
 
     @property
     def operation(self) -> str:
@@ -53,6 +48,10 @@ class Aggregate:
         return self.kind[4]
 
 
+def _coarser(kind: Kind) -> Kind:
+    return (kind[0], kind[1], None, kind[3], OTHER_RULES)
+
+
 @dataclass(slots=True)
 class DecisionBatch:
     """Collects one request's decisions until ``drain``; bounded in memory and in output."""
@@ -61,17 +60,7 @@ class DecisionBatch:
 
     def add(self, operation: str, resource_type: str, pattern_type: str | None, allowed: bool, rule: str,
             resource_name: str) -> None:
-        kind: Kind = (operation, resource_type, pattern_type, allowed, rule)
-        aggregate = self._kinds.get(kind)
-        if aggregate is None:
-            if len(self._kinds) >= MAX_KINDS:
-                kind = (operation, resource_type, None, allowed, OTHER_RULES)
-                aggregate = self._kinds.get(kind)
-            if aggregate is None:
-                aggregate = self._kinds[kind] = Aggregate(kind)
-        aggregate.count += 1
-        if len(aggregate.sample) < SAMPLE_SIZE:
-            aggregate.sample.append(resource_name)
+        fold(self._kinds, (operation, resource_type, pattern_type, allowed, rule), resource_name, _coarser, Aggregate)
 
     def __len__(self) -> int:
         return len(self._kinds)

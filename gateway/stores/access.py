@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
-from gateway.config import GatewayConfig
+from gateway.config import ConfigError, GatewayConfig
 from gateway.stores.security_topic import SecurityTopic
+
+T = TypeVar("T")
 
 
 class StoreUnavailable(OSError):
@@ -35,3 +38,18 @@ def replayed_security_topic(config: GatewayConfig) -> Iterator[SecurityTopic]:
 
 def uses_security_topic(config: GatewayConfig) -> bool:
     return bool(config.settings["ksgate.security.store"] == "KAFKA")
+
+
+@contextlib.contextmanager
+def configured_store(config: GatewayConfig, file_key: str, from_file: Callable[[str], T],
+                     from_topic: Callable[[SecurityTopic], T]) -> Iterator[T]:
+    """The store ``config`` names: ``from_file`` of the file ``file_key`` names (FILE store), or ``from_topic``
+    of the replayed security topic (KAFKA store; stopped afterwards)."""
+    if uses_security_topic(config):
+        with replayed_security_topic(config) as topic:
+            yield from_topic(topic)
+        return
+    path = config.settings[file_key]
+    if path is None:
+        raise ConfigError(f"{file_key}: not set in the configuration")
+    yield from_file(path)

@@ -1,21 +1,22 @@
 """Where ACL bindings live between restarts: the AclStore protocol and a JSON-file implementation.
 
-Writes are atomic (temp file, fsync, rename, fsync dir); external edits are picked up by polling.
+Writes are atomic (temp file, fsync, rename, fsync dir); external edits are picked up by polling
+(gateway/stores/json_file.py, shared with the quota file).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import Protocol
 
 from authz.acl_json import AclStoreError, decode_acl_file, encode_acl_file
 from authz.model import AclBinding, AclBindingFilter, validate_binding, validate_filter
+from gateway.stores.json_file import StoreFile
+from gateway.stores.listeners import Listeners
 
 log = logging.getLogger("ksgate.authz")
 
@@ -54,28 +55,6 @@ class AclStore(Protocol):
         ...
 
 
-def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data`` so that readers (and a crash) see the old or the new file, whole."""
-    directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            os.fchmod(file.fileno(), mode)
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def matches_per_filter(bindings: Iterable[AclBinding],
                        filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
     """For each filter, the bindings it matches, in ``bindings`` order.
@@ -107,13 +86,6 @@ def union(groups: Iterable[Iterable[AclBinding]]) -> list[AclBinding]:
     return list(dict.fromkeys(b for group in groups for b in group))
 
 
-_Signature = tuple[int, int, int, int, int]
-
-
-def _signature(st: os.stat_result) -> _Signature:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 class FileAclStore:
     """ACLs in one JSON file (mode 0600).  Thread-safe; listeners run in change order.
 
@@ -135,9 +107,10 @@ class FileAclStore:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._bindings: dict[AclBinding, None] = {}
-        self._seen: _Signature | None = None  # the file version _bindings reflects (or last refused)
-        self._disk_ok = True
-        self._listeners: list[AclChangeListener] = []
+        self._file = StoreFile(self.path, decode_acl_file, error=AclStoreError, what="ACL file", held="ACLs",
+                               changing="ACLs", log=log)
+        self._listeners: Listeners[[Sequence[AclBinding], Sequence[AclBinding]]] = Listeners(
+            self._lock, "ACL change listener", log)
 
     @property
     def bindings(self) -> list[AclBinding]:
@@ -148,33 +121,18 @@ class FileAclStore:
     def load(self) -> list[AclBinding]:
         """Read the file (missing = no ACLs yet); AclStoreError if it is unreadable or invalid."""
         with self._lock:
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
+            bindings = self._file.load()
+            if bindings is None:
                 log.info("ACL file %s does not exist yet: no ACLs", self.path)
-                self._replace_state([], None)
-                return []
-            bindings = self._read()
-            self._replace_state(bindings, _signature(st))
+                bindings = []
+            self._replace_state(bindings)
             return list(self._bindings)
 
-    def _read(self) -> list[AclBinding]:
-        try:
-            data = self.path.read_bytes()
-        except OSError as exc:
-            raise AclStoreError(f"cannot read ACL file {self.path}: {exc}") from exc
-        try:
-            return decode_acl_file(data)
-        except AclStoreError as exc:
-            raise AclStoreError(f"ACL file {self.path}: {exc}") from None
-
-    def _replace_state(self, bindings: list[AclBinding], signature: _Signature | None) -> None:
+    def _replace_state(self, bindings: list[AclBinding]) -> None:
         new = dict.fromkeys(bindings)
         added = [b for b in new if b not in self._bindings]
         removed = [b for b in self._bindings if b not in new]
         self._bindings = new
-        self._seen = signature
-        self._disk_ok = True
         if added or removed:
             self._notify(added, removed)
 
@@ -185,40 +143,17 @@ class FileAclStore:
         state; it is logged once per version of the file.
         """
         with self._lock:
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
-                if self._seen is not None and self._disk_ok:
-                    log.error("ACL file %s disappeared; keeping the %d ACLs last loaded",
-                              self.path, len(self._bindings))
-                    self._disk_ok = False
+            bindings = self._file.poll(len(self._bindings))
+            if bindings is None:
                 return False
-            signature = _signature(st)
-            if signature == self._seen:
-                return False
-            try:
-                bindings = self._read()
-            except AclStoreError as exc:
-                log.error("%s; keeping the %d ACLs last loaded", exc, len(self._bindings))
-                self._seen = signature
-                self._disk_ok = False
-                return False
-            self._replace_state(bindings, signature)
+            self._replace_state(bindings)
             log.info("reloaded %d ACLs from %s", len(self._bindings), self.path)
             return True
 
     def _ensure_current(self) -> None:
         """Adopt external edits before a write, so a write never clobbers them."""
         self.reload_if_changed()
-        if not self._disk_ok:
-            raise AclStoreError(f"ACL file {self.path} is unreadable or missing; fix it before changing ACLs")
-
-    def _persist(self, bindings: Iterable[AclBinding]) -> _Signature:
-        try:
-            write_atomically(self.path, encode_acl_file(bindings))
-            return _signature(os.stat(self.path))
-        except OSError as exc:
-            raise AclStoreError(f"cannot write ACL file {self.path}: {exc}") from exc
+        self._file.ensure_writable()
 
     def add(self, bindings: Iterable[AclBinding]) -> None:
         bindings = list(bindings)
@@ -230,7 +165,7 @@ class FileAclStore:
             if not added:
                 return
             new = {**self._bindings, **dict.fromkeys(added)}
-            self._seen = self._persist(new)
+            self._file.write(encode_acl_file(new))
             self._bindings = new
             self._notify(added, [])
 
@@ -248,27 +183,16 @@ class FileAclStore:
                 return matched
             gone = set(removed)
             new = {b: None for b in self._bindings if b not in gone}
-            self._seen = self._persist(new)
+            self._file.write(encode_acl_file(new))
             self._bindings = new
             self._notify([], removed)
             return matched
 
     def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock, suppress(ValueError):
-                self._listeners.remove(callback)
-
-        return unsubscribe
+        return self._listeners.subscribe(callback)
 
     def _notify(self, added: Sequence[AclBinding], removed: Sequence[AclBinding]) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(added, removed)
-            except Exception:
-                log.exception("ACL change listener %r failed", listener)
+        self._listeners.notify(added, removed)
 
 
 class AclSink(Protocol):

@@ -1,7 +1,7 @@
 """Where client quotas live between restarts: the QuotaStore protocol and a JSON-file implementation.
 
-As the ACL file: atomic writes, external edits picked up by polling, a bad or vanished file
-never partly applied (the last good state stays in force, and writes are refused until fixed).
+As the ACL file (gateway/stores/json_file.py): atomic writes, external edits picked up by polling, a bad
+or vanished file never partly applied (the last good state stays in force, and writes are refused until fixed).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import Protocol
 
 from gateway.quotas.model import QuotaError
 from gateway.quotas.state import QuotaChange, QuotaState, apply_changes, state_from_json, state_to_json
-from gateway.stores.file_acls import write_atomically
+from gateway.stores.json_file import StoreFile
+from gateway.stores.listeners import Listeners
 
 log = logging.getLogger("ksgate.quotas")
 FILE_VERSION = 1
@@ -88,13 +88,6 @@ def decode_quota_file(data: bytes) -> QuotaState:
         raise QuotaStoreError(exc.message) from None
 
 
-_Signature = tuple[int, int, int, int, int]
-
-
-def _signature(st: os.stat_result) -> _Signature:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 class FileQuotaStore:
     """Quotas in one JSON file (mode 0600), ``ksgate.quota.file``; thread-safe."""
 
@@ -102,9 +95,9 @@ class FileQuotaStore:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._state: QuotaState = {}
-        self._seen: _Signature | None = None
-        self._disk_ok = True
-        self._listeners: list[QuotaListener] = []
+        self._file = StoreFile(self.path, decode_quota_file, error=QuotaStoreError, what="quota file",
+                               held="quota entities", changing="quotas", log=log)
+        self._listeners: Listeners[[QuotaState]] = Listeners(self._lock, "quota change listener", log)
 
     def quotas(self) -> QuotaState:
         return self._state
@@ -112,83 +105,38 @@ class FileQuotaStore:
     def load(self) -> QuotaState:
         """Read the file (missing: no quotas yet); QuotaStoreError if it is unreadable or invalid."""
         with self._lock:
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
-                self._adopt({}, None)
-                return self._state
-            self._adopt(self._read(), _signature(st))
+            state = self._file.load()
+            self._adopt({} if state is None else state)
             return self._state
 
-    def _read(self) -> QuotaState:
-        try:
-            data = self.path.read_bytes()
-        except OSError as exc:
-            raise QuotaStoreError(f"cannot read quota file {self.path}: {exc}") from exc
-        try:
-            return decode_quota_file(data)
-        except QuotaStoreError as exc:
-            raise QuotaStoreError(f"quota file {self.path}: {exc}") from None
-
-    def _adopt(self, state: QuotaState, signature: _Signature | None) -> None:
+    def _adopt(self, state: QuotaState) -> None:
         changed = state != self._state
-        self._state, self._seen, self._disk_ok = state, signature, True
+        self._state = state
         if changed:
             self._notify()
 
     def reload_if_changed(self) -> bool:
         with self._lock:
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
-                if self._seen is not None and self._disk_ok:
-                    log.error("quota file %s disappeared; keeping the %d quota entities last loaded",
-                              self.path, len(self._state))
-                    self._disk_ok = False
+            state = self._file.poll(len(self._state))
+            if state is None:
                 return False
-            signature = _signature(st)
-            if signature == self._seen:
-                return False
-            try:
-                state = self._read()
-            except QuotaStoreError as exc:
-                log.error("%s; keeping the %d quota entities last loaded", exc, len(self._state))
-                self._seen, self._disk_ok = signature, False
-                return False
-            self._adopt(state, signature)
+            self._adopt(state)
             log.info("reloaded %d quota entities from %s", len(self._state), self.path)
             return True
 
     def alter(self, changes: Sequence[QuotaChange]) -> None:
         with self._lock:
             self.reload_if_changed()  # never clobber an operator's edit
-            if not self._disk_ok:
-                raise QuotaStoreError(f"quota file {self.path} is unreadable or missing; fix it before "
-                                      "changing quotas")
+            self._file.ensure_writable()
             new = apply_changes(self._state, changes)
             if new == self._state:
                 return
-            try:
-                write_atomically(self.path, encode_quota_file(new))
-                self._seen = _signature(os.stat(self.path))
-            except OSError as exc:
-                raise QuotaStoreError(f"cannot write quota file {self.path}: {exc}") from exc
+            self._file.write(encode_quota_file(new))
             self._state = new
             self._notify()
 
     def subscribe(self, callback: QuotaListener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock, suppress(ValueError):
-                self._listeners.remove(callback)
-
-        return unsubscribe
+        return self._listeners.subscribe(callback)
 
     def _notify(self) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(self._state)
-            except Exception:
-                log.exception("quota change listener %r failed", listener)
+        self._listeners.notify(self._state)

@@ -37,26 +37,46 @@ from gateway.stores.security_topic import SecurityTopic, StoreWriteError
 log = logging.getLogger("ksgate.store")
 
 
-class TopicAclStore:
-    """gateway.stores.file_acls.AclStore over the security topic."""
+def append_acl_records(topic: SecurityTopic, records: list[StoreRecord]) -> None:
+    """Append one batch of ACL records; a failed write is the ACL stores' error."""
+    try:
+        topic.append(records)
+    except StoreWriteError as exc:
+        raise AclStoreError(str(exc)) from None
+
+
+class TopicAclSet:
+    """gateway.stores.file_acls.AclStore over one ACL set of the security topic (the live one, the shadow one):
+    subclasses say which snapshot field holds it, which record kind changes it, and how a change is reported."""
+
+    where = ""  # appended to the topic's name in ``path``
 
     def __init__(self, topic: SecurityTopic) -> None:
         self._topic = topic
-        self.path = f"topic {topic.settings.topic}"
+        self.path = f"topic {topic.settings.topic}{self.where}"
+
+    def _present(self) -> Mapping[AclBinding, None]:
+        raise NotImplementedError
+
+    def _record(self, binding: AclBinding, present: bool) -> StoreRecord:
+        raise NotImplementedError
+
+    def _change(self, applied: AppliedRecords) -> tuple[list[AclBinding], list[AclBinding]]:
+        raise NotImplementedError
 
     @property
     def bindings(self) -> list[AclBinding]:
-        return list(self._topic.snapshot.acls)
+        return list(self._present())
 
     def load(self) -> list[AclBinding]:
-        return list(self._topic.snapshot.acls)
+        return list(self._present())
 
     def add(self, bindings: Iterable[AclBinding]) -> None:
         bindings = list(bindings)
         for binding in bindings:
             validate_binding(binding)
-        present = self._topic.snapshot.acls
-        self._append([acl_record(b) for b in dict.fromkeys(bindings) if b not in present])
+        present = self._present()
+        append_acl_records(self._topic, [self._record(b, True) for b in dict.fromkeys(bindings) if b not in present])
 
     def remove_matching(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
         return union(self.remove_each(list(filters)))
@@ -64,20 +84,15 @@ class TopicAclStore:
     def remove_each(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
         for binding_filter in filters:
             validate_filter(binding_filter)
-        matched = matches_per_filter(self._topic.snapshot.acls, filters)
-        self._append([acl_record(b, present=False) for b in union(matched)])
+        matched = matches_per_filter(self._present(), filters)
+        append_acl_records(self._topic, [self._record(b, False) for b in union(matched)])
         return matched
-
-    def _append(self, records: list[StoreRecord]) -> None:
-        try:
-            self._topic.append(records)
-        except StoreWriteError as exc:
-            raise AclStoreError(str(exc)) from None
 
     def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
         def on_applied(applied: AppliedRecords) -> None:
-            if applied.acls_added or applied.acls_removed:
-                callback(applied.acls_added, applied.acls_removed)
+            added, removed = self._change(applied)
+            if added or removed:
+                callback(added, removed)
 
         return self._topic.subscribe(on_applied)
 
@@ -89,6 +104,19 @@ class TopicAclStore:
 
     def reload_if_changed(self) -> bool:
         return False  # the topic's tail applies changes as they arrive
+
+
+class TopicAclStore(TopicAclSet):
+    """The live ACLs in the security topic (acl records)."""
+
+    def _present(self) -> Mapping[AclBinding, None]:
+        return self._topic.snapshot.acls
+
+    def _record(self, binding: AclBinding, present: bool) -> StoreRecord:
+        return acl_record(binding, present)
+
+    def _change(self, applied: AppliedRecords) -> tuple[list[AclBinding], list[AclBinding]]:
+        return applied.acls_added, applied.acls_removed
 
 
 class TopicCredentialStore(UserEntryReads):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import UpstreamConfig
+from gateway.stores.listeners import Listeners
 from gateway.stores.security_records import (
     AppliedRecords,
     SecuritySnapshot,
@@ -98,7 +99,7 @@ class SecurityTopic:
         self.behind_since: float | None = 0.0  # monotonic time the tail fell behind (None: caught up)
         self.stalled: str | None = None  # why applying stopped (a record that cannot be read)
         self.lock = threading.RLock()  # held while a run of records is applied and listeners run
-        self._listeners: list[ChangeListener] = []
+        self._listeners: Listeners[[AppliedRecords]] = Listeners(self.lock, "security store listener", log)
         self._applied = threading.Condition(self.lock)
         self._loaded = threading.Event()
         self._thread: threading.Thread | None = None
@@ -156,15 +157,7 @@ class SecurityTopic:
 
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
         """Call ``listener`` (on the store's thread, under ``lock``) after each applied run of records."""
-        with self.lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self.lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     # --- writing -------------------------------------------------------------------
 
@@ -342,11 +335,7 @@ class SecurityTopic:
                             applied.unknown)
             self.snapshot = applied.state
             self.next_offset = max(self.next_offset, end)
-            for listener in list(self._listeners):
-                try:
-                    listener(applied)
-                except Exception:
-                    log.exception("security store listener %r failed", listener)
+            self._listeners.notify(applied)
             self._applied.notify_all()
 
     def _stall(self, reason: str) -> None:

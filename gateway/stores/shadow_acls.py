@@ -8,21 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from authz.acl_json import AclStoreError, decode_acl_file, encode_acl_file
-from authz.model import AclBinding, AclBindingFilter, validate_binding, validate_filter
-from gateway.stores.file_acls import (
-    AclChangeListener,
-    AclStore,
-    FileAclStore,
-    matches_per_filter,
-    union,
-    write_atomically,
-)
+from authz.model import AclBinding, validate_binding
+from gateway.stores.file_acls import AclStore, FileAclStore
+from gateway.stores.json_file import write_atomically
+from gateway.stores.replicated import TopicAclSet, append_acl_records
 from gateway.stores.security_records import (
     KIND_ROLLBACK_ACL,
     AppliedRecords,
@@ -31,7 +26,7 @@ from gateway.stores.security_records import (
     rollback_kept_record,
     shadow_acl_record,
 )
-from gateway.stores.security_topic import SecurityTopic, StoreWriteError
+from gateway.stores.security_topic import SecurityTopic
 
 ROLLBACK_SUFFIX = ".rollback"
 
@@ -89,7 +84,8 @@ class FileShadowStore(FileAclStore):
             if not self.path.exists():
                 if not self._bindings:
                     return False
-                self._replace_state([], None)
+                self._file.forget()
+                self._replace_state([])
                 return True
             return super().reload_if_changed()
 
@@ -173,58 +169,19 @@ class FileShadowAcls:
 
 # --- security topic --------------------------------------------------------------------------------------
 
-class TopicShadowAclStore:
-    """gateway.stores.file_acls.AclStore over the security topic's shadow_acl records."""
+class TopicShadowAclStore(TopicAclSet):
+    """The shadow ACL set in the security topic (shadow_acl records)."""
 
-    def __init__(self, topic: SecurityTopic) -> None:
-        self._topic = topic
-        self.path = f"topic {topic.settings.topic} (shadow ACLs)"
+    where = " (shadow ACLs)"
 
-    @property
-    def bindings(self) -> list[AclBinding]:
-        return list(self._topic.snapshot.shadow_acls)
+    def _present(self) -> Mapping[AclBinding, None]:
+        return self._topic.snapshot.shadow_acls
 
-    def load(self) -> list[AclBinding]:
-        return self.bindings
+    def _record(self, binding: AclBinding, present: bool) -> StoreRecord:
+        return shadow_acl_record(binding, present)
 
-    def add(self, bindings: Iterable[AclBinding]) -> None:
-        bindings = list(bindings)
-        for binding in bindings:
-            validate_binding(binding)
-        present = self._topic.snapshot.shadow_acls
-        _append(self._topic, [shadow_acl_record(b) for b in dict.fromkeys(bindings) if b not in present])
-
-    def remove_matching(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
-        return union(self.remove_each(list(filters)))
-
-    def remove_each(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
-        for binding_filter in filters:
-            validate_filter(binding_filter)
-        matched = matches_per_filter(self._topic.snapshot.shadow_acls, filters)
-        _append(self._topic, [shadow_acl_record(b, present=False) for b in union(matched)])
-        return matched
-
-    def subscribe(self, callback: AclChangeListener) -> Callable[[], None]:
-        def on_applied(applied: AppliedRecords) -> None:
-            if applied.shadow_added or applied.shadow_removed:
-                callback(applied.shadow_added, applied.shadow_removed)
-
-        return self._topic.subscribe(on_applied)
-
-    def load_and_subscribe(self, load: Callable[[list[AclBinding]], None], callback: AclChangeListener) -> None:
-        with self._topic.lock:
-            load(self.load())
-            self.subscribe(callback)
-
-    def reload_if_changed(self) -> bool:
-        return False
-
-
-def _append(topic: SecurityTopic, records: list[StoreRecord]) -> None:
-    try:
-        topic.append(records)
-    except StoreWriteError as exc:
-        raise AclStoreError(str(exc)) from None
+    def _change(self, applied: AppliedRecords) -> tuple[list[AclBinding], list[AclBinding]]:
+        return applied.shadow_added, applied.shadow_removed
 
 
 class TopicShadowAcls:
@@ -248,13 +205,13 @@ class TopicShadowAcls:
         for binding in bindings:
             validate_binding(binding)
         change = set_change(self.shadow_bindings(), bindings)
-        _append(self._topic, [shadow_acl_record(b, present=False) for b in change.removed]
+        append_acl_records(self._topic, [shadow_acl_record(b, present=False) for b in change.removed]
                 + [shadow_acl_record(b) for b in change.added])
         return change
 
     def clear(self) -> SetChange:
         change = set_change(self.shadow_bindings(), [])
-        _append(self._topic, [shadow_acl_record(b, present=False) for b in change.removed])
+        append_acl_records(self._topic, [shadow_acl_record(b, present=False) for b in change.removed])
         return change
 
     def _swap(self, new_live: list[AclBinding], clear_shadow: bool) -> SetChange:
@@ -269,7 +226,7 @@ class TopicShadowAcls:
         records.append(rollback_kept_record())
         if clear_shadow:
             records += [shadow_acl_record(b, present=False) for b in snapshot.shadow_acls]
-        _append(self._topic, records)
+        append_acl_records(self._topic, records)
         return change
 
     def promote(self) -> SetChange:

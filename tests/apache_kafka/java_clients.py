@@ -14,8 +14,12 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.apache_kafka.broker import jar_folder
+
+if TYPE_CHECKING:
+    from tests.harness import GatewayThread
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "KsgateJavaClient.java"
 TOOL_HEAP = "-Xmx256m"
@@ -83,6 +87,31 @@ class JavaRunner:
         """KsgateJavaClient COMMAND (produce, transact, consume: see its source) with these settings."""
         return self.run("KsgateJavaClient", [command, str(properties), bootstrap, *args],
                         extra_classpath=self.classes(), check=check)
+
+
+CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"  # kafka-configs
+
+
+def scram_properties(path: Path, user: str = "admin") -> Path:
+    """A tool's ``--command-config``: ``user`` (password ``<user>-secret``, as tests.harness.secured_gateway's users)
+    over SASL_PLAINTEXT with SCRAM-SHA-512."""
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
+        f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" '
+        f'password="{user}-secret";\n')
+    return path
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigsTool:
+    """kafka-configs run through ``gateway`` with ``properties``; a call returns what the tool printed."""
+
+    gateway: GatewayThread
+    java: JavaRunner
+    properties: Path
+
+    def __call__(self, *args: str) -> str:
+        return self.java.tool(CONFIG_COMMAND, self.gateway.bootstrap, self.properties, *args).stdout
 
 
 def java_available() -> bool:

@@ -9,14 +9,13 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.stores.file_users import FileCredentialStore
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, produce_one, scram_client
 
 RUN = uuid.uuid4().hex[:6]
 ORDERS = [f"orders{RUN}-{i}" for i in range(1, 4)]
@@ -28,25 +27,6 @@ def _gateway(broker: EmbeddedBroker, users: Path, acls: Path, audit: Path, every
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "ksgate.credentials.file": str(users),
         "super.users": "User:admin", "allow.everyone.if.no.acl.found": everyone, "ksgate.acl.file": str(acls),
         "ksgate.audit.log.file": str(audit), "ksgate.audit.log.allowed": True}, protocol="SASL_PLAINTEXT").start()
-
-
-def _as(gateway: GatewayThread, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": gateway.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": f"{user}-secret",
-            "enable.idempotence": False, "retries": 0}
-
-
-def _produce(gateway: GatewayThread, topic: str) -> int | None:
-    """The delivery error code (None on success) of one record alice produces."""
-    outcome: list[KafkaError | None] = []
-    producer = Producer(_as(gateway, "alice"))
-    try:
-        producer.produce(topic, b"x", on_delivery=lambda err, _msg: outcome.append(err))
-        producer.flush(15)
-    except Exception as exc:  # librdkafka refuses topics Metadata called unauthorized
-        return int(exc.args[0].code())
-    assert outcome, f"no delivery report for {topic}"
-    return None if outcome[0] is None else int(outcome[0].code())
 
 
 def _audit(*args: str) -> None:
@@ -61,11 +41,11 @@ def test_recommended_acls_allow_exactly_the_observed_workload(broker: EmbeddedBr
     store.upsert_user("alice", "alice-secret")
     observed = _gateway(broker, users, tmp_path / "acls-before.json", tmp_path / "audit.log", everyone=True)
     try:
-        admin = AdminClient(_as(observed, "admin"))
+        admin = AdminClient(scram_client(observed, "admin"))
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in [*ORDERS, OUTSIDE]]).values():
             future.result(timeout=15)
         for topic in ORDERS:  # the workload: alice writes to three orders topics
-            assert _produce(observed, topic) is None
+            assert produce_one(observed, "alice", topic) is None
     finally:
         observed.stop()
 
@@ -85,7 +65,7 @@ def test_recommended_acls_allow_exactly_the_observed_workload(broker: EmbeddedBr
     enforced = _gateway(broker, users, acls, tmp_path / "audit-after.log", everyone=False)
     try:
         for topic in ORDERS:
-            assert _produce(enforced, topic) is None, f"the recommended ACLs do not cover {topic}"
-        assert _produce(enforced, OUTSIDE) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            assert produce_one(enforced, "alice", topic) is None, f"the recommended ACLs do not cover {topic}"
+        assert produce_one(enforced, "alice", OUTSIDE) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         enforced.stop()

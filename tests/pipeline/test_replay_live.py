@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from authz.acl_json import encode_acl_file
@@ -22,7 +22,7 @@ from authz.model import AclOperation, PatternType
 from authz.model import ResourceType as RT
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.stores.file_users import FileCredentialStore
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, produce_one, scram_client
 from tests.pipeline.events import binding
 
 pytestmark = pytest.mark.spark  # the replay runs `ksgate audit replay`, which starts Spark
@@ -34,25 +34,6 @@ FORBIDDEN = f"forbidden{RUN}"
 ORDERS_WRITE = binding("User:alice", RT.TOPIC, f"orders{RUN}-", AclOperation.WRITE, PatternType.PREFIXED)
 PAYMENTS_WRITE = binding("User:alice", RT.TOPIC, PAYMENTS, AclOperation.WRITE)
 CANDIDATE = [ORDERS_WRITE, PAYMENTS_WRITE]
-
-
-def _as(gateway: GatewayThread, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": gateway.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": f"{user}-secret",
-            "enable.idempotence": False, "retries": 0}
-
-
-def _produce(gateway: GatewayThread, topic: str) -> int | None:
-    """The delivery error code (None on success) of one record alice produces."""
-    outcome: list[KafkaError | None] = []
-    producer = Producer(_as(gateway, "alice"))
-    try:
-        producer.produce(topic, b"x", on_delivery=lambda err, _msg: outcome.append(err))
-        producer.flush(15)
-    except Exception as exc:  # librdkafka refuses topics Metadata called unauthorized
-        return int(exc.args[0].code())
-    assert outcome, f"no delivery report for {topic}"
-    return None if outcome[0] is None else int(outcome[0].code())
 
 
 def _replay(log: Path, acls: Path, out: Path) -> dict[str, Any]:
@@ -88,12 +69,12 @@ def test_replay_gives_the_verdicts_the_gateway_gave(broker: EmbeddedBroker, tmp_
         "super.users": "User:admin", "allow.everyone.if.no.acl.found": False, "ksgate.acl.file": str(acls),
         "ksgate.audit.log.file": str(log), "ksgate.audit.log.allowed": True}, protocol="SASL_PLAINTEXT").start()
     try:
-        admin = AdminClient(_as(gateway, "admin"))
+        admin = AdminClient(scram_client(gateway, "admin"))
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in [*ORDERS, PAYMENTS, FORBIDDEN]]).values():
             future.result(timeout=15)
         for topic in [*ORDERS, PAYMENTS]:
-            assert _produce(gateway, topic) is None
-        assert _produce(gateway, FORBIDDEN) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            assert produce_one(gateway, "alice", topic) is None
+        assert produce_one(gateway, "alice", FORBIDDEN) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         gateway.stop()
 

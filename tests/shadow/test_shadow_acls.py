@@ -4,11 +4,10 @@ folded per request and rate-limited per (principal, operation, resource, directi
 from __future__ import annotations
 
 from authz.authorizer import GATEWAY_RESERVED, ILLEGAL_TOPIC_NAME, NOT_READY, SUPER_USER, StandardAuthorizer
+from authz.kind_fold import MAX_KINDS, OTHER_RULES, SAMPLE_SIZE, KindAggregate, fold
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action
 from authz.shadow import (
-    MAX_KINDS,
-    SAMPLE_SIZE,
     WOULD_ALLOW,
     WOULD_DENY,
     ByResourceType,
@@ -166,3 +165,30 @@ def test_a_request_keeps_at_most_max_kinds_kinds() -> None:
         fold = shadow.observe(fold, ALICE, HOST, Action(Op.READ, ResourceType.TOPIC, name), decision)
     assert fold is not None and len(fold.kinds) <= MAX_KINDS + 1
     assert sum(a.count for a in fold.kinds.values()) == len(names)
+
+
+# --- the bounded fold the divergences share with the audit events (authz/kind_fold.py) ---
+
+FoldKind = tuple[str, str]
+
+
+def _coarser_rule(kind: FoldKind) -> FoldKind:
+    return (kind[0], OTHER_RULES)
+
+
+def test_kinds_beyond_the_bound_count_under_the_coarser_kind_with_exact_counts() -> None:
+    kinds: dict[FoldKind, KindAggregate[FoldKind]] = {}
+    for rule in range(MAX_KINDS + 10):
+        for n in range(3):
+            fold(kinds, ("READ", f"rule-{rule}"), f"t{rule}-{n}", _coarser_rule, KindAggregate)
+    assert len(kinds) == MAX_KINDS + 1
+    assert kinds[("READ", OTHER_RULES)].count == 30
+    assert sum(a.count for a in kinds.values()) == 3 * (MAX_KINDS + 10)
+
+
+def test_the_sample_keeps_the_first_names_only() -> None:
+    kinds: dict[FoldKind, KindAggregate[FoldKind]] = {}
+    for n in range(SAMPLE_SIZE * 2):
+        fold(kinds, ("READ", "r"), f"t{n}", _coarser_rule, KindAggregate)
+    assert kinds[("READ", "r")].sample == [f"t{n}" for n in range(SAMPLE_SIZE)]
+    assert kinds[("READ", "r")].count == SAMPLE_SIZE * 2

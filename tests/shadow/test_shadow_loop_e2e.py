@@ -21,36 +21,17 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.commands.cli import build_parser
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.stores.file_users import FileCredentialStore
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, produce_one, scram_client
 
 RUN = uuid.uuid4().hex[:6]
 ORDERS = [f"orders{RUN}-{i}" for i in range(1, 4)]
 POLL_S = 20.0  # the gateway re-reads its ACL files every second
-
-
-def _as(gateway: GatewayThread, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": gateway.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": f"{user}-secret",
-            "enable.idempotence": False, "retries": 0}
-
-
-def _produce(gateway: GatewayThread, user: str, topic: str) -> int | None:
-    """The delivery error code (None on success) of one record ``user`` produces."""
-    outcome: list[KafkaError | None] = []
-    producer = Producer(_as(gateway, user))
-    try:
-        producer.produce(topic, b"x", on_delivery=lambda err, _msg: outcome.append(err))
-        producer.flush(15)
-    except Exception as exc:  # librdkafka refuses topics Metadata called unauthorized
-        return int(exc.args[0].code())
-    assert outcome, f"no delivery report for {topic}"
-    return None if outcome[0] is None else int(outcome[0].code())
 
 
 def _audit_command(*args: str) -> None:
@@ -96,13 +77,13 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
         authorization = gateway.gateway.ctx.authorization
         assert authorization is not None and authorization.shadow is not None
         shadow = authorization.shadow
-        admin = AdminClient(_as(gateway, "admin"))
+        admin = AdminClient(scram_client(gateway, "admin"))
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in ORDERS]).values():
             future.result(timeout=15)
 
         # 1. The observed workload: alice writes to the three orders topics (no ACLs yet: allowed by default).
         for topic in ORDERS:
-            assert _produce(gateway, "alice", topic) is None
+            assert produce_one(gateway, "alice", topic) is None
 
         # 2. recommend, from what the audit log recorded.
         recommend = tmp_path / "recommend"
@@ -121,13 +102,13 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
         _until(lambda: shadow.active, "the shadow ACL set")
         shadow_phase_starts = len(audit_log.read_text().splitlines())
         for topic in ORDERS:
-            assert _produce(gateway, "alice", topic) is None
+            assert produce_one(gateway, "alice", topic) is None
         assert _events(audit_log, "shadow") == []
         assert sum(shadow.counts().values()) == 0
 
         # 5. bob does what nobody did while the traffic was observed: still allowed (nothing is enforced),
         #    and named before any promotion.
-        assert _produce(gateway, "bob", ORDERS[0]) is None
+        assert produce_one(gateway, "bob", ORDERS[0]) is None
         named = [e for e in _events(audit_log, "shadow") if e["principal"] == "User:bob"]
         assert any((e["operation"], e["resource_type"], e["resource_name"], e["decision"], e["live"], e["shadow"])
                    == ("WRITE", "TOPIC", ORDERS[0], "WOULD_DENY", "ALLOWED", "DENIED") for e in named), named
@@ -150,8 +131,8 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
         _acls(config, "--promote")
         _until(lambda: authorization.authorizer.acl_count > 0 and not shadow.active, "the promotion")
         for topic in ORDERS:
-            assert _produce(gateway, "alice", topic) is None, f"the promoted ACLs do not cover {topic}"
-        assert _produce(gateway, "bob", ORDERS[0]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            assert produce_one(gateway, "alice", topic) is None, f"the promoted ACLs do not cover {topic}"
+        assert produce_one(gateway, "bob", ORDERS[0]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
         assert [e["action"] for e in _events(audit_log, "acl_change")] == ["load", "promote"]
     finally:
         gateway.stop()

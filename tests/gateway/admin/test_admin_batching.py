@@ -13,6 +13,7 @@ import pytest
 
 import gateway.stores.file_acls as file_acls
 import gateway.stores.file_users as file_users
+import gateway.stores.json_file as json_file
 from auth.sasl.scram import MIN_ITERATIONS
 from authz.acl_json import AclStoreError
 from authz.authorizer import StandardAuthorizer
@@ -55,13 +56,13 @@ def exact_filter(name: str) -> dict[str, Any]:
 def counting(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every ACL file write, by path."""
     writes: list[Path] = []
-    real = file_acls.write_atomically
+    real = json_file.write_atomically
 
     def write(path: Path, data: bytes, mode: int = 0o600) -> None:
         writes.append(path)
         real(path, data, mode)
 
-    monkeypatch.setattr(file_acls, "write_atomically", write)
+    monkeypatch.setattr(json_file, "write_atomically", write)
     return writes
 
 
@@ -125,7 +126,7 @@ def test_a_failed_write_fails_every_valid_item_and_changes_nothing(tmp_path: Pat
     def refuse(path: Path, data: bytes, mode: int = 0o600) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(file_acls, "write_atomically", refuse)
+    monkeypatch.setattr(json_file, "write_atomically", refuse)
     bad = {**creation("x"), "host": ""}
     answer = create_acls(store, {"creations": [creation("a"), bad, creation("b")]}, 3)
     codes = [r["error_code"] for r in answer["results"]]

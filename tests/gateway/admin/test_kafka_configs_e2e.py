@@ -5,28 +5,15 @@ user, client-id and user + client-id quotas through ksgate, which answers the qu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker
 from tests.apache_kafka import kafka_lib
-from tests.apache_kafka.java_clients import JavaRunner, java_available
-from tests.harness import GatewayThread, secured_gateway
+from tests.apache_kafka.java_clients import ConfigsTool, JavaRunner, java_available, scram_properties
+from tests.harness import secured_gateway
 
-CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 pytestmark = pytest.mark.kafka
-
-
-@dataclass(slots=True, frozen=True)
-class ConfigsTool:
-    gateway: GatewayThread
-    java: JavaRunner
-    properties: Path
-
-    def __call__(self, *args: str) -> str:
-        return self.java.tool(CONFIGS, self.gateway.bootstrap, self.properties, *args).stdout
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +23,9 @@ def kafka_configs(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFacto
         pytest.skip("needs java and the Apache Kafka jars (scripts/kafka/fetch.sh, REFERENCE_KAFKA_LIB)")
     directory = tmp_path_factory.mktemp("kafka-configs")
     gateway = secured_gateway(broker.bootstrap, directory, extra={"ksgate.quota.file": str(directory / "quotas.json")})
-    properties = directory / "admin.properties"
-    properties.write_text(
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
-        'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";\n')
     try:
-        yield ConfigsTool(gateway, JavaRunner(lib, directory / "java"), properties)
+        yield ConfigsTool(gateway, JavaRunner(lib, directory / "java"),
+                          scram_properties(directory / "admin.properties"))
     finally:
         gateway.stop()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import yaml
 
 from gateway.commands.cli import main as ksgate
 from tests.apache_kafka import KafkaBroker
-from tests.apache_kafka.java_clients import JavaRunner, java_available
+from tests.apache_kafka.java_clients import ConfigsTool, JavaRunner, java_available, scram_properties
 from tests.gateway.clients.quota_chain import (
     PBR,
     alter_quota,
@@ -26,22 +25,17 @@ from tests.gateway.clients.quota_chain import (
 )
 from tests.harness import GatewayThread
 
-CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 pytestmark = pytest.mark.kafka
 
 
-@dataclass(slots=True, frozen=True)
-class KafkaConfigs:
+class KafkaConfigs(ConfigsTool):
     """kafka-configs from the 4.4 jars, run as ksgate's admin against the gateway."""
 
-    gateway: GatewayThread
-    java: JavaRunner
-    properties: Path
+    __slots__ = ()
 
     def set_alice(self, value: float | None) -> None:
         change = ("--delete-config", PBR) if value is None else ("--add-config", f"{PBR}={value:.0f}")
-        done = self.java.tool(CONFIGS, self.gateway.bootstrap, self.properties, "--alter", *change,
-                              "--entity-type", "users", "--entity-name", "alice").stdout
+        done = self("--alter", *change, "--entity-type", "users", "--entity-name", "alice")
         assert done.startswith("Completed updating"), done
 
 
@@ -51,12 +45,9 @@ def configs_on_kafka(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactor
         pytest.skip("no java on PATH")
     directory = tmp_path_factory.mktemp("chain-kafka")
     gateway = gateway_on_kafka(kafka, directory)
-    properties = directory / "admin.properties"
-    properties.write_text(
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
-        'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";\n')
     try:
-        yield KafkaConfigs(gateway, JavaRunner(kafka.lib, directory / "java"), properties)
+        yield KafkaConfigs(gateway, JavaRunner(kafka.lib, directory / "java"),
+                           scram_properties(directory / "admin.properties"))
     finally:
         gateway.stop()
 

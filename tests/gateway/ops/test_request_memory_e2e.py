@@ -17,10 +17,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker
-from protocol.api_keys import ApiKey
 from protocol.frame_receiver import FrameReceiver
 from tests.harness import GatewayThread
-from tests.wire_client import WireClient, request_frame
+from tests.wire_client import assert_served
 
 MiB = 1024 * 1024
 BUDGET = 48 * MiB
@@ -86,20 +85,6 @@ def _metric(gateway: GatewayThread, name: str) -> float:
     return float(line.split()[1])
 
 
-def _another_client_is_served(gateway: GatewayThread) -> None:
-    client = WireClient(gateway.bootstrap)
-    try:
-        client.send(request_frame(ApiKey.API_VERSIONS, 3, 1, {"client_software_name": "t",
-                                                               "client_software_version": "1"}))
-        assert client.read_response(ApiKey.API_VERSIONS, 3)[1]["error_code"] == 0
-        client.send(request_frame(ApiKey.METADATA, 9, 2, {"topics": None, "allow_auto_topic_creation": False,
-                                                          "include_cluster_authorized_operations": False,
-                                                          "include_topic_authorized_operations": False}))
-        assert client.read_response(ApiKey.METADATA, 9)[1]["brokers"]  # relayed to Tansu and back
-    finally:
-        client.close()
-
-
 def test_half_sent_large_requests_wait_for_the_budget_and_another_client_is_served(budgeted: GatewayThread) -> None:
     gateway = budgeted
     frame_bytes = SIZE + 4
@@ -113,7 +98,7 @@ def test_half_sent_large_requests_wait_for_the_budget_and_another_client_is_serv
         assert sorted(held)[: CONNECTIONS - admitted] == [FrameReceiver.SCRATCH_BYTES] * (CONNECTIONS - admitted)
         assert _metric(gateway, "ksgate_request_memory_bytes") == admitted * frame_bytes
         assert _metric(gateway, "ksgate_request_memory_waiting") == CONNECTIONS - admitted
-        _another_client_is_served(gateway)
+        assert_served(gateway.bootstrap)
 
         # The holders send their half, then give up: the next two in line get the budget and read on.
         ports = gateway.call(lambda: {c.session.client.port for c in gateway.gateway._connections
@@ -125,7 +110,7 @@ def test_half_sent_large_requests_wait_for_the_budget_and_another_client_is_serv
         assert in_use == admitted * frame_bytes and sum(held) <= BUDGET + CONNECTIONS * FrameReceiver.SCRATCH_BYTES
         senders.close(holders)
         senders.push_until(lambda: _state(gateway)[:2] == (admitted * frame_bytes, CONNECTIONS - 2 * admitted))
-        _another_client_is_served(gateway)
+        assert_served(gateway.bootstrap)
     finally:
         senders.close(list(senders.socks))
     deadline = time.monotonic() + WAIT_S

@@ -8,17 +8,14 @@ from typing import Any
 
 import pytest
 
-from authz.model import AclOperation
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
 from gateway.stores.file_acls import FileAclStore
-from gateway.stores.file_users import FileCredentialStore
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 from protocol.messages import request_frame
-from tests.authz.helpers import acl
 from tests.authz.test_policies_data import entry, request, response
 from tests.gateway.session.session_driver import Driver, ManualClock, gateway_for
 
@@ -46,20 +43,6 @@ def produce(acks: int) -> dict[str, Any]:
 @pytest.fixture
 def plaintext(tmp_path: Path) -> Gateway:
     return gateway_for(tmp_path)  # no authorizer: every authenticated request is relayed
-
-
-@pytest.fixture
-def alice_sees_a(tmp_path: Path) -> Gateway:
-    """SASL/PLAIN with ACLs: alice may describe topic a, nothing else; bob may do nothing."""
-    users = FileCredentialStore(tmp_path / "users.json")
-    users.upsert_user("alice", "alice-secret")
-    users.upsert_user("bob", "bob-secret")
-    FileAclStore(tmp_path / "acls.json").add([acl("a", AclOperation.DESCRIBE)])
-    return gateway_for(tmp_path, "SASL_PLAINTEXT", **{
-        "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(tmp_path / "acls.json"),
-        "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(tmp_path / "users.json"),
-        "ksgate.sasl.plain.allow.insecure": True, "connections.max.reauth.ms": 60_000,
-        "connection.failed.authentication.delay.ms": 100})
 
 
 def log_in(driver: Driver, user: str, password: str, correlation_id: int = 1) -> None:

@@ -24,7 +24,7 @@ from protocol.api_keys import ApiKey
 from protocol.frame_receiver import FrameReceiver
 from tests.authz.helpers import acl
 from tests.harness import GatewayThread
-from tests.wire_client import WireClient, request_frame
+from tests.wire_client import assert_served, request_frame
 
 QUEUED_MAX_REQUESTS = 64
 BUFFER_MAX_BYTES = 64 * 1024  # connection.buffer.max.bytes: the client transport's high-water mark
@@ -145,20 +145,6 @@ class Flooder:
         return ids
 
 
-def _honest_client_is_served(gateway: GatewayThread) -> None:
-    client = WireClient(gateway.bootstrap)
-    try:
-        client.send(request_frame(ApiKey.API_VERSIONS, 3, 1, {"client_software_name": "t",
-                                                               "client_software_version": "1"}))
-        assert client.read_response(ApiKey.API_VERSIONS, 3)[1]["error_code"] == 0
-        client.send(request_frame(ApiKey.METADATA, 9, 2, {"topics": None, "allow_auto_topic_creation": False,
-                                                          "include_cluster_authorized_operations": False,
-                                                          "include_topic_authorized_operations": False}))
-        assert client.read_response(ApiKey.METADATA, 9)[1]["brokers"]  # relayed to Tansu and back
-    finally:
-        client.close()
-
-
 def test_a_client_that_never_reads_is_paused_with_bounded_memory_and_others_are_served(
         gateway: GatewayThread) -> None:
     data = _cheap_requests(ROUNDS)
@@ -185,7 +171,7 @@ def test_a_client_that_never_reads_is_paused_with_bounded_memory_and_others_are_
         # kernel's socket buffers, which autotuning may grow to hold all of it).
         assert not held.reading
 
-        _honest_client_is_served(gateway)
+        assert_served(gateway.bootstrap)
 
         # Once it reads, it gets every answer, in order, and the rest of its flood is read.
         ids = flooder.exchange_until_answered(3 * ROUNDS)

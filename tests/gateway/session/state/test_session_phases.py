@@ -5,33 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from authz.model import AclOperation
 from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.session.state.phase import Phase
-from gateway.stores.file_acls import FileAclStore
-from gateway.stores.file_users import FileCredentialStore
 from protocol.api_keys import ApiKey
 from protocol.framing import Frame
 from protocol.messages import request_frame, response_frame
-from tests.authz.helpers import acl
 from tests.gateway.session.session_driver import Driver, gateway_for
 from tests.gateway.session.test_session import METADATA_V, authenticated, log_in, metadata, metadata_answer
-
-
-@pytest.fixture
-def alice_sees_a(tmp_path: Path) -> Gateway:
-    """SASL/PLAIN with ACLs (as tests/gateway/session/test_session.py's): alice may describe topic a."""
-    users = FileCredentialStore(tmp_path / "users.json")
-    users.upsert_user("alice", "alice-secret")
-    FileAclStore(tmp_path / "acls.json").add([acl("a", AclOperation.DESCRIBE)])
-    return gateway_for(tmp_path, "SASL_PLAINTEXT", **{
-        "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(tmp_path / "acls.json"),
-        "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(tmp_path / "users.json"),
-        "ksgate.sasl.plain.allow.insecure": True, "connections.max.reauth.ms": 60_000,
-        "connection.failed.authentication.delay.ms": 100})
 
 
 def test_a_login_and_a_reauthentication(alice_sees_a: Gateway) -> None:
