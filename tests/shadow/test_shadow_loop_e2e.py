@@ -56,23 +56,32 @@ def _events(log: Path, kind: str) -> list[dict[str, Any]]:
     return [e for line in log.read_text().splitlines() if (e := json.loads(line)).get("event") == kind]
 
 
-@pytest.mark.broker
+@pytest.fixture(params=[pytest.param("tansu", marks=pytest.mark.broker),
+                        pytest.param("kafka", marks=pytest.mark.kafka)])
+def upstream(request: pytest.FixtureRequest) -> str:
+    """The upstream's bootstrap: Tansu, or the reference Apache Kafka 4.4 broker's PLAINTEXT listener."""
+    if request.param == "kafka":
+        return str(request.getfixturevalue("kafka").bootstrap("PLAINTEXT"))
+    broker: EmbeddedBroker = request.getfixturevalue("broker")
+    return broker.bootstrap
+
+
 def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotion(
-        broker: EmbeddedBroker, tmp_path: Path) -> None:
+        upstream: str, tmp_path: Path) -> None:
     users = tmp_path / "users.json"
     store = FileCredentialStore(users)
     for user in ("admin", "alice", "bob"):
         store.upsert_user(user, f"{user}-secret")
     audit_log = tmp_path / "audit.log"
     settings = {
-        "upstream.bootstrap.servers": broker.bootstrap, "authorizer.class.name": "StandardAuthorizer",
+        "upstream.bootstrap.servers": upstream, "authorizer.class.name": "StandardAuthorizer",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "ksgate.credentials.file": str(users),
         "super.users": "User:admin", "allow.everyone.if.no.acl.found": True,
         "ksgate.acl.file": str(tmp_path / "acls.json"), "ksgate.acl.shadow.file": str(tmp_path / "acls.shadow.json"),
         "ksgate.audit.log.file": str(audit_log), "ksgate.audit.log.allowed": True}
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump(settings))
-    gateway = GatewayThread(broker.bootstrap, settings, protocol="SASL_PLAINTEXT").start()
+    gateway = GatewayThread(upstream, settings, protocol="SASL_PLAINTEXT").start()
     try:
         authorization = gateway.gateway.ctx.authorization
         assert authorization is not None and authorization.shadow is not None
