@@ -39,17 +39,23 @@ _FORMAT = {"bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", 
 
 def compile_straight_decoder(spec: MessageSpec, version: int) -> DecodeFn:
     """The decode function of ``spec`` at ``version``: takes a Reader, returns the body's dict."""
+    source, namespace = straight_decoder_source(spec, version)
+    # The source is built from ksgate's own schema files only, never from anything on the wire.
+    exec(compile(source, f"<decode {spec.name} v{version}>", "exec"), namespace)
+    decode: DecodeFn = namespace["decode"]
+    return decode
+
+
+def straight_decoder_source(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any]]:
+    """The generated source of ``decode`` and the names it refers to; apart from the compiler,
+    tests/protocol/test_straight_source.py reads it to pin what the emitter writes."""
     if version not in spec.versions:
         raise ValueError(f"{spec.name} has no version {version}")
     emitter = _Emitter(version, version in spec.flexible)
     lines = ["def decode(r):", "    buf = r.buf", "    pos = r.pos", "    end = r.end"]
     result = emitter.struct(spec.fields, f"{spec.name} v{version}", lines, 1)
     lines += ["    r.pos = pos", f"    return {result}"]
-    namespace = emitter.namespace
-    # The source is built from ksgate's own schema files only, never from anything on the wire.
-    exec(compile("\n".join(lines), f"<decode {spec.name} v{version}>", "exec"), namespace)
-    decode: DecodeFn = namespace["decode"]
-    return decode
+    return "\n".join(lines), emitter.namespace
 
 
 def _short(n: int, pos: int, end: int) -> None:
@@ -277,14 +283,19 @@ def compile_straight_skip(spec: MessageSpec, version: int) -> Callable[[Reader],
     """A function moving a Reader past ``spec``'s fields at ``version``, up to (not over) its top-level
     tag section, checking lengths, counts, nulls and markers as protocol/tag_scan.py's walk does
     (string contents are not read)."""
+    source, namespace = straight_skip_source(spec, version)
+    exec(compile(source, f"<skip {spec.name} v{version}>", "exec"), namespace)
+    skip: Callable[[Reader], None] = namespace["skip"]
+    return skip
+
+
+def straight_skip_source(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any]]:
+    """The generated source of ``skip`` and the names it refers to (see straight_decoder_source)."""
     skipper = _Skipper(version, version in spec.flexible)
     lines = ["def skip(r):", "    buf = r.buf", "    pos = r.pos", "    end = r.end"]
     skipper.skip_struct(spec.fields, lines, 1, own_tags=False)
     lines.append("    r.pos = pos")
-    namespace = skipper.namespace
-    exec(compile("\n".join(lines), f"<skip {spec.name} v{version}>", "exec"), namespace)
-    skip: Callable[[Reader], None] = namespace["skip"]
-    return skip
+    return "\n".join(lines), skipper.namespace
 
 
 def _invalid(what: str, n: int) -> None:
