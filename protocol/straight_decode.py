@@ -205,12 +205,7 @@ class _Emitter:
         n = self.length(width, out, depth)
         body = {"string": f"_text(buf[pos:pos + {n}])", "bytes": f"bytes(buf[pos:pos + {n}])",
                 "records": f"buf[pos:pos + {n}]"}[ftype]
-        out.append(f"{pad}if {n} < 0:")
-        if nullable:
-            out.append(f"{pad}    if {n} != -1: _bad_length({where!r}, {n})")
-            out.append(f"{pad}    {value} = None")
-        else:
-            out.append(f"{pad}    _bad_length({where!r}, {n})")
+        self.negative_length(n, nullable, "_bad_length", value, where, out, depth)
         out += [f"{pad}else:",
                 f"{pad}    if pos + {n} > end: _short({n}, pos, end)",
                 f"{pad}    {value} = {body}",
@@ -236,6 +231,17 @@ class _Emitter:
                 f"{pad}{n}, = {unpack}(buf, pos)", f"{pad}pos += {width}"]
         return n
 
+    def negative_length(self, n: str, nullable: bool, fail: str, value: str, where: str, out: list[str],
+                        depth: int) -> None:
+        """The ``if n < 0:`` branch of a length or count: -1 is null (``value = None``) where the field
+        is nullable, any other negative ``n`` fails through ``fail``; the caller writes the else."""
+        pad = "    " * depth
+        out.append(f"{pad}if {n} < 0:")
+        if nullable:
+            out += [f"{pad}    if {n} != -1: {fail}({where!r}, {n})", f"{pad}    {value} = None"]
+        else:
+            out.append(f"{pad}    {fail}({where!r}, {n})")
+
     def array(self, spec: FieldSpec, element: str | None, nullable: bool, where: str,
               out: list[str], depth: int) -> str:
         pad = "    " * depth
@@ -246,12 +252,7 @@ class _Emitter:
         min_size = max(item_min, 1)
         n = self.length(4, out, depth)
         value = self.fresh("a")
-        out.append(f"{pad}if {n} < 0:")
-        if nullable:
-            out.append(f"{pad}    if {n} != -1: _bad_array({where!r}, {n})")
-            out.append(f"{pad}    {value} = None")
-        else:
-            out.append(f"{pad}    _bad_array({where!r}, {n})")
+        self.negative_length(n, nullable, "_bad_array", value, where, out, depth)
         out += [f"{pad}else:",
                 f"{pad}    if {n} * {min_size} > end - pos: _too_many({n}, end - pos)",
                 f"{pad}    {value} = []",
