@@ -218,13 +218,14 @@ def measure(n: int, query_count: int, distinct: int, seed: int) -> dict[str, Any
 def _request_loop(shared: Any, queries: list[Query]) -> float:
     """Requests (one decision each) per CPU second through the gateway's ConnectionAuthzView."""
     from authz.request_policy import Action
-    from gateway.session.authz_view import ConnectionAuthzView
+    from gateway.session.authz_view import ConnectionAuthzView, TopicIdMisses
 
+    misses = TopicIdMisses()  # one per connection in the gateway; these queries name topics, not ids
     actions = [(principal, host, Action(op, rt, name)) for principal, host, op, rt, name in queries]
     gc.disable()
     cpu = time.process_time()
     for principal, host, action in actions:
-        view = ConnectionAuthzView(shared, principal, host, 5000, "PLAINTEXT", 0, 9, {})
+        view = ConnectionAuthzView(shared, principal, host, 5000, "PLAINTEXT", 0, 9, {}, misses)
         view.allowed(action)
         view.flush_audit()
     cpu = time.process_time() - cpu
@@ -234,8 +235,8 @@ def _request_loop(shared: Any, queries: list[Query]) -> float:
 
 def measure_shadow(n: int, query_count: int, distinct: int, seed: int, repeat: int, workdir: str) -> dict[str, Any]:
     from authz.shadow import ShadowAcls
+    from gateway.authorization import GatewayAuthorization
     from gateway.ops.audit import AuditLog
-    from gateway.session.authz_view import GatewayAuthorization
 
     rng = random.Random(seed)
     acls = make_acls(n, rng)
