@@ -218,13 +218,14 @@ def measure(n: int, query_count: int, distinct: int, seed: int) -> dict[str, Any
 def _request_loop(shared: Any, queries: list[Query]) -> float:
     """Requests (one decision each) per CPU second through the gateway's ConnectionAuthzView."""
     from authz.request_policy import Action
-    from gateway.session.authz_view import ConnectionAuthzView
+    from gateway.session.authz_view import ConnectionAuthzView, TopicIdMisses
 
+    misses = TopicIdMisses()  # one per connection in the gateway; these queries name topics, not ids
     actions = [(principal, host, Action(op, rt, name)) for principal, host, op, rt, name in queries]
     gc.disable()
     cpu = time.process_time()
     for principal, host, action in actions:
-        view = ConnectionAuthzView(shared, principal, host, 5000, "PLAINTEXT", 0, 9, {})
+        view = ConnectionAuthzView(shared, principal, host, 5000, "PLAINTEXT", 0, 9, {}, misses)
         view.allowed(action)
         view.flush_audit()
     cpu = time.process_time() - cpu
@@ -234,8 +235,8 @@ def _request_loop(shared: Any, queries: list[Query]) -> float:
 
 def measure_shadow(n: int, query_count: int, distinct: int, seed: int, repeat: int, workdir: str) -> dict[str, Any]:
     from authz.shadow import ShadowAcls
+    from gateway.authorization import GatewayAuthorization
     from gateway.ops.audit import AuditLog
-    from gateway.session.authz_view import GatewayAuthorization
 
     rng = random.Random(seed)
     acls = make_acls(n, rng)
@@ -332,14 +333,23 @@ def measure_shadow_gateway(n: int, requests: int, seed: int, repeat: int, workdi
             "load_average": os.getloadavg()[0]}
 
 
-def print_shadow_gateway(result: dict[str, Any]) -> None:
-    rates = result["cpu_us_per_request"]
+def _print_by_variant(rates: dict[str, list[float]], metric: str, metric_width: int, range_width: int,
+                      spec: str) -> None:
+    """One row per shadow-set variant: the median of ``metric``, its min and max, and the median
+    against the 'none' variant; ``spec`` formats the three figures (e.g. ".1f")."""
     base = statistics.median(rates["none"])
-    print(f"{'shadow set':>10} | {'gateway CPU µs/request':>22} | {'min':>6} | {'max':>6} | {'vs none':>7}")
-    print("-" * 64)
+    header = (f"{'shadow set':>10} | {metric:>{metric_width}} | {'min':>{range_width}} | "
+              f"{'max':>{range_width}} | {'vs none':>7}")
+    print(header)
+    print("-" * (len(header) + 1))  # one wider than the header, as these tables have always been
     for name, values in rates.items():
         median = statistics.median(values)
-        print(f"{name:>10} | {median:>22.1f} | {min(values):>6.1f} | {max(values):>6.1f} | {median / base:>7.3f}")
+        print(f"{name:>10} | {median:>{metric_width}{spec}} | {min(values):>{range_width}{spec}} | "
+              f"{max(values):>{range_width}{spec}} | {median / base:>7.3f}")
+
+
+def print_shadow_gateway(result: dict[str, Any]) -> None:
+    _print_by_variant(result["cpu_us_per_request"], "gateway CPU µs/request", 22, 6, ".1f")
     print(f"\n{result['acls']:,} live ACLs (and as many in the shadow set); {result['requests']:,} single-record "
           f"produce requests per run, {result['repeat']} alternating runs per variant (medians, min–max); CPU time "
           f"of the gateway process from /proc ({1e6 / os.sysconf('SC_CLK_TCK') / result['requests']:.1f} µs "
@@ -347,13 +357,7 @@ def print_shadow_gateway(result: dict[str, Any]) -> None:
 
 
 def print_shadow(result: dict[str, Any]) -> None:
-    rates = result["rates"]
-    base = statistics.median(rates["none"])
-    print(f"{'shadow set':>10} | {'requests/CPU s':>14} | {'min':>9} | {'max':>9} | {'vs none':>7}")
-    print("-" * 62)
-    for name, values in rates.items():
-        median = statistics.median(values)
-        print(f"{name:>10} | {median:>14,.0f} | {min(values):>9,.0f} | {max(values):>9,.0f} | {median / base:>7.3f}")
+    _print_by_variant(result["rates"], "requests/CPU s", 14, 9, ",.0f")
     print(f"\n{result['acls']:,} live ACLs, shadow sets of the same size; {result['queries']:,} requests of one "
           f"decision per run, {result['repeat']} alternating runs per variant (medians, min–max); "
           f"{result['divergences_counted']:,} divergences counted in the 'different' runs; Python "

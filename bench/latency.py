@@ -52,7 +52,6 @@ from bench.throughput import (  # noqa: E402
     machine,
     percentile,
 )
-from bench.workers import free_port_base  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 
@@ -64,19 +63,16 @@ PERCENTILES = (50, 99, 99.9)
 class SaslSslGatewayProcess(GatewayProcess):
     """The bench gateway with one SASL_SSL listener (PLAIN)."""
 
-    def __init__(self, upstream: str, workdir: Path, tls: TlsFiles, extra: dict[str, Any]) -> None:
+    def __init__(self, upstream: str, workdir: Path, tls: TlsFiles, extra: dict[str, Any],
+                 node_ids: list[int]) -> None:
         users = workdir / "users.json"
+        workdir.mkdir(parents=True, exist_ok=True)  # the credentials file goes there before start()
         FileCredentialStore(users).upsert_user(USER, PASSWORD)
         super().__init__(upstream, workdir, {
             "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
-            "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(users), **extra})
+            "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(users), **extra},
+            protocol="SASL_SSL", node_ids=node_ids)
         self.tls = tls
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {"listeners": f"SASL_SSL://127.0.0.1:{self.port}", "upstream.bootstrap.servers": self.upstream,
-                "listener.name.sasl_ssl.node.port.base": self.node_port_base, "log.level": "WARNING",
-                **self.extra}
 
     def client_config(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
@@ -296,15 +292,10 @@ def main(argv: list[str] | None = None) -> int:
         broker_pid = broker._process.pid
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         authz = authorization_settings(args.authz, workdir)
-        plain = GatewayProcess(broker.bootstrap, workdir / "plaintext", authz)
-        (workdir / "plaintext").mkdir()
-        (workdir / "sasl_ssl").mkdir()
+        node_ids = sorted(admin.list_topics(timeout=10).brokers)
+        plain = GatewayProcess(broker.bootstrap, workdir / "plaintext", authz, node_ids=node_ids)
         secured = SaslSslGatewayProcess(broker.bootstrap, workdir / "sasl_ssl",
-                                        write_tls_material(workdir / "tls"), authz)
-        # Node N is served on node.port.base + N: that port must be free, not only the base.
-        offsets = sorted(admin.list_topics(timeout=10).brokers)
-        for gateway in (plain, secured):
-            gateway.node_port_base = free_port_base(offsets)
+                                        write_tls_material(workdir / "tls"), authz, node_ids)
         with plain, secured:  # __enter__ starts each
             legs: dict[str, tuple[dict[str, Any], int | None]] = {
                 "direct": ({"bootstrap.servers": broker.bootstrap}, None),

@@ -227,6 +227,32 @@ def parse_settings(pairs: list[str]) -> dict[str, Any]:
     return settings
 
 
+def port_free(port: int) -> bool:
+    if not 0 < port <= 65535:
+        return False
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_base(offsets: list[int], attempts: int = 100) -> int:
+    """A port p with p + offset free now for every offset.
+
+    Worker i serves /metrics on base + i, and upstream node N is served on node.port.base +
+    N - node.id.min: a free base alone does not make those free (Tansu's node id is 111, and
+    clients' ephemeral ports land anywhere), and a node port the gateway cannot bind only
+    shows in its log.
+    """
+    for _ in range(attempts):
+        base = free_port()
+        if all(port_free(base + offset) for offset in offsets if offset):
+            return base
+    raise RuntimeError(f"no free port p with p + {offsets} all free")
+
+
 class ListeningProcess:
     """A child process serving on 127.0.0.1:``port``, its output in ``log_path``; ``start()`` writes its config,
     launches it and returns once it is ready (the port accepts). A context manager. Subclasses give ``name``,
@@ -261,6 +287,7 @@ class ListeningProcess:
         raise NotImplementedError
 
     def start(self) -> Self:
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config_text())
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(self.command(), cwd=self.cwd, stdin=subprocess.DEVNULL,
@@ -280,9 +307,7 @@ class ListeningProcess:
         assert self.process is not None
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode} during start-up:\n"
-                                   + self.log_tail())
+            self._check_still_starting()
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return
@@ -290,6 +315,12 @@ class ListeningProcess:
                 time.sleep(self.poll_interval_s)
         raise RuntimeError(f"{self.name} did not listen on {self.bootstrap} within {self.startup_timeout_s}s:\n"
                            + self.log_tail())
+
+    def _check_still_starting(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.process.returncode} during start-up:\n"
+                               + self.log_tail())
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -317,18 +348,24 @@ class ListeningProcess:
 
 
 class GatewayProcess(ListeningProcess):
-    """``ksgate run --config <tmp yaml>`` in front of upstream; a context manager."""
+    """``ksgate run --config <tmp yaml>`` in front of upstream; a context manager.
+
+    ``node_ids``, the upstream's broker ids, when known: node N is served on node.port.base +
+    N - node.id.min, so the base is chosen with every one of those ports free, not only itself."""
 
     name = "ksgate"
     cwd = REPO
 
     def __init__(self, upstream: str, workdir: Path, extra: dict[str, Any] | None = None,
-                 startup_timeout_s: float = 30.0, *, protocol: str = "PLAINTEXT") -> None:
+                 startup_timeout_s: float = 30.0, *, protocol: str = "PLAINTEXT",
+                 node_ids: list[int] | None = None) -> None:
         super().__init__(workdir, "gateway.yaml", "gateway.log", startup_timeout_s)
         self.protocol = protocol  # of the one client listener; its TLS/SASL keys come in extra
-        self.node_port_base = free_port()
         self.upstream = upstream
         self.extra = dict(extra or {})
+        node_id_min = int(self.extra.get("node.id.min", 0))
+        self.node_port_offsets = [node - node_id_min for node in node_ids or []]
+        self.node_port_base = free_port_base(self.node_port_offsets)
 
     @property
     def settings(self) -> dict[str, Any]:

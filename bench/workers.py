@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,7 +46,7 @@ from multiprocessing.queues import SimpleQueue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from threading import BrokenBarrierError
-from typing import Any, Self
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -65,13 +64,14 @@ from bench.throughput import (  # noqa: E402
     cpu_seconds,
     create_topic,
     delete_topic,
+    free_port_base,
     loadavg,
     machine,
     machine_busy_seconds,
     parse_settings,
     send_all,
 )
-from gateway.commands.embedded_broker import EmbeddedBroker, EmbeddedBrokerError, free_port  # noqa: E402
+from gateway.commands.embedded_broker import EmbeddedBroker, EmbeddedBrokerError  # noqa: E402
 
 CONFIGS = ("direct", "workers=1", "workers=2")
 CPU_GROUPS = ("gateway", "broker", "clients", "other", "total")
@@ -237,32 +237,6 @@ def children(pid: int) -> list[int]:
     return sorted(found)
 
 
-def port_free(port: int) -> bool:
-    if not 0 < port <= 65535:
-        return False
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_base(offsets: list[int], attempts: int = 100) -> int:
-    """A port p with p + offset free now for every offset.
-
-    Worker i serves /metrics on base + i, and upstream node N is served on node.port.base +
-    N - node.id.min: a free base alone does not make those free (Tansu's node id is 111, and
-    clients' ephemeral ports land anywhere), and a node port the gateway cannot bind only
-    shows in its log.
-    """
-    for _ in range(attempts):
-        base = free_port()
-        if all(port_free(base + offset) for offset in offsets if offset):
-            return base
-    raise RuntimeError(f"no free port p with p + {offsets} all free")
-
-
 def listening_sockets(port: int) -> int:
     """How many sockets listen on port (/proc/net/tcp*): one per worker once all have bound it."""
     count = 0
@@ -317,10 +291,7 @@ class WorkersGateway(GatewayProcess):
         self.metrics_base = free_port_base(list(range(workers)))
         # 60 s, not 30: on a 2-core machine someone else is loading, start-up can be slow.
         super().__init__(upstream, workdir, {**extra, "ksgate.metrics.listener": f"127.0.0.1:{self.metrics_base}"},
-                         startup_timeout_s)
-        node_id_min = int(self.extra.get("node.id.min", 0))
-        self.node_port_offsets = [node - node_id_min for node in node_ids]
-        self.node_port_base = free_port_base(self.node_port_offsets)
+                         startup_timeout_s, node_ids=node_ids)
         self.tree: list[int] = []  # supervisor first, then workers; fixed once started
 
     @property
@@ -329,13 +300,7 @@ class WorkersGateway(GatewayProcess):
         return [self.port, *(self.node_port_base + offset for offset in self.node_port_offsets)]
 
     def command(self) -> list[str]:
-        ksgate = Path(sys.executable).with_name("ksgate")
-        base = [str(ksgate)] if ksgate.exists() else [sys.executable, "-m", "gateway"]
-        return [*base, "run", "--config", str(self.config_path), "--workers", str(self.workers)]
-
-    def start(self) -> Self:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        return super().start()
+        return [*super().command(), "--workers", str(self.workers)]
 
     def _wait_until_ready(self) -> None:
         self._wait_until_listening()
@@ -352,10 +317,7 @@ class WorkersGateway(GatewayProcess):
         pending = set(range(self.workers))
         short: dict[int, int] = {}
         while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"ksgate exited with {self.process.returncode} during start-up:\n"
-                                   + self.log_tail())
+            self._check_still_starting()
             pending = {i for i in pending if not self._ready(i)}
             short = {port: n for port in self.ports if (n := listening_sockets(port)) != self.workers}
             if not pending and not short:
@@ -403,9 +365,6 @@ class WorkersGateway(GatewayProcess):
         for pid in self.tree[1:]:
             with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-
-    def __enter__(self) -> WorkersGateway:
-        return self.start()
 
 
 # --- CPU per phase --------------------------------------------------------------------------

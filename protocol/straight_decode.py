@@ -39,17 +39,23 @@ _FORMAT = {"bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", 
 
 def compile_straight_decoder(spec: MessageSpec, version: int) -> DecodeFn:
     """The decode function of ``spec`` at ``version``: takes a Reader, returns the body's dict."""
+    source, namespace = straight_decoder_source(spec, version)
+    # The source is built from ksgate's own schema files only, never from anything on the wire.
+    exec(compile(source, f"<decode {spec.name} v{version}>", "exec"), namespace)
+    decode: DecodeFn = namespace["decode"]
+    return decode
+
+
+def straight_decoder_source(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any]]:
+    """The generated source of ``decode`` and the names it refers to; apart from the compiler,
+    tests/protocol/test_straight_source.py reads it to pin what the emitter writes."""
     if version not in spec.versions:
         raise ValueError(f"{spec.name} has no version {version}")
     emitter = _Emitter(version, version in spec.flexible)
     lines = ["def decode(r):", "    buf = r.buf", "    pos = r.pos", "    end = r.end"]
     result = emitter.struct(spec.fields, f"{spec.name} v{version}", lines, 1)
     lines += ["    r.pos = pos", f"    return {result}"]
-    namespace = emitter.namespace
-    # The source is built from ksgate's own schema files only, never from anything on the wire.
-    exec(compile("\n".join(lines), f"<decode {spec.name} v{version}>", "exec"), namespace)
-    decode: DecodeFn = namespace["decode"]
-    return decode
+    return "\n".join(lines), emitter.namespace
 
 
 def _short(n: int, pos: int, end: int) -> None:
@@ -199,12 +205,7 @@ class _Emitter:
         n = self.length(width, out, depth)
         body = {"string": f"_text(buf[pos:pos + {n}])", "bytes": f"bytes(buf[pos:pos + {n}])",
                 "records": f"buf[pos:pos + {n}]"}[ftype]
-        out.append(f"{pad}if {n} < 0:")
-        if nullable:
-            out.append(f"{pad}    if {n} != -1: _bad_length({where!r}, {n})")
-            out.append(f"{pad}    {value} = None")
-        else:
-            out.append(f"{pad}    _bad_length({where!r}, {n})")
+        self.negative_length(n, nullable, "_bad_length", value, where, out, depth)
         out += [f"{pad}else:",
                 f"{pad}    if pos + {n} > end: _short({n}, pos, end)",
                 f"{pad}    {value} = {body}",
@@ -230,6 +231,17 @@ class _Emitter:
                 f"{pad}{n}, = {unpack}(buf, pos)", f"{pad}pos += {width}"]
         return n
 
+    def negative_length(self, n: str, nullable: bool, fail: str, value: str, where: str, out: list[str],
+                        depth: int) -> None:
+        """The ``if n < 0:`` branch of a length or count: -1 is null (``value = None``) where the field
+        is nullable, any other negative ``n`` fails through ``fail``; the caller writes the else."""
+        pad = "    " * depth
+        out.append(f"{pad}if {n} < 0:")
+        if nullable:
+            out += [f"{pad}    if {n} != -1: {fail}({where!r}, {n})", f"{pad}    {value} = None"]
+        else:
+            out.append(f"{pad}    {fail}({where!r}, {n})")
+
     def array(self, spec: FieldSpec, element: str | None, nullable: bool, where: str,
               out: list[str], depth: int) -> str:
         pad = "    " * depth
@@ -240,12 +252,7 @@ class _Emitter:
         min_size = max(item_min, 1)
         n = self.length(4, out, depth)
         value = self.fresh("a")
-        out.append(f"{pad}if {n} < 0:")
-        if nullable:
-            out.append(f"{pad}    if {n} != -1: _bad_array({where!r}, {n})")
-            out.append(f"{pad}    {value} = None")
-        else:
-            out.append(f"{pad}    _bad_array({where!r}, {n})")
+        self.negative_length(n, nullable, "_bad_array", value, where, out, depth)
         out += [f"{pad}else:",
                 f"{pad}    if {n} * {min_size} > end - pos: _too_many({n}, end - pos)",
                 f"{pad}    {value} = []",
@@ -277,14 +284,19 @@ def compile_straight_skip(spec: MessageSpec, version: int) -> Callable[[Reader],
     """A function moving a Reader past ``spec``'s fields at ``version``, up to (not over) its top-level
     tag section, checking lengths, counts, nulls and markers as protocol/tag_scan.py's walk does
     (string contents are not read)."""
+    source, namespace = straight_skip_source(spec, version)
+    exec(compile(source, f"<skip {spec.name} v{version}>", "exec"), namespace)
+    skip: Callable[[Reader], None] = namespace["skip"]
+    return skip
+
+
+def straight_skip_source(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any]]:
+    """The generated source of ``skip`` and the names it refers to (see straight_decoder_source)."""
     skipper = _Skipper(version, version in spec.flexible)
     lines = ["def skip(r):", "    buf = r.buf", "    pos = r.pos", "    end = r.end"]
     skipper.skip_struct(spec.fields, lines, 1, own_tags=False)
     lines.append("    r.pos = pos")
-    namespace = skipper.namespace
-    exec(compile("\n".join(lines), f"<skip {spec.name} v{version}>", "exec"), namespace)
-    skip: Callable[[Reader], None] = namespace["skip"]
-    return skip
+    return "\n".join(lines), skipper.namespace
 
 
 def _invalid(what: str, n: int) -> None:
