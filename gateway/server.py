@@ -264,9 +264,11 @@ class Gateway:
             await self._open_listeners()
         except BaseException:
             # A gateway that failed to start serves nobody: close what it opened (the process
-            # would otherwise accept clients on the open ports while it exits).
+            # would otherwise accept clients on the open ports while it exits) and stop its watchers.
             for server in self._servers.values():
                 server.close()
+            for task in self._tasks:
+                task.cancel()
             raise
         self.started = True
         log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"

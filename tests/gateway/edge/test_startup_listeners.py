@@ -77,6 +77,7 @@ async def test_a_gateway_whose_start_up_fails_closes_the_listeners_it_had_opened
         with pytest.raises(ConfigError, match="cannot bind"):  # the node's port is someone else's
             await gateway.start()
         assert not await accepts(port)
+        assert all(task.cancelling() or task.done() for task in gateway._tasks)  # no watcher outlives it
     finally:
         taken.close()
         for server in gateway._servers.values():
