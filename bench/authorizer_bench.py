@@ -38,6 +38,8 @@ audit file).  The variants alternate ``--repeat`` times; medians and the min–m
 embedded Tansu, alternately without and with the shadow set (equal to the live set of ``--sizes``
 bindings, the benchmark's principal allowed), each sent ``--queries`` single-record produce
 requests one at a time; the figure is the gateway process's CPU time (/proc, both modes) per request.
+Each gateway is waited for on its /readyz, then on a first relayed produce (30 s each); a gateway that
+exits or stays unready stops the run with the step that timed out and the end of its log.
 
     .venv/bin/python bench/authorizer_bench.py --shadow --gateway --sizes 10000 --queries 4000 --repeat 5
 """
@@ -262,36 +264,39 @@ def measure_shadow(n: int, query_count: int, distinct: int, seed: int, repeat: i
             "load_average": os.getloadavg()[0]}
 
 
-def _gateway_cpu_per_request(bootstrap: str, workdir: str, shadow: bool, requests: int) -> float:
+def _gateway_cpu_per_request(bootstrap: str, only_node: dict[str, int], workdir: str, shadow: bool,
+                             requests: int) -> float:
     """CPU µs of one ``ksgate run`` process per single-record produce request (after a warm-up)."""
     import yaml
     from confluent_kafka import Producer
 
     from gateway.commands.embedded_broker import free_port
 
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     settings: dict[str, Any] = {
         "listeners": f"PLAINTEXT://127.0.0.1:{port}", "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "upstream.bootstrap.servers": bootstrap, "authorizer.class.name": "StandardAuthorizer",
         "allow.everyone.if.no.acl.found": True, "ksgate.acl.file": os.path.join(workdir, "acls.json"),
-        "listener.name.plaintext.node.port.base": free_port(), "log.level": "WARNING"}
+        # only_node: the broker's node port is the base itself, found free (base + 111 may be a client's port)
+        "listener.name.plaintext.node.port.base": free_port(), **only_node,
+        "ksgate.metrics.listener": f"127.0.0.1:{metrics_port}", "log.level": "WARNING"}
     if shadow:
         settings["ksgate.acl.shadow.file"] = os.path.join(workdir, "shadow.json")
     config = Path(workdir) / f"gateway-{port}.yaml"
     config.write_text(yaml.safe_dump(settings))
-    gateway = subprocess.Popen([sys.executable, "-m", "gateway", "run", "--config", str(config)],
-                               cwd=Path(__file__).resolve().parent.parent,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log_path = Path(workdir) / f"gateway-{port}.log"  # quoted in the error if it does not start
+    with open(log_path, "wb") as log:
+        gateway = subprocess.Popen([sys.executable, "-m", "gateway", "run", "--config", str(config)],
+                                   cwd=Path(__file__).resolve().parent.parent, stdout=log, stderr=log)
     try:
+        _await_ready(gateway, metrics_port, log_path)
+        # Created once the gateway is ready: no reconnect back-off left over from its start-up.
         producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 0, "acks": "all",
                              "enable.idempotence": False, "log_level": 0})
-        deadline = time.monotonic() + 30
-        while True:  # until the gateway listens and relays
-            producer.produce("shadow-bench", b"x")
-            if producer.flush(5) == 0:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the gateway did not start")
+        producer.produce("shadow-bench", b"x")
+        if producer.flush(30) != 0:
+            raise RuntimeError(f"the gateway was ready (/readyz) but did not relay a first produce within 30 s"
+                               f"{_exit_and_log(gateway, log_path)}")
         for _ in range(300):
             producer.produce("shadow-bench", b"x")
             producer.flush()
@@ -305,6 +310,34 @@ def _gateway_cpu_per_request(bootstrap: str, workdir: str, shadow: bool, request
         gateway.wait(10)
 
 
+def _await_ready(gateway: subprocess.Popen[bytes], metrics_port: int, log_path: Path, timeout_s: float = 30) -> None:
+    """Until the gateway's /readyz answers 200 (listeners open, upstream answered); a gateway that exits or
+    stays unready fails the run naming the step and quoting its log."""
+    import urllib.error
+    import urllib.request
+
+    deadline, why = time.monotonic() + timeout_s, "its metrics port did not answer"
+    while time.monotonic() < deadline:
+        if gateway.poll() is not None:
+            raise RuntimeError(f"the gateway exited during start-up{_exit_and_log(gateway, log_path)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:  # 503 while starting: its body says why
+            why = exc.read().decode(errors="replace").strip()
+        except OSError as exc:
+            why = f"its metrics port did not answer ({exc})"
+        time.sleep(0.05)
+    raise RuntimeError(f"the gateway was not ready (/readyz) within {timeout_s:.0f} s: {why}"
+                       f"{_exit_and_log(gateway, log_path)}")
+
+
+def _exit_and_log(gateway: subprocess.Popen[bytes], log_path: Path) -> str:
+    tail = log_path.read_text(errors="replace").splitlines()[-5:]
+    return f" (exit code {gateway.poll()}); its log {log_path} ends:\n" + "\n".join(tail)
+
+
 def _process_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -314,6 +347,7 @@ def measure_shadow_gateway(n: int, requests: int, seed: int, repeat: int, workdi
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from authz.acl_json import encode_acl_file
+    from bench.throughput import only_node
     from gateway.commands.embedded_broker import EmbeddedBroker
 
     acls = make_acls(n, random.Random(seed))
@@ -326,9 +360,11 @@ def measure_shadow_gateway(n: int, requests: int, seed: int, repeat: int, workdi
     with EmbeddedBroker() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: its futures need the handle
         admin.create_topics([NewTopic("shadow-bench", 1, 1)])["shadow-bench"].result(15)
+        node = only_node({"bootstrap.servers": broker.bootstrap})
         for _ in range(repeat):
             for name in rates:
-                rates[name].append(_gateway_cpu_per_request(broker.bootstrap, workdir, name == "equal", requests))
+                rates[name].append(_gateway_cpu_per_request(broker.bootstrap, node, workdir, name == "equal",
+                                                            requests))
     return {"acls": len(acls), "requests": requests, "repeat": repeat, "cpu_us_per_request": rates,
             "load_average": os.getloadavg()[0]}
 

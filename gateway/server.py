@@ -92,6 +92,9 @@ class Gateway:
     _stopping: bool = False
     reuse_port: bool = False  # several worker processes share the listening ports
     started: bool = False  # listeners open and the upstream answered: ready for /readyz
+    # Set by start() once the stores are loaded and limits derived: brokers learnt before (the
+    # start-up probe's Metadata) get their node listeners from start(), not at discovery.
+    _listening: bool = False
 
     # How often certificate files are checked for changes (SIGHUP reloads at once), and
     # ACL files (an external edit must apply within a second).
@@ -256,6 +259,23 @@ class Gateway:
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_upstream()))
         self._route_server_names()
         self._fit_connections_to_descriptors()
+        self._listening = True
+        try:
+            await self._open_listeners()
+        except BaseException:
+            # A gateway that failed to start serves nobody: close what it opened (the process
+            # would otherwise accept clients on the open ports while it exits) and stop its watchers.
+            for server in self._servers.values():
+                server.close()
+            for task in self._tasks:
+                task.cancel()
+            raise
+        self.started = True
+        log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
+                                               for lst in self.config.listeners],
+                 nodes=sorted(self.ctx.cluster.nodes))
+
+    async def _open_listeners(self) -> None:
         for listener in self.config.listeners:
             await self._listen(listener, None)
         # The nodes known now are opened before the gateway counts as started: a node port
@@ -264,10 +284,6 @@ class Gateway:
             for listener in self.config.listeners:
                 if listener.sni is None:  # a one-port (SNI) listener serves every node on its own port
                     await self._listen(listener, node_id)
-        self.started = True
-        log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
-                                               for lst in self.config.listeners],
-                 nodes=sorted(self.ctx.cluster.nodes))
 
     def _fit_connections_to_descriptors(self) -> None:
         """Without max.connections (Kafka's default: none), derive it from the open-files limit,
@@ -430,6 +446,8 @@ class Gateway:
                     from None
 
     def _open_node_listeners(self, node_id: int) -> None:
+        if not self._listening:  # learnt during start-up: start() opens it with the others, once ready
+            return
         for listener in self.config.listeners:
             if listener.sni is not None:
                 tls = self.ctx.security[listener.name].tls
