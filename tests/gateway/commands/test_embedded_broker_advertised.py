@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka.admin import AdminClient
 
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port
+
+pytestmark = pytest.mark.broker
 
 
 def brokers_in_metadata(bootstrap: str) -> set[str]:
