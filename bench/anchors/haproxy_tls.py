@@ -278,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
           f"repeats; HAProxy: {version_of(binary) if binary else '-'}, nbthread {threads}; ksgate SASL: {MECHANISM}")
     print("TLS negotiated (OpenSSL client, default settings): "
           + "; ".join(f"{p} {t}" for p, t in report.tls.items()) + f"; load average after: {loadavg()}")
+    if len(set(report.tls.values())) > 1:
+        print("WARNING: the paths negotiated different TLS versions or ciphers; the comparison is not like for like")
     print(table(report, args.paths))
     if args.json:
         print(json.dumps({"runs": [asdict(r) for r in report.runs], "tls": report.tls, "machine": info,
