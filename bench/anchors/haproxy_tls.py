@@ -4,10 +4,11 @@ A benchmark, not a test (issue #23: "with TLS, >= 1.15x of HAProxy's TLS termina
 repeat in alternating order (haproxy first on even repeats, last on odd ones):
 
 * ``haproxy``: confluent-kafka ``SSL`` -> Debian's HAProxy (``mode tcp``, ``bind ... ssl crt``, no Kafka
-  awareness) -> Tansu PLAINTEXT.  A TCP proxy cannot rewrite metadata, so this Tansu advertises HAProxy's
-  address; Tansu has one listener, so the ksgate paths get their own, identical Tansu (in-memory) process.
+  awareness) -> broker PLAINTEXT.  A TCP proxy cannot rewrite metadata, so the broker advertises HAProxy's
+  address to this path: Tansu has one listener, so the ksgate paths get their own, identical Tansu (in-memory)
+  process; with ``--upstream kafka`` one Apache Kafka serves all paths, HAProxy's through an extra listener.
 * ``ksgate``: confluent-kafka ``SASL_SSL`` (SCRAM-SHA-512) -> ``ksgate run`` with the StandardAuthorizer and
-  the bench user's ALLOW ACLs (bench/kafka_upstream.py's BENCH_ACLS, no allow-if-no-ACL) -> Tansu PLAINTEXT.
+  the bench user's ALLOW ACLs (bench/kafka_upstream.py's BENCH_ACLS, no allow-if-no-ACL) -> broker PLAINTEXT.
 * ``ksgate-ssl`` (``--paths``): ``SSL``, no SASL, no authorizer, to separate TLS from SASL + authorization.
 
 For each path, bench/throughput.py's produce and fetch throughput (librdkafka, 1 KiB records) and
@@ -15,8 +16,8 @@ single-record produce latency, with the proxy's and the broker's CPU (% of one c
 proxy's CPU per MB (ms of CPU per MB of record values, = millicores per MB/s).  The TLS version and cipher
 each proxy negotiates with an OpenSSL client are printed: both listeners use the same certificate and key.
 
-    .venv/bin/python bench/anchors/haproxy_tls.py [--repeat 5] [--records 200000] [--haproxy-threads 0]
-        [--paths haproxy,ksgate,ksgate-ssl] [--json]
+    .venv/bin/python bench/anchors/haproxy_tls.py [--upstream tansu|kafka] [--repeat 5] [--records 200000]
+        [--haproxy-threads 0] [--paths haproxy,ksgate,ksgate-ssl] [--json]
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from bench.throughput import (  # noqa: E402
     plain_client,
     run_path,
 )
-from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
+from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 
 PATHS = ("haproxy", "ksgate", "ksgate-ssl")
@@ -131,49 +132,100 @@ def ksgate_settings(path: str, workdir: Path, tls: TlsFiles, password: str,
 
 
 @dataclass(slots=True)
+class BrokerEnd:
+    """A broker as one path sees it: its process, its PLAINTEXT address, set-up settings, ksgate's node keys."""
+
+    process: subprocess.Popen[bytes]
+    address: str
+    admin: dict[str, Any]
+    nodes: dict[str, Any] = field(default_factory=dict)
+
+
+def tansu_ends(stack: ExitStack, workdir: Path, front: str, tls: TlsFiles) -> tuple[BrokerEnd, BrokerEnd]:
+    """Two identical Tansu processes: one advertising HAProxy's address ``front``, one itself (for ksgate).
+
+    Tansu has one listener, so one process cannot advertise HAProxy to one path and itself to the other.
+    """
+    behind = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-haproxy.log", advertised=front))
+    plain = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-ksgate.log"))
+    assert behind._process is not None and plain._process is not None
+    # The first broker's metadata names HAProxy's TLS port only: set-up goes through HAProxy too.
+    return (BrokerEnd(behind._process, behind.bootstrap, tls_client(plain_client(front), tls)),
+            BrokerEnd(plain._process, plain.bootstrap, plain_client(plain.bootstrap),
+                      only_node(plain_client(plain.bootstrap))))
+
+
+def kafka_ends(stack: ExitStack, workdir: Path, front: str) -> tuple[BrokerEnd, BrokerEnd]:
+    """One Apache Kafka with a fifth listener, HAPROXY (PLAINTEXT), that advertises HAProxy's address ``front``."""
+    from bench.kafka_upstream import SERVER_JVM_OPTIONS
+    from tests.apache_kafka import KafkaBroker, kafka_lib
+    from tests.apache_kafka.properties import LISTENERS, NODE_ID
+
+    lib = kafka_lib()
+    if lib is None:
+        raise SystemExit("--upstream kafka needs Apache Kafka's jars: run `bash scripts/kafka/fetch.sh` and export "
+                         "REFERENCE_KAFKA_LIB=<the folder it prints>")
+    broker = KafkaBroker(lib, workdir / "kafka", jvm_options=SERVER_JVM_OPTIONS)
+    behind = f"127.0.0.1:{free_port()}"
+    named = [name for name in LISTENERS if name != "CONTROLLER"]
+    # Later lines of server.properties win: the kit's three keys again, plus the HAPROXY listener.
+    broker.extra_properties = {
+        "listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in LISTENERS), f"HAPROXY://{behind}"]),
+        "advertised.listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in named),
+                                          f"HAPROXY://{front}"]),
+        "listener.security.protocol.map": ",".join(
+            [*(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in LISTENERS), "HAPROXY:PLAINTEXT"]),
+    }
+    broker._write_config()
+    stack.enter_context(broker)
+    assert broker._process is not None
+    plain = broker.bootstrap("PLAINTEXT")  # ANONYMOUS there is a super user: set-up for every path
+    return (BrokerEnd(broker._process, behind, plain_client(plain)),
+            BrokerEnd(broker._process, plain, plain_client(plain), {"node.id.min": NODE_ID, "node.id.max": NODE_ID}))
+
+
+@dataclass(slots=True)
 class Leg:
     """One path: how the client reaches it, the proxy and broker processes, and set-up (topics) on its broker."""
 
     client: dict[str, Any]
     proxy: ListeningProcess
-    broker: EmbeddedBroker
+    broker: BrokerEnd
     admin: AdminClient
 
     def pids(self) -> Pids:
-        assert self.broker._process is not None and self.proxy.process is not None
-        return Pids(self.broker._process.pid, self.proxy.pid,
-                    {"broker": self.broker._process, "proxy": self.proxy.process})
+        assert self.proxy.process is not None
+        return Pids(self.broker.process.pid, self.proxy.pid,
+                    {"broker": self.broker.process, "proxy": self.proxy.process})
 
 
 @contextmanager
-def legs(paths: list[str], workdir: Path, tls: TlsFiles, binary: str, threads: int) -> Iterator[dict[str, Leg]]:
-    """Start the brokers and proxies of ``paths``; stopped at the end, proxies first."""
+def legs(args: argparse.Namespace, workdir: Path, tls: TlsFiles, binary: str) -> Iterator[dict[str, Leg]]:
+    """Start the brokers and proxies of ``args.paths``; stopped at the end, proxies first."""
     with ExitStack() as stack:
+        haproxy = HAProxyProcess(binary, workdir, tls, args.haproxy_threads)
+        # The broker advertises HAProxy's address to HAProxy's path, or clients would bypass it after bootstrap.
+        if args.upstream == "kafka":
+            behind, plain = kafka_ends(stack, workdir, haproxy.bootstrap)
+        else:
+            behind, plain = tansu_ends(stack, workdir, haproxy.bootstrap, tls)
         found: dict[str, Leg] = {}
-        if "haproxy" in paths:
-            haproxy = HAProxyProcess(binary, workdir, tls, threads)
-            # The broker advertises HAProxy's address, or clients would bypass it after bootstrap.
-            broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-haproxy.log",
-                                                        advertised=haproxy.bootstrap))
-            haproxy.upstream = broker.bootstrap
+        if "haproxy" in args.paths:
+            haproxy.upstream = behind.address
             stack.enter_context(haproxy)
-            client = tls_client(plain_client(haproxy.bootstrap), tls)  # set-up goes through HAProxy too
-            found["haproxy"] = Leg(client, haproxy, broker, AdminClient(client))
-        ksgate_paths = [p for p in paths if p != "haproxy"]
-        if ksgate_paths:
-            broker = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-ksgate.log"))
-            nodes = only_node(plain_client(broker.bootstrap))
-            password = secrets.token_urlsafe(24)
-            for path in ksgate_paths:
-                home = workdir / path
-                home.mkdir()
-                protocol, keys = ksgate_settings(path, home, tls, password, nodes)
-                gateway = stack.enter_context(GatewayProcess(broker.bootstrap, home, keys, 60.0, protocol=protocol))
-                client = tls_client(plain_client(gateway.bootstrap), tls)
-                if protocol == "SASL_SSL":
-                    client |= {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM,
-                               "sasl.username": BENCH_USER, "sasl.password": password}
-                found[path] = Leg(client, gateway, broker, AdminClient(plain_client(broker.bootstrap)))
+            found["haproxy"] = Leg(tls_client(plain_client(haproxy.bootstrap), tls), haproxy, behind,
+                                   AdminClient(behind.admin))
+        password = secrets.token_urlsafe(24)
+        for path in [p for p in args.paths if p != "haproxy"]:
+            home = workdir / path
+            home.mkdir()
+            protocol, keys = ksgate_settings(path, home, tls, password, plain.nodes)
+            gateway = stack.enter_context(GatewayProcess(plain.address, home, keys, 90.0, protocol=protocol))
+            client = tls_client(plain_client(gateway.bootstrap), tls)
+            if protocol == "SASL_SSL":
+                client |= {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM,
+                           "sasl.username": BENCH_USER, "sasl.password": password}
+            found[path] = Leg(client, gateway, plain, AdminClient(plain.admin))
         yield found
 
 
@@ -233,6 +285,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--latency-samples", type=int, default=2000)
     parser.add_argument("--latency-warmup", type=int, default=200)
+    parser.add_argument("--upstream", choices=("tansu", "kafka"), default="tansu",
+                        help="tansu: two identical embedded brokers; kafka: one Apache Kafka 4.4 with a listener "
+                             "advertising HAProxy (jars from scripts/kafka/fetch.sh)")
     parser.add_argument("--haproxy-threads", type=int, default=0,
                         help="HAProxy's nbthread; 0 leaves HAProxy's default (one thread per CPU)")
     parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated, of " + ", ".join(PATHS))
@@ -260,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ksgate-haproxy-") as tmp:
         workdir = Path(tmp)
         tls = write_tls_material(workdir / "tls")
-        with legs(args.paths, workdir, tls, binary or "", args.haproxy_threads) as found:
+        with legs(args, workdir, tls, binary or "") as found:
             for path, leg in found.items():  # readiness of each whole path, and what TLS it speaks
                 AdminClient(leg.client).list_topics(timeout=30)
                 report.tls[path] = negotiated_tls(leg.proxy.bootstrap, tls.ca)
@@ -274,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                     if repeat >= 0:
                         report.runs.append(run)
     threads = args.haproxy_threads or "default (one per CPU)"
-    print(f"upstream: Tansu (in-memory), PLAINTEXT; {args.records:,} x {args.size} B, median of {args.repeat} "
+    upstream = "Apache Kafka (one node)" if args.upstream == "kafka" else "Tansu (in-memory, one per side)"
+    print(f"upstream: {upstream}, PLAINTEXT; {args.records:,} x {args.size} B, median of {args.repeat} "
           f"repeats; HAProxy: {version_of(binary) if binary else '-'}, nbthread {threads}; ksgate SASL: {MECHANISM}")
     print("TLS negotiated (OpenSSL client, default settings): "
           + "; ".join(f"{p} {t}" for p, t in report.tls.items()) + f"; load average after: {loadavg()}")
