@@ -45,7 +45,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from auth.cert_tools import TlsFiles, write_tls_material  # noqa: E402
 from bench.anchors.kroxylicious import median, millicores_per_mb_s, tls_client  # noqa: E402
-from bench.kafka_upstream import BENCH_ACLS, MECHANISM  # noqa: E402
+from bench.kafka_upstream import MECHANISM, write_bench_acls  # noqa: E402
 from bench.throughput import (  # noqa: E402
     GatewayProcess,
     ListeningProcess,
@@ -87,7 +87,7 @@ class HAProxyProcess(ListeningProcess):
         return ("global\n  maxconn 1024\n" + threads
                 + "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 120s\n  timeout server 120s\n"
                 + f"frontend kafka_tls\n  bind {self.bootstrap} ssl crt {self.pem}\n  default_backend broker\n"
-                + f"backend broker\n  server tansu {self.upstream}\n")
+                + f"backend broker\n  server broker {self.upstream}\n")
 
     def command(self) -> list[str]:
         return [self.binary, "-db", "-f", str(self.config_path)]
@@ -108,15 +108,6 @@ def negotiated_tls(bootstrap: str, ca: Path) -> str:
         return f"{conn.version()} {conn.cipher()[0]}"  # type: ignore[index]
 
 
-def write_acls(workdir: Path) -> Path:
-    acl_file = workdir / "acls.json"
-    acl_file.write_text(json.dumps({"version": 1, "acls": [
-        {"resourceType": kind, "resourceName": name, "patternType": pattern, "principal": f"User:{BENCH_USER}",
-         "host": "*", "operation": operation, "permissionType": "ALLOW"}
-        for kind, name, pattern, operation in BENCH_ACLS]}))
-    return acl_file
-
-
 def ksgate_settings(path: str, workdir: Path, tls: TlsFiles, password: str,
                     nodes: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The listener protocol and the keys of the ksgate process for ``path``."""
@@ -126,8 +117,9 @@ def ksgate_settings(path: str, workdir: Path, tls: TlsFiles, password: str,
         return "SSL", {**keys, "authorizer.class.name": ""}
     credentials = workdir / "users.json"
     FileCredentialStore(credentials).upsert_user(BENCH_USER, password, [MECHANISM])
+    acls = write_bench_acls(workdir / "acls.json", BENCH_USER)
     return "SASL_SSL", {**keys, "sasl.enabled.mechanisms": MECHANISM, "ksgate.credentials.file": str(credentials),
-                        "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(write_acls(workdir)),
+                        "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(acls),
                         "allow.everyone.if.no.acl.found": False}
 
 
@@ -246,12 +238,15 @@ def cpu_ms_per_mb(run: PathRun, phase: str) -> float:
 
 
 def ratio_line(report: Report, figure: str, paths: list[str]) -> str:
-    """ksgate/haproxy for ``figure``: the ratio of medians, and each repeat's own ratio."""
+    """ksgate/haproxy for ``figure``: the ratio of medians, and the median of each repeat's own ratio (the paths
+    of a repeat run back to back, so that one is less moved by slow drift in the machine's load)."""
     mine = {p: [getattr(r, figure) for r in report.runs if r.path == p] for p in ("haproxy", "ksgate")}
     if not all(mine.values()) or "ksgate" not in paths:
         return ""
-    per = " ".join(f"{k / h:.2f}" for k, h in zip(mine["ksgate"], mine["haproxy"], strict=True))
-    return f"{figure:<14} ksgate/haproxy {median(mine['ksgate']) / median(mine['haproxy']):.2f}x   per repeat: {per}"
+    paired = [k / h for k, h in zip(mine["ksgate"], mine["haproxy"], strict=True)]
+    per = " ".join(f"{r:.2f}" for r in paired)
+    return (f"{figure:<14} ksgate/haproxy {median(mine['ksgate']) / median(mine['haproxy']):.2f}x (ratio of medians), "
+            f"{median(paired):.2f}x (median of each repeat's ratio: {per})")
 
 
 def table(report: Report, paths: list[str]) -> str:
