@@ -37,6 +37,15 @@ BENCH_ACLS = (
 )
 
 
+def write_bench_acls(acl_file: Path, user: str) -> Path:
+    """BENCH_ACLS for ``user`` as a ksgate ACL file (ksgate.acl.file)."""
+    acl_file.write_text(json.dumps({"version": 1, "acls": [
+        {"resourceType": kind, "resourceName": name, "patternType": pattern, "principal": f"User:{user}",
+         "host": "*", "operation": operation, "permissionType": "ALLOW"}
+        for kind, name, pattern, operation in BENCH_ACLS]}))
+    return acl_file
+
+
 @dataclass(slots=True, frozen=True)
 class Endpoint:
     """How a client reaches one path: librdkafka settings and the Java tools' settings (no bootstrap in those)."""
@@ -100,11 +109,7 @@ class KafkaUpstream:
         self.gateway_ca = tls.ca
         credentials = self.workdir / "gateway-users.json"
         FileCredentialStore(credentials).upsert_user(CLIENT_USER, self.broker.users[CLIENT_USER], [MECHANISM])
-        acl_file = self.workdir / "gateway-acls.json"
-        acl_file.write_text(json.dumps({"version": 1, "acls": [
-            {"resourceType": kind, "resourceName": name, "patternType": pattern, "principal": f"User:{CLIENT_USER}",
-             "host": "*", "operation": operation, "permissionType": "ALLOW"}
-            for kind, name, pattern, operation in BENCH_ACLS]}))
+        acl_file = write_bench_acls(self.workdir / "gateway-acls.json", CLIENT_USER)
         return {
             **nodes,
             "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),

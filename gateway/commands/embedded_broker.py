@@ -54,6 +54,8 @@ class EmbeddedBroker:
     host: str = "127.0.0.1"
     log_path: Path | None = None
     startup_timeout_s: float = 20.0
+    # host:port put in metadata instead of its own address: a TCP proxy in front (bench/anchors/haproxy_tls.py).
+    advertised: str = ""
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: object = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
@@ -66,11 +68,12 @@ class EmbeddedBroker:
         if not self.port:
             self.port = free_port(self.host)
         url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.advertised}" if self.advertised else url
         # Tansu's log may name clients and users: the gateway's own log-file mode (0600).
         log = open(open_private_log(self.log_path), "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._log = log
         self._process = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
              "--storage-engine", "memory://tansu/"],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL,
         )

@@ -1,0 +1,60 @@
+"""bench/anchors/haproxy_tls.py runs end to end and reports every path, on Tansu and on Apache Kafka.
+
+A smoke run (2,000 records, one repeat), not a measurement: it asserts that records went both ways on each
+path, never how fast.  The haproxy path can only work through HAProxy: its client speaks TLS, its broker not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.apache_kafka import kafka_lib
+from tests.haproxy import HAProxy
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_bench(*extra: str, env: dict[str, str] | None = None) -> tuple[dict[str, object], str]:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "anchors" / "haproxy_tls.py"), "--records", "2000", "--repeat", "1",
+         "--latency-samples", "20", "--latency-warmup", "5", "--json", *extra],
+        capture_output=True, text=True, timeout=300, cwd=REPO, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout[done.stdout.index("\n{\n") + 1:]), done.stdout
+
+
+def assert_every_path_measured(report: dict[str, object], stdout: str) -> None:
+    runs = report["runs"]
+    assert isinstance(runs, list)
+    assert sorted(run["path"] for run in runs) == ["haproxy", "ksgate", "ksgate-ssl"]
+    for run in runs:  # every record was produced and read back (the bench checks the bytes)
+        assert run["produce_mb_s"] > 0 and run["fetch_mb_s"] > 0 and run["latency_p50_ms"] > 0
+    tls = report["tls"]
+    assert isinstance(tls, dict) and set(tls) == {"haproxy", "ksgate", "ksgate-ssl"}
+    assert all(version.startswith("TLS") for version in tls.values())
+    assert "ksgate/haproxy" in stdout
+    assert "sasl.password" not in stdout
+
+
+@pytest.mark.broker
+@pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)")
+def test_haproxy_tls_bench_reports_haproxy_and_ksgate_paths() -> None:
+    assert_every_path_measured(*run_bench())
+
+
+@pytest.mark.kafka
+@pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)")
+def test_haproxy_tls_bench_runs_against_apache_kafka() -> None:
+    lib = kafka_lib()
+    if lib is None:
+        pytest.skip("no Apache Kafka jars (scripts/kafka/fetch.sh, REFERENCE_KAFKA_LIB)")
+    report, stdout = run_bench("--upstream", "kafka", env={"REFERENCE_KAFKA_LIB": str(lib)})
+    assert_every_path_measured(report, stdout)
+    assert "Apache Kafka" in stdout
