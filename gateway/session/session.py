@@ -112,6 +112,12 @@ class ProxySession:
     the actions out, tests/gateway/session/session_driver.py plays the adapter in tests.
     """
 
+    # Slots: one session per open connection, thousands of them idle; no instance dict each.
+    __slots__ = ("_backlog", "_counted", "_farewell", "_gate", "_jobs", "_learned", "_local", "_memory", "_out",
+                 "_outbox", "_outgoing", "_phase", "_topic_id_misses", "_upstream_up", "authenticator", "client",
+                 "clock", "ctx", "id", "listener", "log", "node_id", "principal", "quota", "receiver", "responses",
+                 "security", "traffic")
+
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
                  wake: Callable[[], None] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         """``wake``: how the adapter delivers ``memory_granted`` when another connection frees request memory.

@@ -31,6 +31,11 @@ _landing = bytearray(_PROBE_BYTES)
 
 
 class ClientConnection(asyncio.BufferedProtocol):
+    # Slots: thousands of idle connections each carried an instance dict; the containers below
+    # that most connections never or only briefly use are made when needed and dropped when empty.
+    __slots__ = ("_drained", "_idle", "_landed", "_loop", "_lost", "_on_close", "_tasks", "_timers", "client",
+                 "ctx", "last_active", "session", "transport", "upstream")
+
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None, client: ClientAddress,
                  on_close: Callable[[ClientConnection], None] | None = None) -> None:
         self.ctx = ctx
@@ -39,8 +44,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
         self._on_close = on_close
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Future[Any]] = set()  # referenced until done (asyncio keeps weak refs)
+        self._timers: dict[str, asyncio.TimerHandle] | None = None  # by the session's timer name
+        self._tasks: set[asyncio.Future[Any]] | None = None  # referenced until done (asyncio keeps weak refs)
         self._landed = False  # the last get_buffer() handed out _landing
         self._loop = loop = asyncio.get_event_loop()
         self.last_active = loop.time()
@@ -87,8 +92,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._do(self.session.client_write_paused(False))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for timer in self._timers.values():
+        for timer in (self._timers or {}).values():
             timer.cancel()
+        self._timers = None
         if self._idle is not None:
             self._idle.stop()
         self._do(self.session.client_lost())
@@ -195,12 +201,27 @@ class ClientConnection(asyncio.BufferedProtocol):
             loop.call_soon(wake)
 
     def _start_timer(self, action: act.StartTimer) -> None:
-        self._timers[action.name] = asyncio.get_running_loop().call_later(
-            action.delay_s, lambda: self._do(self.session.timer_fired(action.name)))
+        if self._timers is None:
+            self._timers = {}
+        # One timer per name (the session cancels before it restarts one): a fired timer forgets its name.
+        if (earlier := self._timers.get(action.name)) is not None:
+            earlier.cancel()
+        self._timers[action.name] = self._loop.call_later(action.delay_s, self._timer_fired, action.name)
+
+    def _timer_fired(self, name: str) -> None:
+        self._forget_timer(name)  # a fired handle is not kept for an idle connection's lifetime
+        self._do(self.session.timer_fired(name))
 
     def _cancel_timer(self, action: act.CancelTimer) -> None:
-        if (timer := self._timers.pop(action.name, None)) is not None:
+        if (timer := self._forget_timer(action.name)) is not None:
             timer.cancel()
+
+    def _forget_timer(self, name: str) -> asyncio.TimerHandle | None:
+        timers = self._timers
+        timer = timers.pop(name, None) if timers is not None else None
+        if not timers:
+            self._timers = None
+        return timer
 
     def _discovered(self, action: act.Discovered) -> None:
         self.ctx.discovered(action)  # the server applies it to the shared cluster view
@@ -212,8 +233,16 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
+        if self._tasks is None:
+            self._tasks = set()
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        if self._tasks is not None:
+            self._tasks.discard(task)
+            if not self._tasks:
+                self._tasks = None
 
 
 # One table for every connection (a per-connection dict of bound methods cost ~1.2 KiB each).
