@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from auth.listener_security import ListenerSecurity
@@ -77,6 +78,13 @@ class GatewayContext:
     # Carries out what a session discovered (the server applies it to the cluster view, opens node
     # listeners, asks for topic ids); the adapter calls it with each Discovered action, on the loop.
     discovered: Callable[[Discovered], None] = field(default=lambda _: None)
+
+    # Read through the context each time (never a copy): what a connection's Learned compares against.
+    def topic_names(self) -> Mapping[uuid.UUID, str]:
+        return self.cluster.topic_names
+
+    def partition_counts(self) -> Mapping[str, int]:
+        return self.cluster.partition_counts
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 from auth.client_address import ClientAddress
@@ -166,7 +167,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     async def _connect(self, targets: tuple[tuple[str, int], ...]) -> None:
         max_bytes = self.ctx.config.socket_request_max_bytes
-        new_link = lambda: UpstreamLink(self.session, self._do, max_bytes)  # noqa: E731
+        new_link = partial(UpstreamLink, self.session, self._do, max_bytes)
         try:
             link, address = await open_upstream(self.ctx, targets, new_link, self.session.log)
         except UpstreamUnavailable as exc:
