@@ -17,7 +17,7 @@ from auth.client_address import ClientAddress
 from gateway.context import GatewayContext
 from gateway.session import actions as act
 from gateway.session.session import ProxySession
-from gateway.transport.idle_close import IdleClose
+from gateway.transport.idle_close import IdleWatch
 from gateway.transport.upstream_link import UpstreamLink
 from gateway.transport.worker_thread import run_large
 from gateway.upstream.connector import UpstreamUnavailable, open_upstream
@@ -35,7 +35,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     # Slots: thousands of idle connections each carried an instance dict; the containers below
     # that most connections never or only briefly use are made when needed and dropped when empty.
     __slots__ = ("_drained", "_idle", "_landed", "_loop", "_lost", "_on_close", "_tasks", "_timers", "client",
-                 "ctx", "last_active", "session", "transport", "upstream")
+                 "ctx", "idle_tick", "last_active", "session", "transport", "upstream")
 
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None, client: ClientAddress,
                  on_close: Callable[[ClientConnection], None] | None = None) -> None:
@@ -52,7 +52,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.last_active = loop.time()
         # connections.max.idle.ms (negative: never, as on Kafka)
         limit_ms = ctx.config.connections_max_idle_ms
-        self._idle = IdleClose(limit_ms, loop, self) if limit_ms >= 0 else None
+        self._idle = _idle_watch(ctx, loop) if limit_ms >= 0 else None
+        self.idle_tick: int | None = None  # the idle watch's bucket
         # Made when shutdown first waits for it: an idle connection need not carry an Event (~0.8 KiB).
         self._drained: asyncio.Event | None = None
         self._lost = False
@@ -64,7 +65,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport = tr = cast(asyncio.Transport, transport)
         tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
         if self._idle is not None:
-            self._idle.start()
+            self._idle.start(self)
         self._do(self.session.connected(self.client, tr.get_extra_info("ssl_object")))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -97,7 +98,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             timer.cancel()
         self._timers = None
         if self._idle is not None:
-            self._idle.stop()
+            self._idle.stop(self)
         self._do(self.session.client_lost())
         self._lost = True
         if self._drained is not None:
@@ -254,6 +255,14 @@ _RUN: dict[type, Callable[[ClientConnection, Any], None]] = {
     act.StartTimer: ClientConnection._start_timer, act.CancelTimer: ClientConnection._cancel_timer,
     act.Close: ClientConnection._close, act.WakeReaders: ClientConnection._wake_readers,
     act.Discovered: ClientConnection._discovered}
+
+
+def _idle_watch(ctx: GatewayContext, loop: asyncio.AbstractEventLoop) -> IdleWatch:
+    """The loop's one idle watch for the gateway's connections (made with the first connection)."""
+    watch = ctx.idle_watch
+    if watch is None or watch.clock is not loop:
+        watch = ctx.idle_watch = IdleWatch(ctx.config.connections_max_idle_ms, loop)
+    return watch
 
 
 def _outcome(future: asyncio.Future[Any]) -> Any:
