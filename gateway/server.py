@@ -562,17 +562,15 @@ class Gateway:
 
     def _new_connection(self, listener_name: str, node_id: int | None, admission: Admission,
                         client: ClientAddress) -> ClientConnection:
-        # A partial, not a closure: every open connection keeps it (half the size).
-        conn = ClientConnection(self.ctx, listener_name, node_id, client,
-                                on_close=partial(self._connection_closed, admission))
+        def closed(conn: ClientConnection) -> None:
+            self._connections.discard(conn)
+            self.limits.release(admission)
+
+        conn = ClientConnection(self.ctx, listener_name, node_id, client, on_close=closed)
         self._connections.add(conn)
         if self._stopping:
             conn.begin_drain()
         return conn
-
-    def _connection_closed(self, admission: Admission, conn: ClientConnection) -> None:
-        self._connections.discard(conn)
-        self.limits.release(admission)
 
     def bound_port(self, listener_name: str, node_id: int | None = None) -> int:
         server = self._servers[(listener_name, node_id)]
