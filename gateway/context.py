@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from auth.listener_security import ListenerSecurity
@@ -16,6 +17,7 @@ from gateway.session.actions import Discovered
 from gateway.session.request_memory import RequestMemoryBudget
 from gateway.session.routes import RouteTable, VersionRanges
 from gateway.transport.hash_scheduler import HashScheduler
+from gateway.transport.idle_close import IdleWatch
 from gateway.transport.verification_pool import VerificationPool
 from gateway.upstream.cluster_view import ClusterView
 from gateway.upstream.health import UpstreamHealth
@@ -77,6 +79,15 @@ class GatewayContext:
     # Carries out what a session discovered (the server applies it to the cluster view, opens node
     # listeners, asks for topic ids); the adapter calls it with each Discovered action, on the loop.
     discovered: Callable[[Discovered], None] = field(default=lambda _: None)
+    # connections.max.idle.ms for every connection on the loop (gateway/transport/idle_close.py).
+    idle_watch: IdleWatch | None = None
+
+    # Read through the context each time (never a copy): what a connection's Learned compares against.
+    def topic_names(self) -> Mapping[uuid.UUID, str]:
+        return self.cluster.topic_names
+
+    def partition_counts(self) -> Mapping[str, int]:
+        return self.cluster.partition_counts
 
     def address_book(self, listener: ListenerConfig) -> ListenerAddressBook:
         book = self.address_books.get(listener.name)

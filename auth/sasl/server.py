@@ -136,6 +136,10 @@ def _framed(payload: bytes) -> bytes:
 class SaslServerAuthenticator:
     """One per connection on a SASL listener."""
 
+    # Slots: every logged-in connection keeps its authenticator (KIP-368 re-authentication).
+    __slots__ = ("_api_versions", "_attempted_user", "_config", "_context", "_kafka_headers", "_mechanism_name",
+                 "_server", "_verifying", "principal", "session_expiry_ms", "state")
+
     def __init__(self, config: SaslServerConfig, context: SaslContext,
                  api_versions: Callable[[int, int], bytes]) -> None:
         self._config = config

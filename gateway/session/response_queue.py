@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import struct
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +66,9 @@ class ResponseQueue:
         self._clock = clock
         self._observe = observe
         self._sent = sent
-        self._slots: deque[ResponseSlot] = deque()
+        # A list, not a deque: an empty deque keeps a 0.7 KiB block, an empty list none, and an idle
+        # connection holds an empty queue (the queue is at most queued.max.requests long).
+        self._slots: list[ResponseSlot] = []
         self._awaiting: dict[int, ResponseSlot] = {}
         self._next_id = 0
         self._next_unanswered = 0
@@ -135,7 +136,7 @@ class ResponseQueue:
         """Take the head slot out: its response is being written to the client as it arrives."""
         slot = self._awaiting.pop(upstream_id)
         assert self._slots[0] is slot
-        self._slots.popleft()
+        del self._slots[0]
         if self._observe is not None:  # latency to the response's first byte
             self._observe(slot.api_key, self._clock() - slot.arrived)
         return slot
@@ -148,13 +149,17 @@ class ResponseQueue:
             return ready
         now = self._clock()
         observe, sent = self._observe, self._sent
-        while slots and slots[0].ready:
-            slot = slots.popleft()
+        done = 0
+        for slot in slots:
+            if not slot.ready:
+                break
+            done += 1
             ready.extend(slot.response)
             if observe is not None:
                 observe(slot.api_key, now - slot.arrived)
             if sent is not None:
                 sent(slot.api_key, sum(map(len, slot.response)))
+        del slots[:done]  # one move for the whole ready head; emptied, the list frees its storage
         return ready
 
 

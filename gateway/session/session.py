@@ -45,6 +45,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from structlog.typing import FilteringBoundLogger
+
 from auth.client_address import ClientAddress
 from auth.principal import KafkaPrincipal
 from auth.sasl.first_frame import diagnose_non_kafka
@@ -89,6 +91,7 @@ from protocol.messages import response_frame
 from protocol.registry import api
 
 Body = dict[str, Any]
+_NOT_CONNECTED = ClientAddress("?", 0)  # a session's client until connected() says who it is
 _ids = itertools.count(1)
 # Before authentication a receive buffer is reserved at most this far ahead of the bytes a
 # peer actually sent (SASL frames are small; larger ones grow as they arrive).
@@ -112,6 +115,12 @@ class ProxySession:
     the actions out, tests/gateway/session/session_driver.py plays the adapter in tests.
     """
 
+    # Slots: one session per open connection, thousands of them idle; no instance dict each.
+    __slots__ = ("_backlog", "_counted", "_farewell", "_gate", "_jobs", "_learned", "_local", "_memory", "_out",
+                 "_outbox", "_outgoing", "_phase", "_topic_id_misses", "_upstream_address", "_upstream_up",
+                 "authenticator", "client", "clock", "ctx", "id", "listener", "node_id", "principal", "quota",
+                 "receiver", "responses", "security", "traffic")
+
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
                  wake: Callable[[], None] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         """``wake``: how the adapter delivers ``memory_granted`` when another connection frees request memory.
@@ -122,19 +131,19 @@ class ProxySession:
         self.security = ctx.security[listener_name]
         self.node_id = node_id
         self.id = next(_ids)
-        self.log = get_logger(conn=self.id, listener=listener_name, node=node_id)
         self.receiver = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
         self._memory = ReceiveGate(ctx.request_memory, wake)
         self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
         self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response, clock.monotonic)
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
-        self.client = ClientAddress("?", 0)  # until connected()
+        self.client = _NOT_CONNECTED  # until connected()
         self._phase = SessionPhase()  # what the session is doing: gateway/session/state/phase.py
         self._counted = False  # connected() ran (a failed TLS handshake never gets there)
         self._out: list[act.Action] = []
         self._outgoing: list[WireBytes] = []  # request pieces for the upstream, sent once per event
         self._upstream_up = False
+        self._upstream_address: str | None = None  # the upstream broker's, once its link is up (for the log)
         # Frames accepted before the upstream link is up (bounded by queued.max.requests).
         self._backlog: list[WireBytes] = []
         self._gate = ReadGate()  # why the client is not read, and the frames read that wait
@@ -143,8 +152,8 @@ class ProxySession:
         self._outbox = ClientOutbox()  # answers on their way to the client
         self._farewell: WireBytes | None = None  # the refusal of a failed login, written after the delay
         # What traffic taught about the cluster, reported as one Discovered action per event.
-        self._learned = Learned(ctx.address_book(self.listener), lambda: ctx.cluster.topic_names,
-                                lambda: ctx.cluster.partition_counts)
+        # Bound methods, not lambdas: two closures per connection were twice the size.
+        self._learned = Learned(ctx.address_book(self.listener), ctx.topic_names, ctx.partition_counts)
         self._topic_id_misses = TopicIdMisses()
         self.quota = ConnectionQuotas(ctx.quotas, ctx.quota_sensors)
 
@@ -158,12 +167,10 @@ class ProxySession:
         self.ctx.metrics.connection_opened(self.listener.name)
         self._counted = True
         self.client = client
-        self.log = self.log.bind(client=str(client))
         if self.listener.sni is not None and self.security.tls is not None:
             # One port for every broker: the handshake's server name said which node this connection is for.
             served = self.security.tls.route_of(ssl_object)
             self.node_id = served.node_id if isinstance(served, Node) else None
-            self.log = self.log.bind(node=self.node_id)
         try:
             principal = principal_at_connect(self.listener, self.client.host, ssl_object, self.security)
         except Exception as exc:  # e.g. no ssl.principal.mapping.rules rule matched the DN
@@ -173,7 +180,6 @@ class ProxySession:
             self._move(Move.KNOWN_AT_CONNECT)
             self.principal = principal
             self.quota.bind(principal.name)
-            self.log = self.log.bind(principal=bounded_name(str(principal)))
             self._count_principal(principal)
             self.receiver.gate = self._memory
             self._open_upstream()
@@ -184,6 +190,21 @@ class ProxySession:
         self.receiver.prealloc = PREALLOC_BEFORE_AUTHENTICATION
         self._out.append(act.StartTimer(_AUTH_TIMER, self.ctx.config.authentication_timeout_ms / 1000))
         return self._take()
+
+    @property
+    def log(self) -> FilteringBoundLogger:
+        """This connection's logger, bound with what is known of it now (client, principal, upstream).
+
+        Made when something is logged (connection events and errors, never per request): a bound
+        logger kept by every idle connection was ~0.5 KiB of context dictionaries."""
+        fields: dict[str, object] = {"conn": self.id, "listener": self.listener.name, "node": self.node_id}
+        if self.client is not _NOT_CONNECTED:
+            fields["client"] = str(self.client)
+        if self.principal is not None:
+            fields["principal"] = bounded_name(str(self.principal))
+        if self._upstream_address is not None:
+            fields["upstream"] = self._upstream_address
+        return get_logger(**fields)
 
     @property
     def phase(self) -> Phase:
@@ -295,7 +316,7 @@ class ProxySession:
             return self._take()
         self._upstream_up = True
         self.ctx.counters.upstream_connections += 1
-        self.log = self.log.bind(upstream=address)
+        self._upstream_address = address
         if self._backlog:
             self._out.append(act.SendToUpstream(self._backlog))
             self._backlog = []
@@ -738,7 +759,6 @@ class ProxySession:
         self._move(Move.LOGGED_IN)
         self.principal = step.principal
         self.quota.bind(step.principal.name)
-        self.log = self.log.bind(principal=bounded_name(str(step.principal)))
         self.log.info("authenticated", mechanism=step.mechanism, reauthenticated=step.reauthenticated,
                       session_expiry_ms=step.session_expiry_ms)
         self._count_principal(step.principal, step.mechanism)

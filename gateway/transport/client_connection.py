@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 from auth.client_address import ClientAddress
 from gateway.context import GatewayContext
 from gateway.session import actions as act
 from gateway.session.session import ProxySession
-from gateway.transport.idle_close import IdleClose
+from gateway.transport.idle_close import IdleWatch
 from gateway.transport.upstream_link import UpstreamLink
 from gateway.transport.worker_thread import run_large
 from gateway.upstream.connector import UpstreamUnavailable, open_upstream
@@ -31,6 +32,11 @@ _landing = bytearray(_PROBE_BYTES)
 
 
 class ClientConnection(asyncio.BufferedProtocol):
+    # Slots: thousands of idle connections each carried an instance dict; the containers below
+    # that most connections never or only briefly use are made when needed and dropped when empty.
+    __slots__ = ("_drained", "_idle", "_landed", "_loop", "_lost", "_on_close", "_tasks", "_timers", "client",
+                 "ctx", "idle_tick", "last_active", "session", "transport", "upstream")
+
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None, client: ClientAddress,
                  on_close: Callable[[ClientConnection], None] | None = None) -> None:
         self.ctx = ctx
@@ -39,14 +45,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
         self._on_close = on_close
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Future[Any]] = set()  # referenced until done (asyncio keeps weak refs)
+        self._timers: dict[str, asyncio.TimerHandle] | None = None  # by the session's timer name
+        self._tasks: set[asyncio.Future[Any]] | None = None  # referenced until done (asyncio keeps weak refs)
         self._landed = False  # the last get_buffer() handed out _landing
         self._loop = loop = asyncio.get_event_loop()
         self.last_active = loop.time()
         # connections.max.idle.ms (negative: never, as on Kafka)
         limit_ms = ctx.config.connections_max_idle_ms
-        self._idle = IdleClose(limit_ms, loop, self) if limit_ms >= 0 else None
+        self._idle = _idle_watch(ctx, loop) if limit_ms >= 0 else None
+        self.idle_tick: int | None = None  # the idle watch's bucket
         # Made when shutdown first waits for it: an idle connection need not carry an Event (~0.8 KiB).
         self._drained: asyncio.Event | None = None
         self._lost = False
@@ -58,7 +65,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport = tr = cast(asyncio.Transport, transport)
         tr.set_write_buffer_limits(high=self.ctx.config.connection_buffer_max_bytes)
         if self._idle is not None:
-            self._idle.start()
+            self._idle.start(self)
         self._do(self.session.connected(self.client, tr.get_extra_info("ssl_object")))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -87,10 +94,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._do(self.session.client_write_paused(False))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for timer in self._timers.values():
+        for timer in (self._timers or {}).values():
             timer.cancel()
+        self._timers = None
         if self._idle is not None:
-            self._idle.stop()
+            self._idle.stop(self)
         self._do(self.session.client_lost())
         self._lost = True
         if self._drained is not None:
@@ -160,7 +168,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     async def _connect(self, targets: tuple[tuple[str, int], ...]) -> None:
         max_bytes = self.ctx.config.socket_request_max_bytes
-        new_link = lambda: UpstreamLink(self.session, self._do, max_bytes)  # noqa: E731
+        new_link = partial(UpstreamLink, self.session, self._do, max_bytes)
         try:
             link, address = await open_upstream(self.ctx, targets, new_link, self.session.log)
         except UpstreamUnavailable as exc:
@@ -195,12 +203,27 @@ class ClientConnection(asyncio.BufferedProtocol):
             loop.call_soon(wake)
 
     def _start_timer(self, action: act.StartTimer) -> None:
-        self._timers[action.name] = asyncio.get_running_loop().call_later(
-            action.delay_s, lambda: self._do(self.session.timer_fired(action.name)))
+        if self._timers is None:
+            self._timers = {}
+        # One timer per name (the session cancels before it restarts one): a fired timer forgets its name.
+        if (earlier := self._timers.get(action.name)) is not None:
+            earlier.cancel()
+        self._timers[action.name] = self._loop.call_later(action.delay_s, self._timer_fired, action.name)
+
+    def _timer_fired(self, name: str) -> None:
+        self._forget_timer(name)  # a fired handle is not kept for an idle connection's lifetime
+        self._do(self.session.timer_fired(name))
 
     def _cancel_timer(self, action: act.CancelTimer) -> None:
-        if (timer := self._timers.pop(action.name, None)) is not None:
+        if (timer := self._forget_timer(action.name)) is not None:
             timer.cancel()
+
+    def _forget_timer(self, name: str) -> asyncio.TimerHandle | None:
+        timers = self._timers
+        timer = timers.pop(name, None) if timers is not None else None
+        if not timers:
+            self._timers = None
+        return timer
 
     def _discovered(self, action: act.Discovered) -> None:
         self.ctx.discovered(action)  # the server applies it to the shared cluster view
@@ -212,8 +235,16 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
+        if self._tasks is None:
+            self._tasks = set()
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        if self._tasks is not None:
+            self._tasks.discard(task)
+            if not self._tasks:
+                self._tasks = None
 
 
 # One table for every connection (a per-connection dict of bound methods cost ~1.2 KiB each).
@@ -224,6 +255,14 @@ _RUN: dict[type, Callable[[ClientConnection, Any], None]] = {
     act.StartTimer: ClientConnection._start_timer, act.CancelTimer: ClientConnection._cancel_timer,
     act.Close: ClientConnection._close, act.WakeReaders: ClientConnection._wake_readers,
     act.Discovered: ClientConnection._discovered}
+
+
+def _idle_watch(ctx: GatewayContext, loop: asyncio.AbstractEventLoop) -> IdleWatch:
+    """The loop's one idle watch for the gateway's connections (made with the first connection)."""
+    watch = ctx.idle_watch
+    if watch is None or watch.clock is not loop:
+        watch = ctx.idle_watch = IdleWatch(ctx.config.connections_max_idle_ms, loop)
+    return watch
 
 
 def _outcome(future: asyncio.Future[Any]) -> Any:

@@ -7,7 +7,6 @@ in its reserved slot until the writes before it are done.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -19,7 +18,8 @@ Request = TypeVar("Request")
 @dataclass(slots=True)
 class LocalAnswers(Generic[Request]):
     busy: bool = False  # a store write runs
-    waiting: deque[tuple[ResponseSlot, Request]] = field(default_factory=deque)
+    # A list, not a deque: every connection has one and almost all never wait (an empty deque is 0.7 KiB).
+    waiting: list[tuple[ResponseSlot, Request]] = field(default_factory=list)
 
     def must_wait(self) -> bool:
         return self.busy or bool(self.waiting)
@@ -31,4 +31,4 @@ class LocalAnswers(Generic[Request]):
         """The oldest waiting answer, once no store write runs."""
         if self.busy or not self.waiting:
             return None
-        return self.waiting.popleft()
+        return self.waiting.pop(0)

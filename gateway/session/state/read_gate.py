@@ -15,7 +15,9 @@ from protocol.framing import Frame
 
 @dataclass(slots=True)
 class ReadGate:
-    reasons: set[str] = field(default_factory=set)
+    # A tuple, not a set: a handful of reasons at most, and an idle connection's empty set was 216 bytes
+    # (the empty tuple is shared).
+    reasons: tuple[str, ...] = ()
     paused: bool = False  # as last told to the adapter
     # The off-loop job later frames wait for (a password check, a large request decided in the worker).
     waiting_for: str | None = None
@@ -23,10 +25,10 @@ class ReadGate:
 
     def set(self, reason: str, paused: bool) -> bool | None:
         """Add or drop ``reason``; the new paused state if it changed (tell the adapter), else None."""
-        if paused:
-            self.reasons.add(reason)
-        else:
-            self.reasons.discard(reason)
+        if paused and reason not in self.reasons:
+            self.reasons += (reason,)
+        elif not paused and reason in self.reasons:
+            self.reasons = tuple(r for r in self.reasons if r != reason)
         want = bool(self.reasons)
         if want == self.paused:
             return None

@@ -102,7 +102,7 @@ def test_a_write_that_fills_the_client_socket_pauses_reading_despite_an_older_re
         conn = ClientConnection(gateway.ctx, "PLAINTEXT", None, CLIENT)
         client = FakeTransport(conn)
         conn.connection_made(client)  # type: ignore[arg-type]
-        await asyncio.gather(*conn._tasks)  # the upstream link is up
+        await asyncio.gather(*(conn._tasks or ()))  # the upstream link is up
         _receive(conn, request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
         assert not client.reading  # queued.max.requests (1) is taken
         link: UpstreamLink = upstream["link"]
