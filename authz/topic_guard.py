@@ -18,7 +18,7 @@ from typing import Any
 from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, Answer, Body, Refuse, Relay, Rewrite, Verdict
-from protocol.entities.topics import TopicRef, drop_topics, elements_naming, names_topics, topic_refs
+from protocol.entities.topics import TopicRef, drop_topics, elements_naming, names_and_ids, names_topics
 from protocol.kafka_errors import KafkaError
 from protocol.schema import MessageSpec
 
@@ -73,6 +73,27 @@ class TopicFindings:
 NOTHING_FOUND = TopicFindings()
 
 
+def inspect_topics(spec: MessageSpec, version: int, body: Body, reserved: frozenset[str],
+                   topic_names: Mapping[uuid.UUID, str]) -> TopicFindings:
+    """The reserved and illegal topics ``body`` names: the guard's pre-pass, also run without building a
+    guard where nothing found means nothing to seal (no authorizer: gateway/session/policy_check.py)."""
+    names, ids = names_and_ids(spec, version, body)
+    found_reserved: set[str] = set()
+    illegal: set[str] = set()
+    for name in names:
+        if name in reserved:
+            found_reserved.add(name)
+        elif topic_name_problem(name) is not None:
+            illegal.add(name)
+    for topic_id in ids:  # an unknown id names nothing: policies answer UNKNOWN_TOPIC_ID and never relay it
+        name = topic_names.get(topic_id)
+        if name is not None and name in reserved:
+            found_reserved.add(name)  # by id only reservation is checked: the cluster named that topic
+    if not found_reserved and not illegal:
+        return NOTHING_FOUND
+    return TopicFindings(frozenset(found_reserved), frozenset(illegal))
+
+
 @dataclass(slots=True)
 class TopicGuard:
     """The protections for one request: inspect before the policy, seal its verdict after."""
@@ -91,22 +112,7 @@ class TopicGuard:
         return ref.name if ref.topic_id is None else self.topic_names.get(ref.topic_id)
 
     def inspect(self, body: Body) -> TopicFindings:
-        return self._inspect(topic_refs(self.request_spec, self.version, body))
-
-    def _inspect(self, refs: Iterable[TopicRef]) -> TopicFindings:
-        reserved: set[str] = set()
-        illegal: set[str] = set()
-        for ref in refs:
-            name = self.resolve(ref)
-            if name is None:
-                continue  # an unknown id: policies answer UNKNOWN_TOPIC_ID and never relay it
-            if name in self.reserved:
-                reserved.add(name)
-            elif ref.topic_id is None and topic_name_problem(name) is not None:
-                illegal.add(name)
-        if not reserved and not illegal:
-            return NOTHING_FOUND
-        return TopicFindings(frozenset(reserved), frozenset(illegal))
+        return inspect_topics(self.request_spec, self.version, body, self.reserved, self.topic_names)
 
     def seal(self, verdict: Verdict, found: TopicFindings) -> Verdict:
         """The policy's verdict, made safe: nothing naming a reserved or illegal topic is relayed."""

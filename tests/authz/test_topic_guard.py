@@ -28,7 +28,7 @@ from gateway.ops.audit import AuditLog
 from gateway.session.policy_check import authorize
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
-from protocol.entities.topics import CannotDrop, TopicRef, drop_topics, topic_refs
+from protocol.entities.topics import CannotDrop, TopicRef, drop_topics, names_and_ids, topic_refs
 from protocol.registry import all_apis
 from protocol.schema import FieldSpec, MessageSpec, parse_schema_text
 from tests.gateway.session.session_driver import ROUTES, requester
@@ -235,6 +235,39 @@ def test_topic_refs_finds_names_ids_and_topic_config_resources_only() -> None:
                           {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
             "include_synonyms": False, "include_documentation": False}
     assert list(topic_refs(schema.request, 4, body)) == [TopicRef(name="t1")]
+
+
+def _split_refs(spec: MessageSpec, version: int, body: dict[str, Any]) -> tuple[list[str], list[uuid.UUID]]:
+    refs = list(topic_refs(spec, version, body))
+    return ([ref.name for ref in refs if ref.name is not None],
+            [ref.topic_id for ref in refs if ref.topic_id is not None])
+
+
+@pytest.mark.parametrize(("key", "version", "path", "by_id"), CASES)
+def test_the_generated_collector_finds_what_topic_refs_finds(key: int, version: int, path: tuple[str, ...],
+                                                             by_id: bool) -> None:
+    """The guard's fast pre-pass (names_and_ids) and the reference walk agree on every annotated field."""
+    spec = all_apis()[key].request
+    body = _request(key, version, path, by_id)
+    names, ids = names_and_ids(spec, version, body)
+    assert (names, ids) == _split_refs(spec, version, body)
+    assert RESERVED in names or RESERVED_ID in ids
+
+
+def test_the_collector_keeps_field_order_and_skips_nulls_and_other_config_resources() -> None:
+    describe_configs = all_apis()[32].request
+    body = {"resources": [{"resource_type": 2, "resource_name": "t1", "configuration_keys": None},
+                          {"resource_type": 4, "resource_name": "1", "configuration_keys": None},
+                          {"resource_type": 2, "resource_name": "t0", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}
+    assert names_and_ids(describe_configs, 4, body) == (["t1", "t0"], [])
+    produce = all_apis()[0].request
+    body = {"topic_data": [{"name": "b", "partition_data": []}, {"name": "a", "partition_data": []},
+                           {"name": "b", "partition_data": []}]}
+    assert names_and_ids(produce, 11, body) == (["b", "a", "b"], []) == _split_refs(produce, 11, body)
+    metadata = all_apis()[3].request  # v10+: topics by name or by id, either may be null
+    body = {"topics": [{"topic_id": OTHER_ID, "name": None}, {"topic_id": None, "name": "x"}]}
+    assert names_and_ids(metadata, 12, body) == (["x"], [OTHER_ID]) == _split_refs(metadata, 12, body)
 
 
 @pytest.mark.parametrize(("name", "legal"), [
