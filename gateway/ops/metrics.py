@@ -518,13 +518,15 @@ class Metrics:
         self.authorization_decisions.inc(labels)
 
     def observe_latency(self, api_key: int, seconds: float) -> None:
-        self.request_latency.observe(self._api_labels(api_key), seconds)
+        api = self._api  # _api_labels inline: this and relayed() run once per relayed request
+        self.request_latency.observe(api[api_key] if 0 <= api_key < len(api) else self._api_unknown, seconds)
 
     def password_hashed(self) -> None:
         self.password_hashes.inc()
 
     def relayed(self, api_key: int) -> None:
-        self.relayed_requests.inc(self._api_labels(api_key))
+        api = self._api
+        self.relayed_requests.inc(api[api_key] if 0 <= api_key < len(api) else self._api_unknown)
 
     def upstream_error(self, kind: str) -> None:
         """``kind`` is one of UPSTREAM_ERROR_KINDS (anything else is counted as "other")."""
