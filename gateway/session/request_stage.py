@@ -24,7 +24,7 @@ from gateway.session.policy_check import authorize, check_topics
 from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal
-from gateway.session.routes import ApiRoute, Dispatch
+from gateway.session.routes import Dispatch
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
@@ -121,23 +121,21 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
         outcome: str | None = _OUTCOMES[type(verdict)]
     else:  # no ACLs, but Kafka's topic-name rules still hold
         verdict, outcome = check_topics(requester, route, version, body), None
-    if isinstance(verdict, Refuse):
-        raise PipelineRefusal(verdict.reason)
-    if isinstance(verdict, Answer):
-        return ReplyNow(key, version, correlation_id, response_frame(key, version, correlation_id, verdict.response),
-                        outcome)
-    if isinstance(verdict, Rewrite):
-        wire = framed(bytes(payload[:header_size]) + codec.encode(verdict.request))
+    if type(verdict) is not Relay:  # the usual verdict, told apart with one check
+        if isinstance(verdict, Refuse):
+            raise PipelineRefusal(verdict.reason)
+        if isinstance(verdict, Answer):
+            return ReplyNow(key, version, correlation_id,
+                            response_frame(key, version, correlation_id, verdict.response), outcome)
+        if isinstance(verdict, Rewrite):
+            wire = framed(bytes(payload[:header_size]) + codec.encode(verdict.request))
     if route.local is not None:
         assert authorization is not None  # a gateway without an authorizer serves no admin API (build_routes)
         handler = partial(route.local, authorization, requester.admin_request(), body, version)
         return AnswerLocally(key, version, correlation_id, handler, verdict.on_response, outcome)
+    fire_and_forget = route.fire_and_forget  # Produce acks=0: the client expects no answer
     return RelayRequest(key, version, correlation_id, wire, verdict.on_response,
-                        not _fire_and_forget(route, body), outcome)
-
-
-def _fire_and_forget(route: ApiRoute, body: Body) -> bool:
-    return route.fire_and_forget is not None and route.fire_and_forget(body)
+                        fire_and_forget is None or not fire_and_forget(body), outcome)
 
 
 def upstream_pieces(decision: RelayRequest, upstream_id: int) -> list[WireBytes]:
