@@ -24,6 +24,7 @@ from protocol.schema import MessageSpec
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_NAME_LENGTH}}}")
+_DOTS = (".", "..")  # legal characters, illegal names
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,7 +45,7 @@ class TopicRules:
 
 def topic_name_problem(name: str) -> str | None:
     """Kafka's Topic.validate reason, or None for a legal topic name."""
-    if _LEGAL.fullmatch(name) and name not in (".", ".."):
+    if _LEGAL.fullmatch(name) and name not in _DOTS:
         return None  # the common case, checked for every name of every request
     if not name:
         return "the empty string is not allowed"
@@ -78,20 +79,27 @@ def inspect_topics(spec: MessageSpec, version: int, body: Body, reserved: frozen
     """The reserved and illegal topics ``body`` names: the guard's pre-pass, also run without building a
     guard where nothing found means nothing to seal (no authorizer: gateway/session/policy_check.py)."""
     names, ids = names_and_ids(spec, version, body)
-    found_reserved: set[str] = set()
-    illegal: set[str] = set()
+    found_reserved: set[str] | None = None  # sets made only when something is found: nearly never
+    illegal: set[str] | None = None
     for name in names:
         if name in reserved:
+            if found_reserved is None:
+                found_reserved = set()
             found_reserved.add(name)
-        elif topic_name_problem(name) is not None:
+        elif (_LEGAL.fullmatch(name) is None or name in _DOTS) and topic_name_problem(name) is not None:
+            if illegal is None:  # the first test is topic_name_problem's own fast path, without the call
+                illegal = set()
             illegal.add(name)
-    for topic_id in ids:  # an unknown id names nothing: policies answer UNKNOWN_TOPIC_ID and never relay it
-        name = topic_names.get(topic_id)
-        if name is not None and name in reserved:
-            found_reserved.add(name)  # by id only reservation is checked: the cluster named that topic
-    if not found_reserved and not illegal:
+    if ids and reserved:  # an unknown id names nothing: policies answer UNKNOWN_TOPIC_ID and never relay it
+        for topic_id in ids:
+            named = topic_names.get(topic_id)
+            if named is not None and named in reserved:  # by id only reservation is checked: the cluster named it
+                if found_reserved is None:
+                    found_reserved = set()
+                found_reserved.add(named)
+    if found_reserved is None and illegal is None:
         return NOTHING_FOUND
-    return TopicFindings(frozenset(found_reserved), frozenset(illegal))
+    return TopicFindings(frozenset(found_reserved or ()), frozenset(illegal or ()))
 
 
 @dataclass(slots=True)
