@@ -182,8 +182,15 @@ def produce_round_trip(workdir: Path, authorizer: bool = False) -> Callable[[], 
 
     extra: dict[str, Any] = {}
     if authorizer:
-        from authz.model import AccessControlEntry, AclBinding, AclOperation, AclPermissionType, PatternType, \
-            ResourcePattern, ResourceType
+        from authz.model import (
+            AccessControlEntry,
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            PatternType,
+            ResourcePattern,
+            ResourceType,
+        )
         from gateway.stores.file_acls import FileAclStore
 
         FileAclStore(workdir / "acls.json").add([AclBinding(
@@ -245,8 +252,8 @@ def opcodes_mode(args: argparse.Namespace) -> None:
         us = (time.process_time() - start) / 5000 * 1e6
     total = inclusive["ProxySession.received"] + inclusive["ProxySession.upstream_frames"]
     setup = "StandardAuthorizer, one allow ACL, audit on" if args.authorizer else "no authorizer"
-    print(f"one relayed Produce round trip ({setup}): {total} bytecodes in the session ({us:.1f} us of process CPU each, "
-          "over 5,000)")
+    print(f"one relayed Produce round trip ({setup}): {total} bytecodes in the session "
+          f"({us:.1f} us of process CPU each, over 5,000)")
     for stage in STAGES:
         print(f"  {inclusive[stage]:6d}  {stage}")
     print("most bytecodes of their own:")
