@@ -18,12 +18,13 @@ from typing import Any
 from auth.principal import KafkaPrincipal
 from authz.model import AclOperation, ResourceType
 from authz.request_policy import Action, Answer, Body, Refuse, Relay, Rewrite, Verdict
-from protocol.entities.topics import TopicRef, drop_topics, elements_naming, names_topics, topic_refs
+from protocol.entities.topics import TopicRef, drop_topics, elements_naming, names_and_ids, names_topics
 from protocol.kafka_errors import KafkaError
 from protocol.schema import MessageSpec
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_NAME_LENGTH}}}")
+_DOTS = (".", "..")  # legal characters, illegal names
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,7 +45,7 @@ class TopicRules:
 
 def topic_name_problem(name: str) -> str | None:
     """Kafka's Topic.validate reason, or None for a legal topic name."""
-    if _LEGAL.fullmatch(name) and name not in (".", ".."):
+    if _LEGAL.fullmatch(name) and name not in _DOTS:
         return None  # the common case, checked for every name of every request
     if not name:
         return "the empty string is not allowed"
@@ -73,6 +74,34 @@ class TopicFindings:
 NOTHING_FOUND = TopicFindings()
 
 
+def inspect_topics(spec: MessageSpec, version: int, body: Body, reserved: frozenset[str],
+                   topic_names: Mapping[uuid.UUID, str]) -> TopicFindings:
+    """The reserved and illegal topics ``body`` names: the guard's pre-pass, also run without building a
+    guard where nothing found means nothing to seal (no authorizer: gateway/session/policy_check.py)."""
+    names, ids = names_and_ids(spec, version, body)
+    found_reserved: set[str] | None = None  # sets made only when something is found: nearly never
+    illegal: set[str] | None = None
+    for name in names:
+        if name in reserved:
+            if found_reserved is None:
+                found_reserved = set()
+            found_reserved.add(name)
+        elif (_LEGAL.fullmatch(name) is None or name in _DOTS) and topic_name_problem(name) is not None:
+            if illegal is None:  # the first test is topic_name_problem's own fast path, without the call
+                illegal = set()
+            illegal.add(name)
+    if ids and reserved:  # an unknown id names nothing: policies answer UNKNOWN_TOPIC_ID and never relay it
+        for topic_id in ids:
+            named = topic_names.get(topic_id)
+            if named is not None and named in reserved:  # by id only reservation is checked: the cluster named it
+                if found_reserved is None:
+                    found_reserved = set()
+                found_reserved.add(named)
+    if found_reserved is None and illegal is None:
+        return NOTHING_FOUND
+    return TopicFindings(frozenset(found_reserved or ()), frozenset(illegal or ()))
+
+
 @dataclass(slots=True)
 class TopicGuard:
     """The protections for one request: inspect before the policy, seal its verdict after."""
@@ -91,22 +120,7 @@ class TopicGuard:
         return ref.name if ref.topic_id is None else self.topic_names.get(ref.topic_id)
 
     def inspect(self, body: Body) -> TopicFindings:
-        return self._inspect(topic_refs(self.request_spec, self.version, body))
-
-    def _inspect(self, refs: Iterable[TopicRef]) -> TopicFindings:
-        reserved: set[str] = set()
-        illegal: set[str] = set()
-        for ref in refs:
-            name = self.resolve(ref)
-            if name is None:
-                continue  # an unknown id: policies answer UNKNOWN_TOPIC_ID and never relay it
-            if name in self.reserved:
-                reserved.add(name)
-            elif ref.topic_id is None and topic_name_problem(name) is not None:
-                illegal.add(name)
-        if not reserved and not illegal:
-            return NOTHING_FOUND
-        return TopicFindings(frozenset(reserved), frozenset(illegal))
+        return inspect_topics(self.request_spec, self.version, body, self.reserved, self.topic_names)
 
     def seal(self, verdict: Verdict, found: TopicFindings) -> Verdict:
         """The policy's verdict, made safe: nothing naming a reserved or illegal topic is relayed."""

@@ -52,6 +52,14 @@ def response_header_version(api_key: int, flexible: bool) -> int:
 def decode_request_header(payload: memoryview) -> tuple[RequestHeader, ApiSchema]:
     """Parse the header; raises DecodeError for unknown APIs or unsupported versions."""
     key, version, correlation_id = peek_api(payload)
+    schema, header_version, client_id, size, unknown_tags = read_request_header(payload, key, version)
+    return RequestHeader(key, version, correlation_id, client_id, header_version, size, unknown_tags), schema
+
+
+def read_request_header(payload: memoryview, key: int, version: int) -> tuple[ApiSchema, int, str | None, int,
+                                                                                list[tuple[int, bytes]]]:
+    """The header after peek_api: its schema, header version, client id, size and unknown tags, checked as
+    decode_request_header checks them, without a RequestHeader (the request stage reads only the size)."""
     known = _KNOWN_VERSIONS.get((key, version)) or _known_version(key, version)
     schema, header_version = known
     # The cursor stays a local and the usual shapes (a short client id, no header tags) are read
@@ -83,7 +91,7 @@ def decode_request_header(payload: memoryview) -> tuple[RequestHeader, ApiSchema
                 tag = reader.uvarint()
                 unknown_tags.append((tag, bytes(reader.view(reader.uvarint()))))
             pos = reader.pos
-    return RequestHeader(key, version, correlation_id, client_id, header_version, pos, unknown_tags), schema
+    return schema, header_version, client_id, pos, unknown_tags
 
 
 # (api key, version) → its schema and request header version, for the pairs ksgate parses only

@@ -35,9 +35,15 @@ def compile_tag_scan(spec: MessageSpec, version: int, *, straight: bool = True) 
     def scan(data: memoryview | bytes | bytearray) -> frozenset[int]:
         reader = Reader(data)
         skip_fields(reader)
-        tags = _read_tags(reader) if flexible else frozenset()
-        if reader.remaining():
-            raise DecodeError(f"{spec.name} v{version}: {reader.remaining()} trailing bytes")
+        pos, end = reader.pos, reader.end
+        if not flexible:
+            tags = _NO_TAGS
+        elif pos < end and reader.buf[pos] == 0:  # the usual empty section, read here: once per relayed answer
+            tags, pos = _NO_TAGS, pos + 1
+        else:
+            tags, pos = _read_tags(reader), reader.pos
+        if pos != end:
+            raise DecodeError(f"{spec.name} v{version}: {end - pos} trailing bytes")
         return tags
 
     return scan

@@ -15,7 +15,7 @@ A benchmark, not a test.  Three modes:
 
     .venv/bin/python bench/anchors/relay_cost.py fetch [--records 200000] [--passes 5] [--strace /tmp/s.txt]
     .venv/bin/python bench/anchors/relay_cost.py produce [--requests 5000]
-    .venv/bin/python bench/anchors/relay_cost.py opcodes
+    .venv/bin/python bench/anchors/relay_cost.py opcodes [--authorizer]
 """
 
 from __future__ import annotations
@@ -159,13 +159,18 @@ def produce_mode(args: argparse.Namespace) -> None:
 
 # --- bytecodes per relayed Produce (no sockets) ---------------------------------------------------
 
-STAGES = ("ProxySession.received", "decide", "decode_request_header", "MessageCodec.decode_prefix", "check_topics",
+STAGES = ("ProxySession.received", "decide", "read_request_header", "MessageCodec.decode_prefix", "authorize",
+          "ConnectionAuthzView.allowed", "check_topics",
           "TopicGuard.inspect", "ProxySession.upstream_frames", "response_pieces", "body_names_endpoints",
           "ResponseQueue.pop_ready", "ListenerTraffic.request_frame", "ListenerTraffic.response")
 
 
-def produce_round_trip(workdir: Path) -> Callable[[], None]:
-    """One relayed Produce: the client's request into the session, the upstream's answer back."""
+def produce_round_trip(workdir: Path, authorizer: bool = False) -> Callable[[], None]:
+    """One relayed Produce: the client's request into the session, the upstream's answer back.
+
+    ``authorizer``: StandardAuthorizer with one ACL allowing ANONYMOUS to write the topic, and the
+    audit log on with Kafka's defaults (allowed decisions not recorded), as a production gateway runs.
+    """
     import struct
 
     from gateway.session import actions as act
@@ -175,7 +180,24 @@ def produce_round_trip(workdir: Path) -> Callable[[], None]:
     from protocol.record_batch import encode_batch
     from tests.gateway.session.session_driver import Driver, gateway_for
 
-    session = Driver.connect(gateway_for(workdir)).session
+    extra: dict[str, Any] = {}
+    if authorizer:
+        from authz.model import (
+            AccessControlEntry,
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            PatternType,
+            ResourcePattern,
+            ResourceType,
+        )
+        from gateway.stores.file_acls import FileAclStore
+
+        FileAclStore(workdir / "acls.json").add([AclBinding(
+            ResourcePattern(ResourceType.TOPIC, "lat", PatternType.LITERAL),
+            AccessControlEntry("User:ANONYMOUS", "*", AclOperation.WRITE, AclPermissionType.ALLOW))])
+        extra = {"authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(workdir / "acls.json")}
+    session = Driver.connect(gateway_for(workdir, **extra)).session
     version = 11
     request = request_frame(ApiKey.PRODUCE, version, 7, {
         "transactional_id": None, "acks": -1, "timeout_ms": 30_000, "topic_data": [{"name": "lat", "partition_data": [
@@ -199,9 +221,9 @@ def produce_round_trip(workdir: Path) -> Callable[[], None]:
     return round_trip
 
 
-def opcodes_mode(_args: argparse.Namespace) -> None:
+def opcodes_mode(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="ksgate-cost-") as tmp:
-        round_trip = produce_round_trip(Path(tmp))
+        round_trip = produce_round_trip(Path(tmp), args.authorizer)
         for _ in range(300):  # warm: caches, lazily compiled codecs
             round_trip()
         own: Counter[str] = Counter()
@@ -229,8 +251,9 @@ def opcodes_mode(_args: argparse.Namespace) -> None:
             round_trip()
         us = (time.process_time() - start) / 5000 * 1e6
     total = inclusive["ProxySession.received"] + inclusive["ProxySession.upstream_frames"]
-    print(f"one relayed Produce round trip: {total} bytecodes in the session ({us:.1f} us of process CPU each, "
-          "over 5,000)")
+    setup = "StandardAuthorizer, one allow ACL, audit on" if args.authorizer else "no authorizer"
+    print(f"one relayed Produce round trip ({setup}): {total} bytecodes in the session "
+          f"({us:.1f} us of process CPU each, over 5,000)")
     for stage in STAGES:
         print(f"  {inclusive[stage]:6d}  {stage}")
     print("most bytecodes of their own:")
@@ -245,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=5, help="fetch: measured reads of them all")
     parser.add_argument("--requests", type=int, default=5000, help="produce: single-record requests per path")
     parser.add_argument("--strace", type=Path, default=None, help="fetch, produce: strace -c output file")
+    parser.add_argument("--authorizer", action="store_true",
+                        help="opcodes: with StandardAuthorizer, an ACL allowing the write, and the audit log on")
     args = parser.parse_args(argv)
     {"fetch": fetch_mode, "produce": produce_mode, "opcodes": opcodes_mode}[args.mode](args)
     return 0

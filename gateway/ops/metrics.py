@@ -34,7 +34,6 @@ import importlib.metadata
 import math
 import platform
 import re
-import struct
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar, TypeVar
@@ -307,7 +306,6 @@ def api_name(api_key: int) -> str:
 
 
 _API_NAMES: tuple[str, ...] = tuple(api_name(k) for k in range(max(ApiKey) + 1))
-_API_KEY = struct.Struct(">h")
 _N_APIS = len(_API_NAMES)
 
 
@@ -337,9 +335,12 @@ class ListenerTraffic:
 
     def request_frame(self, wire: memoryview) -> None:
         """A request frame as received (its API key is read from the header, if it has one)."""
-        received = self.received
-        key = _API_KEY.unpack_from(wire, 4)[0] if len(wire) >= 6 else -1
-        received[key if 0 <= key < _N_APIS else -1] += len(wire)
+        size = len(wire)
+        if size < 6:
+            self.received[-1] += size
+            return
+        key = wire[4] << 8 | wire[5]  # unsigned: a negative int16 key lands past _N_APIS, in the last cell
+        self.received[key if key < _N_APIS else -1] += size
 
     def response(self, api_key: int, nbytes: int) -> None:
         self.sent[api_key if 0 <= api_key < _N_APIS else -1] += nbytes
@@ -518,13 +519,15 @@ class Metrics:
         self.authorization_decisions.inc(labels)
 
     def observe_latency(self, api_key: int, seconds: float) -> None:
-        self.request_latency.observe(self._api_labels(api_key), seconds)
+        api = self._api  # _api_labels inline: this and relayed() run once per relayed request
+        self.request_latency.observe(api[api_key] if 0 <= api_key < len(api) else self._api_unknown, seconds)
 
     def password_hashed(self) -> None:
         self.password_hashes.inc()
 
     def relayed(self, api_key: int) -> None:
-        self.relayed_requests.inc(self._api_labels(api_key))
+        api = self._api
+        self.relayed_requests.inc(api[api_key] if 0 <= api_key < len(api) else self._api_unknown)
 
     def upstream_error(self, kind: str) -> None:
         """``kind`` is one of UPSTREAM_ERROR_KINDS (anything else is counted as "other")."""

@@ -64,11 +64,15 @@ def api_versions_response(correlation_id: int, version: int, ranges: VersionRang
     return encode_response_header(correlation_id, 0) + bytes(_codec(version).encode(body))
 
 
+_NOTHING = (0, -1)  # an api key the gateway does not offer: no version is in it
+
+
 def ranges_for(api_key: int, ranges: VersionRanges) -> range:
-    low, high = ranges.get(api_key, (0, -1))
+    low, high = ranges.get(api_key, _NOTHING)
     return range(low, high + 1)
 
 
 def check_negotiated(api_key: int, version: int, ranges: VersionRanges) -> None:
-    if version not in ranges_for(api_key, ranges):
+    low, high = ranges.get(api_key, _NOTHING)  # ranges_for's bounds, without a range per request
+    if not low <= version <= high:
         raise DecodeError(f"api key {api_key} v{version} is outside the negotiated set")

@@ -5,14 +5,16 @@ Every field is immutable or a snapshot (the negotiated versions and the topic-id
 replaced whole, never edited), so a large request is decided in the worker thread with the
 very same code (gateway/transport/worker_thread.py) and reads no state the loop is changing.
 The authorizer swaps its ACLs atomically; ``misses`` is the one thing a decision writes.
+
+A NamedTuple rather than a frozen dataclass: as immutable, and built per request in ~15
+bytecodes where the frozen dataclass's ``__init__`` took ~100 (one ``object.__setattr__`` per field).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from auth.principal import KafkaPrincipal
 from gateway.admin.handlers import AdminRequest
@@ -22,8 +24,7 @@ from gateway.session.authz_view import TopicIdMisses
 from gateway.session.routes import RouteTable, VersionRanges
 
 
-@dataclass(slots=True, frozen=True)
-class RequestContext:
+class RequestContext(NamedTuple):
     principal: KafkaPrincipal
     client_host: str
     client_port: int

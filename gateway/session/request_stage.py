@@ -24,11 +24,11 @@ from gateway.session.policy_check import authorize, check_topics
 from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal
-from gateway.session.routes import ApiRoute, Dispatch
+from gateway.session.routes import Dispatch
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
-from protocol.header import decode_request_header, peek_api
+from protocol.header import peek_api, read_request_header
 from protocol.messages import response_frame
 
 Body = dict[str, Any]
@@ -85,21 +85,23 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
     except DecodeError as exc:
         raise PipelineRefusal(f"not a Kafka request: {exc}") from None
     route = requester.routes.get(key)
-    if route is not None and route.dispatch is Dispatch.API_VERSIONS:
-        answer = api_versions_response(correlation_id, version, requester.negotiated, requester.features)
-        return ReplyNow(key, version, correlation_id, framed(answer))
-    if route is not None and route.dispatch is Dispatch.SASL:  # the session's own, never a stage's
-        raise PipelineRefusal(f"api key {key} is answered by the session, not the request stage")
+    dispatch = route.dispatch if route is not None else None
+    if dispatch is not Dispatch.RELAY and dispatch is not None:  # one check for the relayed APIs
+        if dispatch is Dispatch.API_VERSIONS:
+            answer = api_versions_response(correlation_id, version, requester.negotiated, requester.features)
+            return ReplyNow(key, version, correlation_id, framed(answer))
+        if dispatch is Dispatch.SASL:  # the session's own, never a stage's
+            raise PipelineRefusal(f"api key {key} is answered by the session, not the request stage")
     if requester.session_expired:
         raise PipelineRefusal("session expired without re-authentication (connections.max.reauth.ms)")
     authorization = requester.authorization
-    if route is not None and route.dispatch is Dispatch.LOCAL and route.local is None:
+    if dispatch is Dispatch.LOCAL and route is not None and route.local is None:
         raise PipelineRefusal(f"api key {key} is only served by the gateway itself, and it is not enabled here")
     try:
-        header, schema = decode_request_header(payload)
+        schema, _, _, header_size, _ = read_request_header(payload, key, version)
         check_negotiated(key, version, requester.negotiated)
         codec = schema.request_codec(version)
-        raw_body = payload[header.size :]
+        raw_body = payload[header_size:]
         body, consumed = codec.decode_prefix(raw_body)
     except DecodeError as exc:
         raise PipelineRefusal(f"refused api key {key} v{version}: {exc}") from None
@@ -113,29 +115,27 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
     if consumed != len(raw_body):
         # Trailing bytes after the body: Kafka ignores them, so we accept the request,
         # but relay the canonical encoding so the upstream sees exactly what we parsed.
-        wire = framed(bytes(payload[: header.size]) + codec.encode(body))
+        wire = framed(bytes(payload[:header_size]) + codec.encode(body))
     if authorization is not None:
         verdict: Verdict = authorize(requester, authorization, route, version, body)
         outcome: str | None = _OUTCOMES[type(verdict)]
     else:  # no ACLs, but Kafka's topic-name rules still hold
         verdict, outcome = check_topics(requester, route, version, body), None
-    if isinstance(verdict, Refuse):
-        raise PipelineRefusal(verdict.reason)
-    if isinstance(verdict, Answer):
-        return ReplyNow(key, version, correlation_id, response_frame(key, version, correlation_id, verdict.response),
-                        outcome)
-    if isinstance(verdict, Rewrite):
-        wire = framed(bytes(payload[: header.size]) + codec.encode(verdict.request))
+    if type(verdict) is not Relay:  # the usual verdict, told apart with one check
+        if isinstance(verdict, Refuse):
+            raise PipelineRefusal(verdict.reason)
+        if isinstance(verdict, Answer):
+            return ReplyNow(key, version, correlation_id,
+                            response_frame(key, version, correlation_id, verdict.response), outcome)
+        if isinstance(verdict, Rewrite):
+            wire = framed(bytes(payload[:header_size]) + codec.encode(verdict.request))
     if route.local is not None:
         assert authorization is not None  # a gateway without an authorizer serves no admin API (build_routes)
         handler = partial(route.local, authorization, requester.admin_request(), body, version)
         return AnswerLocally(key, version, correlation_id, handler, verdict.on_response, outcome)
+    fire_and_forget = route.fire_and_forget  # Produce acks=0: the client expects no answer
     return RelayRequest(key, version, correlation_id, wire, verdict.on_response,
-                        not _fire_and_forget(route, body), outcome)
-
-
-def _fire_and_forget(route: ApiRoute, body: Body) -> bool:
-    return route.fire_and_forget is not None and route.fire_and_forget(body)
+                        fire_and_forget is None or not fire_and_forget(body), outcome)
 
 
 def upstream_pieces(decision: RelayRequest, upstream_id: int) -> list[WireBytes]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from gateway.config import ConfigError
@@ -23,7 +24,7 @@ from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
 from protocol.header import decode_response_header, response_header_version
-from protocol.registry import api
+from protocol.registry import ApiSchema, api
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_CORRELATION_AT = 4  # size(4): where a response frame's correlation id starts
@@ -88,6 +89,15 @@ class Learned:
         self.nodes, self.topic_ids, self.partition_counts = [], [], []
 
 
+@lru_cache(maxsize=1024)  # (api key, version) pairs of the schemas (~300 relayed): no eviction
+def _layout(api_key: int, version: int) -> tuple[ApiSchema, int, bool]:
+    """The response's schema, header version and whether it can name endpoints: the same for every response
+    of an (api key, version), so worked out once rather than per response."""
+    schema = api(api_key)
+    assert schema is not None  # a slot is only opened for a request the schemas parsed
+    return schema, response_header_version(api_key, schema.is_flexible(version)), needs_rewrite(api_key, version)
+
+
 def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:
     """Whether the response may need decoding (addresses to rewrite, topic ids to learn, an authorization hook)."""
     if slot.hook is not None:
@@ -105,15 +115,12 @@ def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learne
     payload = frame.payload
     if not needs_decoding(slot, routes):  # the fast path: relay the bytes untouched
         return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
-    schema = api(slot.api_key)
-    assert schema is not None
-    header_version = response_header_version(slot.api_key, schema.is_flexible(slot.api_version))
+    schema, header_version, may_name_endpoints = _layout(slot.api_key, slot.api_version)
     _, header_size = decode_response_header(payload, header_version)
     raw_body = payload[header_size:]
     route = routes.get(slot.api_key)
     learns = route is not None and route.learns_topic_ids
-    rewrite = needs_rewrite(slot.api_key, slot.api_version) and \
-        body_names_endpoints(slot.api_key, slot.api_version, raw_body)
+    rewrite = may_name_endpoints and body_names_endpoints(slot.api_key, slot.api_version, raw_body)
     if slot.hook is None and not rewrite and not learns:
         # e.g. a Produce or Fetch response without node_endpoints: nothing to change
         return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)

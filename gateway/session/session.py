@@ -448,11 +448,13 @@ class ProxySession:
         for index, frame in enumerate(frames):
             if self.closing:  # refused (or a login failed): nothing after that is read, answered or relayed
                 break
-            if self.queued_requests >= limit:  # answers that are ready free their slots, unless the client is full
+            queued = self.queued_requests
+            if queued >= limit:  # answers that are ready free their slots, unless the client is full
                 self._send_upstream()
                 self._write_ready()
+                queued = self.queued_requests
             # In order: later frames wait for the password check or the worker, or for a free slot.
-            if self._gate.waiting_for is not None or self.queued_requests >= limit:
+            if self._gate.waiting_for is not None or queued >= limit:
                 self._gate.hold(frames[index:])
                 break
             self.traffic.request_frame(frame.wire)
@@ -819,7 +821,7 @@ class ProxySession:
 
     def _flush(self) -> None:
         self._write_ready()
-        if self.phase is Phase.DRAINING and not len(self.responses) and not self._gate.held:
+        if self._phase.phase is Phase.DRAINING and not len(self.responses) and not self._gate.held:
             self._close(None)
 
     def _write_ready(self) -> None:
@@ -828,7 +830,7 @@ class ProxySession:
         outbox = self._outbox
         if outbox.answers and not outbox.full:
             self._out.append(act.SendToClient(outbox.take()))
-        before = len(self.responses)
+        before = len(self.responses) if outbox.full else 0  # only a full client's held answers are counted
         ready = self.responses.pop_ready()
         if ready:
             if outbox.full:  # a client that does not read: its answers keep their place in queued.max.requests

@@ -89,6 +89,56 @@ def _walk(plan: tuple[_Node, ...], struct: dict[str, Any]) -> Iterator[TopicRef]
                 yield ref
 
 
+def names_and_ids(spec: MessageSpec, version: int, body: dict[str, Any]) -> tuple[list[str], list[uuid.UUID]]:
+    """The topics ``body`` names by name and by id, each in field order: what topic_refs yields, collected
+    by straight-line code generated from the plan (the topic guard reads every request's topics this way)."""
+    key = (spec.kind, spec.api_key, version)
+    collect = _collectors.get(key)
+    if collect is None:
+        collect = _collectors[key] = _compile_collector(topic_plan(spec, version), f"{spec.name} v{version}")
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    collect(body, names, ids)
+    return names, ids
+
+
+Collector = Callable[[dict[str, Any], list[str], list[uuid.UUID]], None]
+_collectors: dict[tuple[str, int, int], Collector] = {}
+
+
+def _compile_collector(plan: tuple[_Node, ...], label: str) -> Collector:
+    """The plan as one function without recursion, generator or TopicRef: per field a ``get`` and a None check,
+    a loop per struct array.  Field names come from the schemas and are written as literals (repr)."""
+    lines = ["def collect(body, names, ids):", "    pass"]
+    _emit_collect(plan, "body", 1, lines, [0])
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), f"<topics {label}>", "exec"), namespace)  # the schemas' code, as straight_decode
+    collect: Collector = namespace["collect"]
+    return collect
+
+
+def _emit_collect(plan: tuple[_Node, ...], struct: str, depth: int, lines: list[str], counter: list[int]) -> None:
+    pad = "    " * depth
+    for node in plan:
+        counter[0] += 1
+        value = f"v{counter[0]}"
+        lines += [f"{pad}{value} = {struct}.get({node.field!r})", f"{pad}if {value} is not None:"]
+        inner = pad + "    "
+        if node.kind == "struct":
+            if node.many:
+                lines.append(f"{inner}for e{counter[0]} in {value}:")
+                _emit_collect(node.children, f"e{counter[0]}", depth + 2, lines, counter)
+            else:
+                _emit_collect(node.children, value, depth + 1, lines, counter)
+            continue
+        if node.kind == "config":  # a config resource names a topic only when its type says so
+            lines.append(f"{inner}if {struct}.get('resource_type') == {CONFIG_RESOURCE_TOPIC}:")
+            inner += "    "
+        found = "ids" if node.kind == "id" else "names"
+        lines.append(f"{inner}{found}.extend([item for item in {value} if item is not None])" if node.many
+                     else f"{inner}{found}.append({value})")  # a null element names nothing
+
+
 def _leaf_ref(node: _Node, value: Any, struct: dict[str, Any]) -> TopicRef | None:
     if value is None:
         return None

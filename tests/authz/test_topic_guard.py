@@ -22,13 +22,13 @@ from authz.model import (
     ResourceType,
 )
 from authz.request_policy import Answer, Refuse, Relay, Rewrite
-from authz.topic_guard import TopicGuard, topic_name_problem
+from authz.topic_guard import NOTHING_FOUND, TopicFindings, TopicGuard, inspect_topics, topic_name_problem
 from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
-from gateway.session.policy_check import authorize
+from gateway.session.policy_check import authorize, check_topics
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
-from protocol.entities.topics import CannotDrop, TopicRef, drop_topics, topic_refs
+from protocol.entities.topics import CannotDrop, TopicRef, drop_topics, names_and_ids, topic_refs
 from protocol.registry import all_apis
 from protocol.schema import FieldSpec, MessageSpec, parse_schema_text
 from tests.gateway.session.session_driver import ROUTES, requester
@@ -235,6 +235,68 @@ def test_topic_refs_finds_names_ids_and_topic_config_resources_only() -> None:
                           {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
             "include_synonyms": False, "include_documentation": False}
     assert list(topic_refs(schema.request, 4, body)) == [TopicRef(name="t1")]
+
+
+def _split_refs(spec: MessageSpec, version: int, body: dict[str, Any]) -> tuple[list[str], list[uuid.UUID]]:
+    refs = list(topic_refs(spec, version, body))
+    return ([ref.name for ref in refs if ref.name is not None],
+            [ref.topic_id for ref in refs if ref.topic_id is not None])
+
+
+@pytest.mark.parametrize(("key", "version", "path", "by_id"), CASES)
+def test_the_generated_collector_finds_what_topic_refs_finds(key: int, version: int, path: tuple[str, ...],
+                                                             by_id: bool) -> None:
+    """The guard's fast pre-pass (names_and_ids) and the reference walk agree on every annotated field."""
+    spec = all_apis()[key].request
+    body = _request(key, version, path, by_id)
+    names, ids = names_and_ids(spec, version, body)
+    assert (names, ids) == _split_refs(spec, version, body)
+    assert RESERVED in names or RESERVED_ID in ids
+
+
+def test_the_collector_keeps_field_order_and_skips_nulls_and_other_config_resources() -> None:
+    describe_configs = all_apis()[32].request
+    body = {"resources": [{"resource_type": 2, "resource_name": "t1", "configuration_keys": None},
+                          {"resource_type": 4, "resource_name": "1", "configuration_keys": None},
+                          {"resource_type": 2, "resource_name": "t0", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}
+    assert names_and_ids(describe_configs, 4, body) == (["t1", "t0"], [])
+    produce = all_apis()[0].request
+    body = {"topic_data": [{"name": "b", "partition_data": []}, {"name": "a", "partition_data": []},
+                           {"name": "b", "partition_data": []}]}
+    assert names_and_ids(produce, 11, body) == (["b", "a", "b"], []) == _split_refs(produce, 11, body)
+    metadata = all_apis()[3].request  # v10+: topics by name or by id, either may be null
+    body = {"topics": [{"topic_id": OTHER_ID, "name": None}, {"topic_id": None, "name": "x"}]}
+    assert names_and_ids(metadata, 12, body) == (["x"], [OTHER_ID]) == _split_refs(metadata, 12, body)
+
+
+def test_the_pre_pass_finds_reserved_names_and_ids_and_illegal_names_only() -> None:
+    metadata = all_apis()[ApiKey.METADATA].request
+    unknown_id = uuid.UUID("5e5e5e5e-0000-4000-8000-00000000ffff")
+
+    def found(*topics: dict[str, Any]) -> TopicFindings:
+        return inspect_topics(metadata, 12, {"topics": list(topics)}, frozenset({RESERVED}), TOPIC_NAMES)
+
+    assert found({"topic_id": None, "name": OTHER}, {"topic_id": OTHER_ID, "name": None}) is NOTHING_FOUND
+    assert found({"topic_id": None, "name": RESERVED}) == TopicFindings(reserved=frozenset({RESERVED}))
+    assert found({"topic_id": RESERVED_ID, "name": None}) == TopicFindings(reserved=frozenset({RESERVED}))
+    assert found({"topic_id": unknown_id, "name": None}) is NOTHING_FOUND  # answered UNKNOWN_TOPIC_ID later
+    assert found({"topic_id": None, "name": "a/b"}, {"topic_id": None, "name": ".."},
+                 {"topic_id": None, "name": "ok"}) == TopicFindings(illegal=frozenset({"a/b", ".."}))
+    assert inspect_topics(metadata, 12, {"topics": [{"topic_id": None, "name": RESERVED}]}, frozenset(),
+                          TOPIC_NAMES) is NOTHING_FOUND  # nothing reserved without an authorizer
+
+
+def test_without_an_authorizer_a_produce_to_an_illegal_topic_is_answered_not_relayed() -> None:
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 1000,
+            "topic_data": [{"name": "bad/name", "partition_data": [{"index": 0, "records": None}]}]}
+    verdict = check_topics(_conn(), ROUTES[ApiKey.PRODUCE], 11, body)
+    assert isinstance(verdict, Answer)
+    [topic] = verdict.response["responses"]
+    assert topic["name"] == "bad/name"
+    assert topic["partition_responses"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers
+    body["topic_data"][0]["name"] = "good.name"
+    assert check_topics(_conn(), ROUTES[ApiKey.PRODUCE], 11, body) == Relay()
 
 
 @pytest.mark.parametrize(("name", "legal"), [

@@ -469,6 +469,8 @@ def _tagged_name(case: Case, name: str) -> bool:
 
 @pytest.mark.parametrize(("raw", "value"), [
     (b"\x00", 0), (b"\x7f", 127), (b"\x80\x01", 128),
+    (b"\xac\x02", 300), (b"\xff\x7f", 16383), (b"\x80\x80\x01", 16384),  # the two-byte path's edges
+    (b"\x80\x00", 0),  # non-minimal two bytes
     (b"\xff\xff\xff\xff\x0f", 2**32 - 1),  # the largest 32-bit value, five bytes
     (b"\x80\x80\x80\x80\x00", 0),  # non-minimal but within five bytes (Kafka accepts it too)
 ])
@@ -488,6 +490,13 @@ def test_uvarint_longer_than_5_bytes_or_over_32_bits_raises(raw: bytes) -> None:
         Reader(raw).uvarint()
     with pytest.raises(DecodeError):
         Reader(raw).varint()
+
+
+def test_a_two_byte_uvarint_inside_a_buffer_reads_only_its_bytes() -> None:
+    reader = Reader(b"\x05\xac\x02\x7f\x80")
+    assert reader.uvarint() == 5 and reader.uvarint() == 300 and reader.uvarint() == 127
+    with pytest.raises(DecodeError):  # a first byte announcing more, and nothing after it
+        reader.uvarint()
 
 
 def test_reader_lengths_and_counts_are_checked_before_slicing() -> None:

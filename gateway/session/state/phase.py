@@ -26,6 +26,10 @@ class Phase(Enum):
     CLOSING = "closing"  # Close was asked of the adapter; only the client's loss is still expected
     CLOSED = "closed"  # the client's socket is gone
 
+    # Members are their own identity (Enum has no __eq__), so the identity hash is correct, and in C: Enum's
+    # own __hash__ is Python, paid on every table lookup of every event (bench/README.md, relay_cost opcodes).
+    __hash__ = object.__hash__
+
 
 class Event(Enum):
     """What the adapter reports to the session (its public methods)."""
@@ -48,6 +52,10 @@ class Event(Enum):
     AUTHENTICATION_TIMEOUT = "authentication timer"
     FAREWELL_DUE = "farewell timer"
     QUOTA_UNMUTED = "quota timer"  # a client muted for its quota (KIP-219) may be read again
+
+    # Members are their own identity (Enum has no __eq__), so the identity hash is correct, and in C: Enum's
+    # own __hash__ is Python, paid on every table lookup of every event (bench/README.md, relay_cost opcodes).
+    __hash__ = object.__hash__
 
 
 class Move(Enum):

@@ -25,6 +25,8 @@ class ReadGate:
 
     def set(self, reason: str, paused: bool) -> bool | None:
         """Add or drop ``reason``; the new paused state if it changed (tell the adapter), else None."""
+        if not paused and not self.reasons:  # the usual call, after each answer: nothing to resume
+            return None  # (paused is always bool(reasons) once set() returns, so it is False too)
         if paused and reason not in self.reasons:
             self.reasons += (reason,)
         elif not paused and reason in self.reasons:

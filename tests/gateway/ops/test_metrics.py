@@ -194,11 +194,13 @@ def test_bytes_are_counted_per_listener_and_api_with_unknown_keys_and_short_fram
     traffic.request_frame(memoryview(b"\x00\x00\x00\x06\x00\x03\x00\x0c\x00\x00"))  # Metadata, 10 bytes
     traffic.request_frame(memoryview(b"\x00\x00\x00\x02\x7f\xff"))  # api key 32767
     traffic.request_frame(memoryview(b"\x00\x00\x00\x01\x00"))  # too short to name an API
+    traffic.request_frame(memoryview(b"\x00\x00\x00\x03\xff\xff\x00"))  # api key -1 (int16), 7 bytes
+    traffic.request_frame(memoryview(b"\x00\x00\x00\x03\x01\x00\x00"))  # api key 256, 7 bytes
     traffic.response(ApiKey.METADATA, 100)
     traffic.response(-1, 7)
     text = metrics.render()
     assert 'ksgate_request_bytes_total{listener="PLAINTEXT",api="Metadata"} 10\n' in text
-    assert 'ksgate_request_bytes_total{listener="PLAINTEXT",api="unknown"} 11\n' in text
+    assert 'ksgate_request_bytes_total{listener="PLAINTEXT",api="unknown"} 25\n' in text
     assert 'ksgate_response_bytes_total{listener="PLAINTEXT",api="Metadata"} 100\n' in text
     assert 'ksgate_response_bytes_total{listener="PLAINTEXT",api="unknown"} 7\n' in text
     assert 'api="Produce"' not in text  # APIs never seen are not exported
