@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,12 +125,23 @@ class ClientPath:
 
 
 class Tally:
-    """The payload bytes a client under test has delivered or consumed so far (read by the sampler)."""
+    """The payload bytes a client under test has delivered or consumed so far (read by the sampler), and
+    the throttle times it was given: how long the broker (or ksgate) told it to wait, as the client saw it."""
 
-    __slots__ = ("bytes",)
+    __slots__ = ("bytes", "throttle_ms", "throttles")
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.throttles = 0
+        self.throttle_ms = 0
+
+    def throttled(self, ms: int) -> None:
+        if ms > 0:
+            self.throttles += 1
+            self.throttle_ms += ms
+
+    def summary(self) -> str:
+        return f"told to wait {self.throttles}× {self.throttle_ms / 1000:.1f} s"
 
 
 def _probe(path: ClientPath, stop: Any, out: Any) -> None:
@@ -178,7 +189,8 @@ class AdminProbe:
 
 
 def _confluent_producer(path: ClientPath, topic: str, stop: threading.Event, tally: Tally) -> None:
-    producer = Producer({**path.rdkafka("alice"), "linger.ms": 5, "queue.buffering.max.kbytes": 4096})
+    producer = Producer({**path.rdkafka("alice"), "linger.ms": 5, "queue.buffering.max.kbytes": 4096,
+                         "throttle_cb": lambda e: tally.throttled(round(e.throttle_time * 1000))})
 
     def delivered(err: Any, msg: Any) -> None:
         if err is None:
@@ -196,7 +208,8 @@ def _confluent_producer(path: ClientPath, topic: str, stop: threading.Event, tal
 
 def _confluent_consumer(path: ClientPath, topic: str, stop: threading.Event, tally: Tally) -> None:
     consumer = Consumer({**path.rdkafka("alice"), "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "throttle_cb": lambda e: tally.throttled(round(e.throttle_time * 1000))})
     consumer.assign([TopicPartition(topic, 0, 0)])  # no group join: reading starts at once
     while not stop.is_set():
         tally.bytes += sum(len(m.value() or b"") for m in consumer.consume(100, 0.2) if m.error() is None)
@@ -232,6 +245,25 @@ def _kafka_python_consumer(path: ClientPath, topic: str, stop: threading.Event, 
         for records in consumer.poll(200).values():
             tally.bytes += sum(len(r.value or b"") for r in records)
     consumer.close()
+
+
+@contextlib.contextmanager
+def _kafka_python_throttles(tally: Tally) -> Iterator[None]:
+    """kafka-python has no throttle callback: watch the method that reads throttle_time_ms from each
+    response (kafka-python 3.x) while alice's client runs; bob's clients here are librdkafka."""
+    from kafka.net.connection import KafkaConnection
+
+    seen = KafkaConnection._maybe_throttle
+
+    def watched(self: Any, response: Any) -> None:
+        tally.throttled(getattr(response, "throttle_time_ms", 0) or 0)
+        seen(self, response)
+
+    KafkaConnection._maybe_throttle = watched
+    try:
+        yield
+    finally:
+        KafkaConnection._maybe_throttle = seen
 
 
 RUNS: dict[str, Callable[[ClientPath, str, threading.Event, Tally], None]] = {
@@ -290,7 +322,8 @@ def _phase(name: str, path: ClientPath, counted: Counted | None, seconds: float,
     def sample() -> Sample:
         return Sample(time.monotonic(), tally.bytes, counted(kind) if counted is not None else 0.0)
 
-    with AdminProbe(path) as probe:
+    watch = _kafka_python_throttles(tally) if name.startswith("kafka-python") else contextlib.nullcontext()
+    with AdminProbe(path) as probe, watch:
         points = [sample()]
         worker.start()
         while points[-1].at - points[0].at < total:
@@ -300,7 +333,7 @@ def _phase(name: str, path: ClientPath, counted: Counted | None, seconds: float,
         worker.join(60)
     gateway = f" | gateway counted: {_ratios(points, 'counted', warmup, total, quota)}" if counted else ""
     print(f"{name:22} client payload: {_ratios(points, 'payload', warmup, total, quota)}{gateway} | "
-          f"bob's Metadata {probe.summary()}", flush=True)
+          f"alice {tally.summary()} | bob's Metadata {probe.summary()}", flush=True)
 
 
 def _cost(requests: int, rounds: int) -> None:
