@@ -32,7 +32,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.kafka_upstream import Endpoint, KafkaUpstream, start_kafka  # noqa: E402
-from bench.throughput import GatewayProcess, create_topic, delete_topic, loadavg, machine  # noqa: E402
+from bench.throughput import (  # noqa: E402
+    GatewayProcess,
+    create_topic,
+    delete_topic,
+    loadavg,
+    machine,
+    require_at_least_one,
+)
 
 PRODUCER_CLASS = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_CLASS = "org.apache.kafka.tools.ConsumerPerformance"
@@ -221,9 +228,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="also print every run as JSON")
     args = parser.parse_args(argv)
-    for name in ("records", "size", "repeat", "partitions"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
+    require_at_least_one(parser, args, "records", "size", "repeat", "partitions")
     return args
 
 

@@ -873,6 +873,13 @@ def table(report: dict[str, Any]) -> str:
 
 # --- main --------------------------------------------------------------------------------
 
+def require_at_least_one(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    """Refuse (as argparse does) any of these counts below 1: the benches' shared argument check."""
+    for name in names:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per throughput run")
@@ -915,9 +922,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--authz is for --security plaintext; sasl_ssl authorizes with the bench user's ACLs")
     if args.retries < 0:
         parser.error("--retries must not be negative")
-    for name in ("records", "size", "repeat", "partitions", "latency_samples"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    require_at_least_one(parser, args, "records", "size", "repeat", "partitions", "latency_samples")
     return args
 
 

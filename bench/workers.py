@@ -69,6 +69,7 @@ from bench.throughput import (  # noqa: E402
     machine,
     machine_busy_seconds,
     parse_settings,
+    require_at_least_one,
     send_all,
 )
 from gateway.commands.embedded_broker import EmbeddedBroker, EmbeddedBrokerError  # noqa: E402
@@ -750,9 +751,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object on stdout (the table then goes to stderr)")
     args = parser.parse_args(argv)
-    for name in ("clients", "records", "size", "repeat"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
+    require_at_least_one(parser, args, "clients", "records", "size", "repeat")
     if args.retries < 0 or args.timeout <= 0:
         parser.error("--retries must not be negative and --timeout must be positive")
     return args

@@ -55,6 +55,7 @@ from bench.throughput import (  # noqa: E402
     machine,
     only_node,
     plain_client,
+    require_at_least_one,
     run_path,
 )
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
@@ -292,9 +293,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not named or named - set(PATHS):
         parser.error(f"--paths: name some of {', '.join(PATHS)}")
     args.paths = [p for p in PATHS if p in named]
-    for name in ("records", "size", "repeat", "partitions", "latency_samples"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    require_at_least_one(parser, args, "records", "size", "repeat", "partitions", "latency_samples")
     return args
 
 
