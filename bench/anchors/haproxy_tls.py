@@ -162,14 +162,13 @@ def kafka_ends(stack: ExitStack, workdir: Path, front: str) -> tuple[BrokerEnd, 
     behind = f"127.0.0.1:{free_port()}"
     named = [name for name in LISTENERS if name != "CONTROLLER"]
     # Later lines of server.properties win: the kit's three keys again, plus the HAPROXY listener.
-    broker.extra_properties = {
+    broker.set_properties({
         "listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in LISTENERS), f"HAPROXY://{behind}"]),
         "advertised.listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in named),
                                           f"HAPROXY://{front}"]),
         "listener.security.protocol.map": ",".join(
             [*(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in LISTENERS), "HAPROXY:PLAINTEXT"]),
-    }
-    broker._write_config()
+    })
     stack.enter_context(broker)
     assert broker._process is not None
     plain = broker.bootstrap("PLAINTEXT")  # ANONYMOUS there is a super user: set-up for every path

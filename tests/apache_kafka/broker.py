@@ -201,6 +201,15 @@ class KafkaBroker:
         for future in futures.values():
             future.result(timeout=20)
 
+    def set_properties(self, properties: Mapping[str, object]) -> None:
+        """server.properties lines on top of the kit's, for keys that need the layout's ports (not yet started).
+
+        Later lines win, so a key of the kit's (e.g. ``listeners``) may be given again in full."""
+        if self.running:
+            raise RuntimeError("set_properties() before start(): a running broker keeps the file it read")
+        self.extra_properties = dict(properties)
+        self._write_config()
+
     # -- the process ----------------------------------------------------------------------------
 
     @property

@@ -53,9 +53,7 @@ class Event(Enum):
     FAREWELL_DUE = "farewell timer"
     QUOTA_UNMUTED = "quota timer"  # a client muted for its quota (KIP-219) may be read again
 
-    # Members are their own identity (Enum has no __eq__), so the identity hash is correct, and in C: Enum's
-    # own __hash__ is Python, paid on every table lookup of every event (bench/README.md, relay_cost opcodes).
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # as Phase's, for the same reason
 
 
 class Move(Enum):
