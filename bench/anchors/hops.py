@@ -45,10 +45,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO))
 
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from bench.latency import Spec, consume, produce  # noqa: E402
 from bench.throughput import (  # noqa: E402
+    LATENCY_SETTINGS,
     GatewayProcess,
     create_topic,
     delete_topic,
@@ -321,6 +323,22 @@ def pair_through_gateway(client_conns: dict[FlowKey, list[Exchange]], upstream_c
                 hops.gateway_response[e.api_key].append((e.response.last_ns - u.response.last_ns) / 1e6)
 
 
+# --- the load ----------------------------------------------------------------------------------
+
+def single_requests(spec: Spec) -> list[float]:
+    """throughput.py's latency pass: one record, flushed, one at a time, for the run's time (ms each)."""
+    producer = Producer({**spec.config, **LATENCY_SETTINGS})
+    value, times = b"\0" * spec.size, []
+    end = time.monotonic() + spec.warmup_s + spec.seconds
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        producer.produce(spec.topic, value, partition=0)
+        if producer.flush(10) != 0:
+            raise RuntimeError("single request: a record was not delivered")
+        times.append((time.perf_counter() - t0) * 1000)
+    return times[int(len(times) * spec.warmup_s / (spec.warmup_s + spec.seconds)):]
+
+
 # --- one run ------------------------------------------------------------------------------------
 
 def run_once(path: str, config: dict[str, Any], rate: int, args: argparse.Namespace, admin: AdminClient,
@@ -340,18 +358,20 @@ def run_once(path: str, config: dict[str, Any], rate: int, args: argparse.Namesp
     try:
         if not ready.wait(30):
             raise RuntimeError("the capture did not start (AF_PACKET needs root or CAP_NET_RAW)")
-        consumer.start()
-        if not consumer_ready.wait(60):
-            raise RuntimeError(f"{path}: the consumer did not start")
+        if args.load == "fixed-rate":
+            consumer.start()
+            if not consumer_ready.wait(60):
+                raise RuntimeError(f"{path}: the consumer did not start")
         from_ns = time.time_ns() + int(args.warmup * 1e9)
         pids = {"broker": broker_pid, **({"gateway": gateway.pid} if gateway else {})}
         before: dict[str, Sched] = {}
         window = threading.Timer(args.warmup, lambda: before.update({k: sched(p) for k, p in pids.items()}))
         window.start()
-        publish, errors, _ = produce(spec)
+        publish, errors, _ = produce(spec) if args.load == "fixed-rate" else (single_requests(spec), 0, 0.0)
         window.join()
         used = {k: sched(p) - before[k] for k, p in pids.items()}
-        consumer.join(timeout=120)
+        if args.load == "fixed-rate":
+            consumer.join(timeout=120)
         stop.set()
         frames = frames_out.get()
         capturer.join(timeout=30)
@@ -376,7 +396,8 @@ def distribution(values: list[float]) -> str:
 
 
 def report(rate: int, seconds: float, results: dict[str, list[Hops]]) -> str:
-    lines = [f"{rate}/s  (ms: p50 p99 max over every exchange of the runs; n = exchanges)",
+    load = f"{rate}/s" if rate else "one request at a time"
+    lines = [f"{load}  (ms: p50 p99 max over every exchange of the runs; n = exchanges)",
              f"  {'path':<10}{'api':<9}{'hop':<12}{'p50':>7} {'p99':>7} {'max':>8} {'n':>7}"]
     for path, runs in results.items():
         for api_key in (0, 1):
@@ -413,6 +434,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--linger-ms", type=float, default=5.0, help="the producer's linger.ms (as latency.py)")
     parser.add_argument("--fetch-wait-ms", type=int, default=5, help="the consumer's fetch.wait.max.ms (as latency.py)")
     parser.add_argument("--paths", default="direct,plaintext", help="subset of direct,plaintext")
+    parser.add_argument("--load", choices=("fixed-rate", "single"), default="fixed-rate",
+                        help="fixed-rate: latency.py's producer at each rate and its consumer; single: "
+                             "throughput.py's latency pass (one record produced and flushed at a time, no consumer)")
     args = parser.parse_args(argv)
     args.rates = [int(r) for r in args.rates.split(",") if r]
     args.paths = [p for p in args.paths.split(",") if p]
@@ -431,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         node_ids = sorted(admin.list_topics(timeout=10).brokers)
         with GatewayProcess(broker.bootstrap, Path(tmp) / "plaintext", node_ids=node_ids) as gateway:
-            for rate in args.rates:
+            for rate in args.rates if args.load == "fixed-rate" else [0]:
                 results: dict[str, list[Hops]] = {path: [] for path in args.paths}
                 for repeat in range(args.repeat):
                     paths = args.paths if repeat % 2 == 0 else args.paths[::-1]
