@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from bench.latency import Spec, consume, produce  # noqa: E402
+from bench.latency import STAMP, Spec, consume, produce  # noqa: E402
 from bench.throughput import (  # noqa: E402
     LATENCY_SETTINGS,
     GatewayProcess,
@@ -59,6 +59,8 @@ from bench.throughput import (  # noqa: E402
     percentile,
 )
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
+from protocol.header import decode_request_header  # noqa: E402
+from protocol.record_batch import decode_batches  # noqa: E402
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4  # lo shows each segment twice (sent and received): the sent copy is kept
@@ -81,6 +83,7 @@ class FrameOnWire:
     last_ns: int  # ... and of the segment with its last byte
     size: int  # the 4-byte size field
     head: bytes  # up to HEADER_BYTES from the size field on
+    sent_ns: list[int] = field(default_factory=list)  # a client's Produce: each record's produce() time (its stamp)
 
 
 @dataclass(slots=True)
@@ -95,6 +98,8 @@ class StreamState:
     first_ns: int = 0
     reading: bool = False
     broken: bool = False  # a segment was missed: the framing is lost for this direction
+    keep: bool = False  # a client's requests: whole frames kept, for the stamps in Produce records
+    body: bytearray = field(default_factory=bytearray)
 
 
 def feed(state: StreamState, flow: FlowKey, seq: int, data: memoryview, ts_ns: int,
@@ -119,6 +124,10 @@ def feed(state: StreamState, flow: FlowKey, seq: int, data: memoryview, ts_ns: i
                 return
             state.reading, state.first_ns, state.frame_end = True, ts_ns, -1
             state.head.clear()
+            state.body.clear()
+        if state.keep:
+            at = state.frame_offset + len(state.body) - offset
+            state.body += data[at:(state.frame_end if state.frame_end >= 0 else end) - offset]
         want = HEADER_BYTES if state.frame_end < 0 else min(HEADER_BYTES, state.frame_end - state.frame_offset)
         if len(state.head) < want:
             at = state.frame_offset + len(state.head) - offset
@@ -127,16 +136,32 @@ def feed(state: StreamState, flow: FlowKey, seq: int, data: memoryview, ts_ns: i
             if len(state.head) < 4:
                 return
             state.frame_end = state.frame_offset + 4 + int.from_bytes(state.head[:4], "big")
+            del state.body[state.frame_end - state.frame_offset:]  # the next frame's bytes, if any
             continue  # the header may be shorter than HEADER_BYTES for a tiny frame
         if state.frame_end > end:
             return
         out.append(FrameOnWire(flow, state.first_ns, ts_ns, state.frame_end - state.frame_offset - 4,
-                               bytes(state.head)))
+                               bytes(state.head), record_stamps(state.body) if state.keep else []))
         state.frame_offset, state.reading = state.frame_end, False
 
 
-def capture(ports: set[int], ready: Event, stop: Event, out: SimpleQueue[list[FrameOnWire]]) -> None:
-    """Read every segment sent on lo to or from ``ports`` until ``stop``; put the frames found."""
+def record_stamps(frame: bytearray) -> list[int]:
+    """The send times latency.py's producer stamped on the records of a Produce request (else none)."""
+    if len(frame) < HEADER_BYTES or frame[4:6] != b"\0\0":
+        return []
+    payload = memoryview(bytes(frame))[4:]
+    header, schema = decode_request_header(payload)
+    body = schema.request_codec(header.api_version).decode(payload[header.size:])
+    return [sent for topic in body["topic_data"] for partition in topic["partition_data"]
+            for record in decode_batches(partition["records"], verify_crc=False)
+            if record.value is not None and len(record.value) >= STAMP.size
+            and (sent := STAMP.unpack_from(record.value)[0]) != 0]  # 0: the producer's warm-up record
+
+
+def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
+            out: SimpleQueue[list[FrameOnWire]]) -> None:
+    """Read every segment sent on lo to or from ``ports`` until ``stop``; put the frames found (whole
+    frames kept on connections to ``client_ports``, where the clients send)."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE: root may exceed rmem_max
@@ -171,7 +196,7 @@ def capture(ports: set[int], ready: Event, stop: Event, out: SimpleQueue[list[Fr
                 ts_ns = seconds * 1_000_000_000 + nanos
         flow = (src, dst)
         if flags & 0x02:  # SYN (or SYN-ACK): a new direction, data starts at ISN + 1
-            states[flow] = StreamState(base=(seq + 1) & 0xFFFFFFFF)
+            states[flow] = StreamState(base=(seq + 1) & 0xFFFFFFFF, keep=dst in client_ports and not flags & 0x10)
             continue
         state = states.get(flow)
         if state is not None:
@@ -245,6 +270,11 @@ class Hops:
     broker: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     client_rtt: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     sched: dict[str, Sched] = field(default_factory=dict)  # gateway, broker: over the measured window
+    # Per record of the fixed-rate producer: produce() to its request's first byte leaving the client,
+    # to its response's last byte reaching the client, and to the delivery report (latency.py's publish).
+    batching: list[float] = field(default_factory=list)
+    on_wire: list[float] = field(default_factory=list)
+    publish: list[float] = field(default_factory=list)
     request_bytes: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     in_flight: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     unpaired: int = 0
@@ -271,6 +301,12 @@ def analyse(frames: list[FrameOnWire], from_ns: int, gateway_ports: set[int], br
             if e.request.last_ns < from_ns:
                 continue
             hops.request_bytes[e.api_key].append(e.request.size + 4)
+            for sent in e.request.sent_ns:
+                if sent < from_ns:
+                    continue
+                hops.batching.append((e.request.first_ns - sent) / 1e6)
+                if e.response is not None:
+                    hops.on_wire.append((e.response.last_ns - sent) / 1e6)
             hops.in_flight[e.api_key].append(e.in_flight)
             if e.response is not None:
                 hops.client_rtt[e.api_key].append((e.response.last_ns - e.request.last_ns) / 1e6)
@@ -350,7 +386,8 @@ def run_once(path: str, config: dict[str, Any], rate: int, args: argparse.Namesp
                      if gateway else set())
     context = multiprocessing.get_context("spawn")
     ready, stop, frames_out = context.Event(), context.Event(), context.SimpleQueue()
-    capturer = context.Process(target=capture, args=({broker_port, *gateway_ports}, ready, stop, frames_out),
+    capturer = context.Process(target=capture, args=({broker_port, *gateway_ports}, gateway_ports or {broker_port},
+                                                     ready, stop, frames_out),
                                daemon=True)
     capturer.start()
     consumer_ready, consumed = context.Event(), context.SimpleQueue()
@@ -384,6 +421,7 @@ def run_once(path: str, config: dict[str, Any], rate: int, args: argparse.Namesp
           f"errors {errors}, {len(frames)} frames", file=sys.stderr, flush=True)
     hops = analyse(frames, from_ns, gateway_ports, broker_port)
     hops.sched = used
+    hops.publish = publish
     return hops
 
 
@@ -411,6 +449,11 @@ def report(rate: int, seconds: float, results: dict[str, list[Hops]]) -> str:
                 lines.append(f"  {path:<10}{API_NAMES[api_key]:<9}requests/s {len(sizes) / seconds / len(runs):>7.0f}, "
                              f"bytes p50 {percentile([float(s) for s in sizes], 50):>7.0f}, in flight when sent "
                              f"p50 {statistics.median(flight):.0f} max {max(flight)}")
+        for what, label in (("batching", "produce() -> request out"), ("on_wire", "produce() -> response in"),
+                            ("publish", "produce() -> delivery report")):
+            values = [v for h in runs for v in getattr(h, what)]
+            if values:
+                lines.append(f"  {path:<10}records  {label:<29}{distribution(values)} {len(values):>7}")
         for name in ("gateway", "broker"):
             used = [h.sched[name] for h in runs if name in h.sched]
             if used and (slices := sum(u.slices for u in used)):
