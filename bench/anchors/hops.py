@@ -68,6 +68,7 @@ SO_TIMESTAMPNS = 35  # Linux: a struct timespec per packet, taken by the kernel
 _TIMESPEC = struct.Struct("@qq")
 HEADER_BYTES = 12  # size, api key, api version, correlation id: enough of either direction
 API_NAMES = {0: "Produce", 1: "Fetch"}
+KEEP_BYTES = 256 << 20  # Produce requests kept for their record stamps (the fixed rate's first seconds at 50,000/s)
 
 FlowKey = tuple[int, int]  # (source port, destination port): one direction of one loopback connection
 
@@ -84,6 +85,7 @@ class FrameOnWire:
     size: int  # the 4-byte size field
     head: bytes  # up to HEADER_BYTES from the size field on
     sent_ns: list[int] = field(default_factory=list)  # a client's Produce: each record's produce() time (its stamp)
+    raw: bytes = b""  # a client's Produce, kept until the capture ends (decoding it meanwhile would compete)
 
 
 @dataclass(slots=True)
@@ -140,16 +142,17 @@ def feed(state: StreamState, flow: FlowKey, seq: int, data: memoryview, ts_ns: i
             continue  # the header may be shorter than HEADER_BYTES for a tiny frame
         if state.frame_end > end:
             return
+        produce = state.keep and state.head[4:6] == b"\0\0"
         out.append(FrameOnWire(flow, state.first_ns, ts_ns, state.frame_end - state.frame_offset - 4,
-                               bytes(state.head), record_stamps(state.body) if state.keep else []))
+                               bytes(state.head), raw=bytes(state.body) if produce else b""))
         state.frame_offset, state.reading = state.frame_end, False
 
 
-def record_stamps(frame: bytearray) -> list[int]:
+def record_stamps(frame: bytes) -> list[int]:
     """The send times latency.py's producer stamped on the records of a Produce request (else none)."""
     if len(frame) < HEADER_BYTES or frame[4:6] != b"\0\0":
         return []
-    payload = memoryview(bytes(frame))[4:]
+    payload = memoryview(frame)[4:]
     header, schema = decode_request_header(payload)
     body = schema.request_codec(header.api_version).decode(payload[header.size:])
     return [sent for topic in body["topic_data"] for partition in topic["partition_data"]
@@ -171,6 +174,7 @@ def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
     view = memoryview(buffer)
     states: dict[FlowKey, StreamState] = {}
     frames: list[FrameOnWire] = []
+    kept = 0  # bytes of Produce requests held for their stamps, at most KEEP_BYTES
     ready.set()
     while not stop.is_set():
         try:
@@ -200,7 +204,18 @@ def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
             continue
         state = states.get(flow)
         if state is not None:
+            found = len(frames)
             feed(state, flow, seq, view[data_at:min(length, total)], ts_ns, frames)
+            if state.keep and len(frames) > found:
+                kept += sum(len(f.raw) for f in frames[found:])
+                if kept > KEEP_BYTES:
+                    print(f"capture: record stamps only up to {KEEP_BYTES >> 20} MiB of Produce requests",
+                          file=sys.stderr)
+                    for other in states.values():
+                        other.keep = False
+    for f in frames:  # the capture is over: decoding competes with nothing measured now
+        if f.raw:
+            f.sent_ns, f.raw = record_stamps(f.raw), b""
     broken = sum(1 for s in states.values() if s.broken)
     if broken:
         print(f"capture: lost the framing of {broken} directions (segments missed)", file=sys.stderr)
@@ -269,6 +284,9 @@ class Hops:
     gateway_response: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     broker: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     client_rtt: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # A request's first to last byte on the wire: from the client, and from the gateway to the broker
+    client_send: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    gateway_send: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     sched: dict[str, Sched] = field(default_factory=dict)  # gateway, broker: over the measured window
     # Per record of the fixed-rate producer: produce() to its request's first byte leaving the client,
     # to its response's last byte reaching the client, and to the delivery report (latency.py's publish).
@@ -301,6 +319,7 @@ def analyse(frames: list[FrameOnWire], from_ns: int, gateway_ports: set[int], br
             if e.request.last_ns < from_ns:
                 continue
             hops.request_bytes[e.api_key].append(e.request.size + 4)
+            hops.client_send[e.api_key].append((e.request.last_ns - e.request.first_ns) / 1e6)
             for sent in e.request.sent_ns:
                 if sent < from_ns:
                     continue
@@ -355,6 +374,7 @@ def pair_through_gateway(client_conns: dict[FlowKey, list[Exchange]], upstream_c
             if e.request.last_ns < from_ns:
                 continue
             hops.gateway_request[e.api_key].append((u.request.last_ns - e.request.last_ns) / 1e6)
+            hops.gateway_send[e.api_key].append((u.request.last_ns - u.request.first_ns) / 1e6)
             if u.response is not None and e.response is not None:
                 hops.gateway_response[e.api_key].append((e.response.last_ns - u.response.last_ns) / 1e6)
 
@@ -439,7 +459,7 @@ def report(rate: int, seconds: float, results: dict[str, list[Hops]]) -> str:
              f"  {'path':<10}{'api':<9}{'hop':<12}{'p50':>7} {'p99':>7} {'max':>8} {'n':>7}"]
     for path, runs in results.items():
         for api_key in (0, 1):
-            for hop in ("client_rtt", "broker", "gateway_request", "gateway_response"):
+            for hop in ("client_rtt", "broker", "gateway_request", "gateway_response", "client_send", "gateway_send"):
                 values = [v for h in runs for v in getattr(h, hop)[api_key]]
                 if values:
                     lines.append(f"  {path:<10}{API_NAMES[api_key]:<9}{hop:<12}{distribution(values)} {len(values):>7}")
