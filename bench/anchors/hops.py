@@ -1,24 +1,31 @@
 """Where the latency added at a fixed rate goes, hop by hop, read off the loopback wire.
 
 A benchmark, not a test.  It starts Tansu and one ``ksgate run`` (PLAINTEXT, no authorizer) and runs
-bench/latency.py's fixed-rate producer and consumer, direct and through the gateway in alternating
-order, while a process of the bench captures every TCP segment on ``lo`` (an AF_PACKET socket:
-needs root or CAP_NET_RAW; kernel timestamps, SO_TIMESTAMPNS, so a late capture process does not
-move them).  From the segments it rebuilds each connection's Kafka frames (4-byte size, then api
-key, version and correlation id in requests, the correlation id in responses) and prints, per api
-key (Produce, Fetch), the distribution (p50/p99/max, ms) of:
+bench/latency.py's fixed-rate producer and consumer (``--load single``: throughput.py's one record
+produced and flushed at a time instead, no consumer), direct and through the gateway in alternating
+order, while a process of the bench captures every TCP segment on ``lo`` (an AF_PACKET socket: needs
+root or CAP_NET_RAW; kernel timestamps, SO_TIMESTAMPNS, so a late capture process does not move them).
+From the segments it rebuilds each connection's Kafka frames (4-byte size, then api key, version and
+correlation id in requests, the correlation id in responses) and prints, per api key (Produce, Fetch),
+p50/p99/max in ms of:
 
-* ``gw req``: the gateway's delay on a request: its last byte in from the client to its last byte out
-  to the broker (client connections paired with their upstream connections by which one carries each
-  request next, requests in order per connection, responses by the gateway's correlation ids);
-* ``gw resp``: the same for the response, broker -> gateway to gateway -> client;
-* ``broker``: the broker's turnaround, request's last byte in to response's last byte out;
-* ``client rtt``: the round trip as the client's socket sees it (request out to response in);
+* ``gateway_request``: the gateway's delay on a request, its last byte in from the client to its last
+  byte out to the broker (client connections are paired with the upstream connection that carries
+  their requests next, requests in order per connection; answers by the gateway's correlation ids);
+* ``gateway_response``: the same for the response, broker -> gateway to gateway -> client;
+* ``broker``: the broker's turnaround, the request's last byte in to the response's last byte out;
+* ``client_rtt``: the round trip as the client's socket sees it (request out to response in);
+* ``client_send`` / ``gateway_send``: a request's first to last byte on the client's and on the upstream leg;
 
-and the client's behaviour per path: requests per second, bytes per request, requests in flight
-on the connection when one is sent.  Only frames sent after the ``--warmup`` seconds count.
+the client's pattern (requests per second, bytes per request, requests in flight when one is sent);
+per record of the fixed-rate producer, from the send time latency.py stamps into each value (read from
+the Produce on the wire, decoded once the capture is over): produce() to the request leaving the
+client, to its answer arriving, and to the delivery report; and the gateway's and the broker's CPU and
+run-queue wait per wake-up (/proc/<pid>/task/*/schedstat).  Only what happens after ``--warmup``
+seconds counts.
 
     sudo .venv/bin/python bench/anchors/hops.py [--rates 5000,50000] [--seconds 5] [--repeat 2]
+    sudo .venv/bin/python bench/anchors/hops.py --load single [--size 1024]
 """
 
 from __future__ import annotations
@@ -200,7 +207,8 @@ def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
                 ts_ns = seconds * 1_000_000_000 + nanos
         flow = (src, dst)
         if flags & 0x02:  # SYN (or SYN-ACK): a new direction, data starts at ISN + 1
-            states[flow] = StreamState(base=(seq + 1) & 0xFFFFFFFF, keep=dst in client_ports and not flags & 0x10)
+            states[flow] = StreamState(base=(seq + 1) & 0xFFFFFFFF,
+                                       keep=kept <= KEEP_BYTES and dst in client_ports and not flags & 0x10)
             continue
         state = states.get(flow)
         if state is not None:
@@ -208,7 +216,7 @@ def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
             feed(state, flow, seq, view[data_at:min(length, total)], ts_ns, frames)
             if state.keep and len(frames) > found:
                 kept += sum(len(f.raw) for f in frames[found:])
-                if kept > KEEP_BYTES:
+                if kept > KEEP_BYTES:  # no more, on any connection (new ones included)
                     print(f"capture: record stamps only up to {KEEP_BYTES >> 20} MiB of Produce requests",
                           file=sys.stderr)
                     for other in states.values():
