@@ -43,6 +43,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from multiprocessing.queues import SimpleQueue
 from multiprocessing.synchronize import Event
@@ -234,14 +235,17 @@ def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
 
 @dataclass(slots=True)
 class Sched:
-    """Summed over a process's threads: ns on a CPU, ns runnable but waiting for one, times scheduled in."""
+    """Summed over a process's threads: ns on a CPU, ns runnable but waiting for one, times scheduled in,
+    and of the times it left a CPU those it was made to (preempted, nonvoluntary_ctxt_switches)."""
 
     on_cpu_ns: int = 0
     waiting_ns: int = 0
     slices: int = 0
+    preempted: int = 0
 
     def __sub__(self, other: Sched) -> Sched:
-        return Sched(self.on_cpu_ns - other.on_cpu_ns, self.waiting_ns - other.waiting_ns, self.slices - other.slices)
+        return Sched(self.on_cpu_ns - other.on_cpu_ns, self.waiting_ns - other.waiting_ns, self.slices - other.slices,
+                     self.preempted - other.preempted)
 
 
 def sched(pid: int) -> Sched:
@@ -253,6 +257,9 @@ def sched(pid: int) -> Sched:
             continue
         total.on_cpu_ns, total.waiting_ns, total.slices = (total.on_cpu_ns + on_cpu, total.waiting_ns + waiting,
                                                            total.slices + slices)
+        with suppress(OSError, ValueError, StopIteration):
+            status = (task.parent / "status").read_text().splitlines()
+            total.preempted += int(next(line for line in status if line.startswith("nonvoluntary")).split()[1])
     return total
 
 
@@ -488,7 +495,8 @@ def report(rate: int, seconds: float, results: dict[str, list[Hops]]) -> str:
                 cpu, wait = sum(u.on_cpu_ns for u in used), sum(u.waiting_ns for u in used)
                 lines.append(f"  {path:<10}{name} process: {cpu / 1e6 / seconds / len(runs) / 10:.1f}% of a core, "
                              f"{slices / seconds / len(runs):.0f} wake-ups/s, per wake-up {cpu / slices / 1e3:.0f} us "
-                             f"on a CPU and {wait / slices / 1e3:.0f} us runnable waiting for one")
+                             f"on a CPU and {wait / slices / 1e3:.0f} us runnable waiting for one; "
+                             f"{sum(u.preempted for u in used) / seconds / len(runs):.0f} preemptions/s")
         unpaired = sum(h.unpaired for h in runs)
         if unpaired:
             lines.append(f"  {path:<10}{unpaired} client requests without an upstream twin (answered by the gateway)")

@@ -27,7 +27,7 @@ def segments(stream: bytes, cuts: list[int]) -> list[tuple[int, bytes]]:
 
 
 def rebuild(stream: bytes, cuts: list[int], flow: tuple[int, int] = (1, 2)) -> list[FrameOnWire]:
-    state, out = StreamState(base=(ISN + 1) & 0xFFFFFFFF), []
+    state, out = StreamState(base=(ISN + 1) & 0xFFFFFFFF), list[FrameOnWire]()
     for t, (seq, data) in enumerate(segments(stream, cuts)):
         feed(state, flow, seq, memoryview(data), t, out)
     return out
@@ -44,13 +44,13 @@ def test_frames_split_across_segments_and_sharing_one_are_found_with_their_first
 
 def test_a_retransmitted_segment_is_not_read_twice_and_a_missed_one_stops_the_direction() -> None:
     stream = request(0, 1, b"x" * 20) + request(0, 2, b"x" * 20)
-    state, out = StreamState(base=(ISN + 1) & 0xFFFFFFFF), []
+    state, out = StreamState(base=(ISN + 1) & 0xFFFFFFFF), list[FrameOnWire]()
     first, second, third = segments(stream, [20, 40])
     for t, (seq, data) in enumerate([first, second, first, third]):
         feed(state, (1, 2), seq, memoryview(data), t, out)
     assert [int.from_bytes(f.head[8:12], "big") for f in out] == [1, 2]
 
-    state, out = StreamState(base=(ISN + 1) & 0xFFFFFFFF), []
+    state, out = StreamState(base=(ISN + 1) & 0xFFFFFFFF), list[FrameOnWire]()
     first, _lost, third = segments(stream * 2, [20, 40])
     for t, (seq, data) in enumerate([first, third]):
         feed(state, (1, 2), seq, memoryview(data), t, out)
