@@ -1,0 +1,552 @@
+"""Where the latency added at a fixed rate goes, hop by hop, read off the loopback wire.
+
+A benchmark, not a test.  It starts Tansu and one ``ksgate run`` (PLAINTEXT, no authorizer) and runs
+bench/latency.py's fixed-rate producer and consumer (``--load single``: throughput.py's one record
+produced and flushed at a time instead, no consumer), direct and through the gateway in alternating
+order, while a process of the bench captures every TCP segment on ``lo`` (an AF_PACKET socket: needs
+root or CAP_NET_RAW; kernel timestamps, SO_TIMESTAMPNS, so a late capture process does not move them).
+From the segments it rebuilds each connection's Kafka frames (4-byte size, then api key, version and
+correlation id in requests, the correlation id in responses) and prints, per api key (Produce, Fetch),
+p50/p99/max in ms of:
+
+* ``gateway_request``: the gateway's delay on a request, its last byte in from the client to its last
+  byte out to the broker (client connections are paired with the upstream connection that carries
+  their requests next, requests in order per connection; answers by the gateway's correlation ids);
+* ``gateway_response``: the same for the response, broker -> gateway to gateway -> client;
+* ``broker``: the broker's turnaround, the request's last byte in to the response's last byte out;
+* ``client_rtt``: the round trip as the client's socket sees it (request out to response in);
+* ``client_send`` / ``gateway_send``: a request's first to last byte on the client's and on the upstream leg;
+
+the client's pattern (requests per second, bytes per request, requests in flight when one is sent);
+per record of the fixed-rate producer, from the send time latency.py stamps into each value (read from
+the Produce on the wire, decoded once the capture is over): produce() to the request leaving the
+client, to its answer arriving, and to the delivery report; and the gateway's and the broker's CPU and
+run-queue wait per wake-up (/proc/<pid>/task/*/schedstat).  Only what happens after ``--warmup``
+seconds counts.
+
+    sudo .venv/bin/python bench/anchors/hops.py [--rates 5000,50000] [--seconds 5] [--repeat 2]
+    sudo .venv/bin/python bench/anchors/hops.py --load single [--size 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import multiprocessing
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from multiprocessing.queues import SimpleQueue
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+from bench.latency import STAMP, Spec, consume, produce  # noqa: E402
+from bench.throughput import (  # noqa: E402
+    LATENCY_SETTINGS,
+    GatewayProcess,
+    create_topic,
+    delete_topic,
+    loadavg,
+    machine,
+    percentile,
+)
+from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
+from protocol.header import decode_request_header  # noqa: E402
+from protocol.record_batch import decode_batches  # noqa: E402
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4  # lo shows each segment twice (sent and received): the sent copy is kept
+SO_TIMESTAMPNS = 35  # Linux: a struct timespec per packet, taken by the kernel
+_TIMESPEC = struct.Struct("@qq")
+HEADER_BYTES = 12  # size, api key, api version, correlation id: enough of either direction
+API_NAMES = {0: "Produce", 1: "Fetch"}
+KEEP_BYTES = 256 << 20  # Produce requests kept for their record stamps (the fixed rate's first seconds at 50,000/s)
+
+FlowKey = tuple[int, int]  # (source port, destination port): one direction of one loopback connection
+
+
+# --- the capture (a process of its own): segments -> Kafka frames ---------------------------------
+
+@dataclass(slots=True)
+class FrameOnWire:
+    """One Kafka frame seen in one direction of one connection."""
+
+    flow: FlowKey
+    first_ns: int  # kernel time of the segment with its first byte
+    last_ns: int  # ... and of the segment with its last byte
+    size: int  # the 4-byte size field
+    head: bytes  # up to HEADER_BYTES from the size field on
+    sent_ns: list[int] = field(default_factory=list)  # a client's Produce: each record's produce() time (its stamp)
+    raw: bytes = b""  # a client's Produce, kept until the capture ends (decoding it meanwhile would compete)
+
+
+@dataclass(slots=True)
+class StreamState:
+    """Where one direction of a connection stands: the next byte expected and the frame being read."""
+
+    base: int  # sequence number of the first data byte (ISN + 1)
+    next_offset: int = 0
+    frame_offset: int = 0  # stream offset of the frame being read (or of the next one)
+    head: bytearray = field(default_factory=bytearray)
+    frame_end: int = -1  # known once 4 header bytes are in
+    first_ns: int = 0
+    reading: bool = False
+    broken: bool = False  # a segment was missed: the framing is lost for this direction
+    keep: bool = False  # a client's requests: whole frames kept, for the stamps in Produce records
+    body: bytearray = field(default_factory=bytearray)
+
+
+def feed(state: StreamState, flow: FlowKey, seq: int, data: memoryview, ts_ns: int,
+         out: list[FrameOnWire]) -> None:
+    """Advance one direction by one segment, appending every frame it completes."""
+    offset = (seq - state.base) & 0xFFFFFFFF
+    if state.broken or not data:
+        return
+    if offset < state.next_offset:  # a retransmission (or its overlap): keep the new part only
+        skip = state.next_offset - offset
+        if skip >= len(data):
+            return
+        data, offset = data[skip:], state.next_offset
+    elif offset > state.next_offset:
+        state.broken = True
+        return
+    end = offset + len(data)
+    state.next_offset = end
+    while True:
+        if not state.reading:
+            if state.frame_offset >= end:
+                return
+            state.reading, state.first_ns, state.frame_end = True, ts_ns, -1
+            state.head.clear()
+            state.body.clear()
+        if state.keep:
+            at = state.frame_offset + len(state.body) - offset
+            state.body += data[at:(state.frame_end if state.frame_end >= 0 else end) - offset]
+        want = HEADER_BYTES if state.frame_end < 0 else min(HEADER_BYTES, state.frame_end - state.frame_offset)
+        if len(state.head) < want:
+            at = state.frame_offset + len(state.head) - offset
+            state.head += data[at:at + want - len(state.head)]
+        if state.frame_end < 0:
+            if len(state.head) < 4:
+                return
+            state.frame_end = state.frame_offset + 4 + int.from_bytes(state.head[:4], "big")
+            del state.body[state.frame_end - state.frame_offset:]  # the next frame's bytes, if any
+            continue  # the header may be shorter than HEADER_BYTES for a tiny frame
+        if state.frame_end > end:
+            return
+        produce = state.keep and state.head[4:6] == b"\0\0"
+        out.append(FrameOnWire(flow, state.first_ns, ts_ns, state.frame_end - state.frame_offset - 4,
+                               bytes(state.head), raw=bytes(state.body) if produce else b""))
+        state.frame_offset, state.reading = state.frame_end, False
+
+
+def record_stamps(frame: bytes) -> list[int]:
+    """The send times latency.py's producer stamped on the records of a Produce request (else none)."""
+    if len(frame) < HEADER_BYTES or frame[4:6] != b"\0\0":
+        return []
+    payload = memoryview(frame)[4:]
+    header, schema = decode_request_header(payload)
+    body = schema.request_codec(header.api_version).decode(payload[header.size:])
+    return [sent for topic in body["topic_data"] for partition in topic["partition_data"]
+            for record in decode_batches(partition["records"], verify_crc=False)
+            if record.value is not None and len(record.value) >= STAMP.size
+            and (sent := STAMP.unpack_from(record.value)[0]) != 0]  # 0: the producer's warm-up record
+
+
+def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
+            out: SimpleQueue[list[FrameOnWire]]) -> None:
+    """Read every segment sent on lo to or from ``ports`` until ``stop``; put the frames found (whole
+    frames kept on connections to ``client_ports``, where the clients send)."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE: root may exceed rmem_max
+    sock.bind(("lo", 0))
+    sock.settimeout(0.1)
+    buffer = bytearray(262144)
+    view = memoryview(buffer)
+    states: dict[FlowKey, StreamState] = {}
+    frames: list[FrameOnWire] = []
+    kept = 0  # bytes of Produce requests held for their stamps, at most KEEP_BYTES
+    ready.set()
+    while not stop.is_set():
+        try:
+            length, ancillary, _flags, address = sock.recvmsg_into([buffer], 64)
+        except TimeoutError:
+            continue
+        if address[2] != PACKET_OUTGOING or length < 54 or buffer[12:14] != b"\x08\x00":
+            continue  # IPv4 only: every bench socket is on 127.0.0.1
+        ip_len = (buffer[14] & 0x0F) * 4
+        if buffer[23] != 6:  # not TCP
+            continue
+        tcp = 14 + ip_len
+        src, dst, seq = struct.unpack_from(">HHI", buffer, tcp)
+        if src not in ports and dst not in ports:
+            continue
+        flags = buffer[tcp + 13]
+        data_at = tcp + (buffer[tcp + 12] >> 4) * 4
+        total = 14 + int.from_bytes(buffer[16:18], "big")
+        ts_ns = time.time_ns()
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                seconds, nanos = _TIMESPEC.unpack_from(payload)
+                ts_ns = seconds * 1_000_000_000 + nanos
+        flow = (src, dst)
+        if flags & 0x02:  # SYN (or SYN-ACK): a new direction, data starts at ISN + 1
+            states[flow] = StreamState(base=(seq + 1) & 0xFFFFFFFF,
+                                       keep=kept <= KEEP_BYTES and dst in client_ports and not flags & 0x10)
+            continue
+        state = states.get(flow)
+        if state is not None:
+            found = len(frames)
+            feed(state, flow, seq, view[data_at:min(length, total)], ts_ns, frames)
+            if state.keep and len(frames) > found:
+                kept += sum(len(f.raw) for f in frames[found:])
+                if kept > KEEP_BYTES:  # no more, on any connection (new ones included)
+                    print(f"capture: record stamps only up to {KEEP_BYTES >> 20} MiB of Produce requests",
+                          file=sys.stderr)
+                    for other in states.values():
+                        other.keep = False
+    for f in frames:  # the capture is over: decoding competes with nothing measured now
+        if f.raw:
+            f.sent_ns, f.raw = record_stamps(f.raw), b""
+    broken = sum(1 for s in states.values() if s.broken)
+    if broken:
+        print(f"capture: lost the framing of {broken} directions (segments missed)", file=sys.stderr)
+    out.put(frames)
+
+
+# --- where a process's time went: /proc/<pid>/task/*/schedstat -------------------------------
+
+@dataclass(slots=True)
+class Sched:
+    """Summed over a process's threads: ns on a CPU, ns runnable but waiting for one, times scheduled in,
+    and of the times it left a CPU those it was made to (preempted, nonvoluntary_ctxt_switches)."""
+
+    on_cpu_ns: int = 0
+    waiting_ns: int = 0
+    slices: int = 0
+    preempted: int = 0
+
+    def __sub__(self, other: Sched) -> Sched:
+        return Sched(self.on_cpu_ns - other.on_cpu_ns, self.waiting_ns - other.waiting_ns, self.slices - other.slices,
+                     self.preempted - other.preempted)
+
+
+def sched(pid: int) -> Sched:
+    total = Sched()
+    for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            on_cpu, waiting, slices = (int(v) for v in task.read_text().split())
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
+        total.on_cpu_ns, total.waiting_ns, total.slices = (total.on_cpu_ns + on_cpu, total.waiting_ns + waiting,
+                                                           total.slices + slices)
+        with suppress(OSError, ValueError, StopIteration):
+            status = (task.parent / "status").read_text().splitlines()
+            total.preempted += int(next(line for line in status if line.startswith("nonvoluntary")).split()[1])
+    return total
+
+
+# --- from frames to hops ------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Exchange:
+    """One request and its response on one connection, as seen on the wire."""
+
+    api_key: int
+    correlation_id: int
+    request: FrameOnWire
+    response: FrameOnWire | None = None
+    in_flight: int = 0  # requests of the connection outstanding when this one was sent
+
+
+def exchanges(frames: Iterable[FrameOnWire], client_side: FlowKey) -> list[Exchange]:
+    """The requests of the connection whose request direction is ``client_side``, with their responses."""
+    requests = [f for f in frames if f.flow == client_side]
+    responses = {int.from_bytes(f.head[4:8], "big", signed=True): f
+                 for f in frames if f.flow == (client_side[1], client_side[0])}
+    found = [Exchange(int.from_bytes(f.head[4:6], "big"), int.from_bytes(f.head[8:12], "big", signed=True), f)
+             for f in requests if len(f.head) >= HEADER_BYTES]
+    for e in found:
+        e.response = responses.get(e.correlation_id)
+    for i, e in enumerate(found):  # answered later than this one was sent, among the earlier ones
+        e.in_flight = sum(1 for p in found[max(0, i - 64):i]
+                          if p.response is None or p.response.last_ns > e.request.last_ns)
+    return found
+
+
+@dataclass(slots=True)
+class Hops:
+    """Per api key, delays in ms (lists), and the client's request pattern."""
+
+    gateway_request: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    gateway_response: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    broker: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    client_rtt: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # A request's first to last byte on the wire: from the client, and from the gateway to the broker
+    client_send: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    gateway_send: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    sched: dict[str, Sched] = field(default_factory=dict)  # gateway, broker: over the measured window
+    # Per record of the fixed-rate producer: produce() to its request's first byte leaving the client,
+    # to its response's last byte reaching the client, and to the delivery report (latency.py's publish).
+    batching: list[float] = field(default_factory=list)
+    on_wire: list[float] = field(default_factory=list)
+    publish: list[float] = field(default_factory=list)
+    request_bytes: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    in_flight: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    unpaired: int = 0
+
+
+def connections(frames: list[FrameOnWire], server_ports: set[int]) -> list[FlowKey]:
+    """Request directions (client port, server port) of the connections to ``server_ports``."""
+    return sorted({f.flow for f in frames if f.flow[1] in server_ports})
+
+
+def analyse(frames: list[FrameOnWire], from_ns: int, gateway_ports: set[int], broker_port: int) -> Hops:
+    hops = Hops()
+    by_flow: dict[FlowKey, list[FrameOnWire]] = defaultdict(list)
+    for f in frames:
+        by_flow[f.flow].append(f)
+
+    def of(flow: FlowKey) -> list[FrameOnWire]:
+        return by_flow[flow] + by_flow[(flow[1], flow[0])]
+
+    client_ports = gateway_ports if gateway_ports else {broker_port}
+    client_conns = {c: exchanges(of(c), c) for c in connections(frames, client_ports)}
+    for conn in client_conns.values():
+        for e in conn:
+            if e.request.last_ns < from_ns:
+                continue
+            hops.request_bytes[e.api_key].append(e.request.size + 4)
+            hops.client_send[e.api_key].append((e.request.last_ns - e.request.first_ns) / 1e6)
+            for sent in e.request.sent_ns:
+                if sent < from_ns:
+                    continue
+                hops.batching.append((e.request.first_ns - sent) / 1e6)
+                if e.response is not None:
+                    hops.on_wire.append((e.response.last_ns - sent) / 1e6)
+            hops.in_flight[e.api_key].append(e.in_flight)
+            if e.response is not None:
+                hops.client_rtt[e.api_key].append((e.response.last_ns - e.request.last_ns) / 1e6)
+    # Through the gateway only it sends Produce and Fetch to the broker (the bench's admin client
+    # connected before the capture began): every connection to the broker is a candidate.
+    upstream_conns = {c: exchanges(of(c), c) for c in connections(frames, {broker_port})}
+    for conn in upstream_conns.values():
+        for e in conn:
+            if e.request.last_ns >= from_ns and e.response is not None:
+                hops.broker[e.api_key].append((e.response.last_ns - e.request.last_ns) / 1e6)
+    if gateway_ports:
+        pair_through_gateway(client_conns, upstream_conns, from_ns, hops)
+    return hops
+
+
+def pair_through_gateway(client_conns: dict[FlowKey, list[Exchange]], upstream_conns: dict[FlowKey, list[Exchange]],
+                         from_ns: int, hops: Hops) -> None:
+    """Pair each client connection with the upstream connection that carries its requests, then each request."""
+    starts: dict[int, list[tuple[int, FlowKey]]] = defaultdict(list)  # per api key, upstream requests by time
+    for up, conn in upstream_conns.items():
+        for e in conn:
+            starts[e.api_key].append((e.request.last_ns, up))
+    for times in starts.values():
+        times.sort()
+    for conn in client_conns.values():
+        votes: dict[FlowKey, int] = defaultdict(int)
+        for e in conn[:50]:  # the first upstream request of the same api key sent after it
+            times = starts[e.api_key]
+            at = bisect.bisect_left(times, (e.request.last_ns,))
+            if at < len(times):
+                votes[times[at][1]] += 1
+        if not votes:
+            hops.unpaired += len(conn)
+            continue
+        upstream = upstream_conns[max(votes, key=lambda k: votes[k])]
+        j = 0
+        for e in conn:  # in order; requests the gateway answers itself have no upstream twin
+            k = j
+            while k < len(upstream) and (upstream[k].api_key != e.api_key
+                                         or upstream[k].request.last_ns < e.request.last_ns):
+                k += 1
+            if k == len(upstream):
+                hops.unpaired += 1
+                continue
+            u, j = upstream[k], k + 1
+            if e.request.last_ns < from_ns:
+                continue
+            hops.gateway_request[e.api_key].append((u.request.last_ns - e.request.last_ns) / 1e6)
+            hops.gateway_send[e.api_key].append((u.request.last_ns - u.request.first_ns) / 1e6)
+            if u.response is not None and e.response is not None:
+                hops.gateway_response[e.api_key].append((e.response.last_ns - u.response.last_ns) / 1e6)
+
+
+# --- the load ----------------------------------------------------------------------------------
+
+def single_requests(spec: Spec) -> list[float]:
+    """throughput.py's latency pass: one record, flushed, one at a time, for the run's time (ms each)."""
+    producer = Producer({**spec.config, **LATENCY_SETTINGS})
+    value, times = b"\0" * spec.size, []
+    end = time.monotonic() + spec.warmup_s + spec.seconds
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        producer.produce(spec.topic, value, partition=0)
+        if producer.flush(10) != 0:
+            raise RuntimeError("single request: a record was not delivered")
+        times.append((time.perf_counter() - t0) * 1000)
+    return times[int(len(times) * spec.warmup_s / (spec.warmup_s + spec.seconds)):]
+
+
+# --- one run ------------------------------------------------------------------------------------
+
+def run_once(path: str, config: dict[str, Any], rate: int, args: argparse.Namespace, admin: AdminClient,
+             gateway: GatewayProcess | None, broker_port: int, broker_pid: int) -> Hops:
+    topic = f"hops-{path}-{rate}-{uuid.uuid4().hex[:8]}"
+    create_topic(admin, topic, 1)
+    spec = Spec(config, topic, rate, args.size, args.warmup, args.seconds, args.linger_ms, args.fetch_wait_ms)
+    gateway_ports = ({gateway.port, *(gateway.node_port_base + o for o in gateway.node_port_offsets)}
+                     if gateway else set())
+    context = multiprocessing.get_context("spawn")
+    ready, stop, frames_out = context.Event(), context.Event(), context.SimpleQueue()
+    capturer = context.Process(target=capture, args=({broker_port, *gateway_ports}, gateway_ports or {broker_port},
+                                                     ready, stop, frames_out),
+                               daemon=True)
+    capturer.start()
+    consumer_ready, consumed = context.Event(), context.SimpleQueue()
+    consumer = context.Process(target=consume, args=(spec, consumer_ready, consumed), daemon=True)
+    try:
+        if not ready.wait(30):
+            raise RuntimeError("the capture did not start (AF_PACKET needs root or CAP_NET_RAW)")
+        if args.load == "fixed-rate":
+            consumer.start()
+            if not consumer_ready.wait(60):
+                raise RuntimeError(f"{path}: the consumer did not start")
+        from_ns = time.time_ns() + int(args.warmup * 1e9)
+        pids = {"broker": broker_pid, **({"gateway": gateway.pid} if gateway else {})}
+        before: dict[str, Sched] = {}
+        window = threading.Timer(args.warmup, lambda: before.update({k: sched(p) for k, p in pids.items()}))
+        window.start()
+        publish, errors, _ = produce(spec) if args.load == "fixed-rate" else (single_requests(spec), 0, 0.0)
+        window.join()
+        used = {k: sched(p) - before[k] for k, p in pids.items()}
+        if args.load == "fixed-rate":
+            consumer.join(timeout=120)
+        stop.set()
+        frames = frames_out.get()
+        capturer.join(timeout=30)
+    finally:
+        for child in (consumer, capturer):
+            if child.is_alive():
+                child.terminate()
+        delete_topic(admin, topic)
+    print(f"  {path} {rate}/s: publish p50 {percentile(publish, 50):.2f} p99 {percentile(publish, 99):.2f} ms, "
+          f"errors {errors}, {len(frames)} frames", file=sys.stderr, flush=True)
+    hops = analyse(frames, from_ns, gateway_ports, broker_port)
+    hops.sched = used
+    hops.publish = publish
+    return hops
+
+
+# --- report -------------------------------------------------------------------------------------
+
+def distribution(values: list[float]) -> str:
+    if not values:
+        return f"{'-':>24}"
+    return f"{percentile(values, 50):>7.3f} {percentile(values, 99):>7.3f} {max(values):>8.3f}"
+
+
+def report(rate: int, seconds: float, results: dict[str, list[Hops]]) -> str:
+    load = f"{rate}/s" if rate else "one request at a time"
+    lines = [f"{load}  (ms: p50 p99 max over every exchange of the runs; n = exchanges)",
+             f"  {'path':<10}{'api':<9}{'hop':<12}{'p50':>7} {'p99':>7} {'max':>8} {'n':>7}"]
+    for path, runs in results.items():
+        for api_key in (0, 1):
+            for hop in ("client_rtt", "broker", "gateway_request", "gateway_response", "client_send", "gateway_send"):
+                values = [v for h in runs for v in getattr(h, hop)[api_key]]
+                if values:
+                    lines.append(f"  {path:<10}{API_NAMES[api_key]:<9}{hop:<12}{distribution(values)} {len(values):>7}")
+            sizes = [v for h in runs for v in h.request_bytes[api_key]]
+            flight = [v for h in runs for v in h.in_flight[api_key]]
+            if sizes:
+                lines.append(f"  {path:<10}{API_NAMES[api_key]:<9}requests/s {len(sizes) / seconds / len(runs):>7.0f}, "
+                             f"bytes p50 {percentile([float(s) for s in sizes], 50):>7.0f}, in flight when sent "
+                             f"p50 {statistics.median(flight):.0f} max {max(flight)}")
+        for what, label in (("batching", "produce() -> request out"), ("on_wire", "produce() -> response in"),
+                            ("publish", "produce() -> delivery report")):
+            values = [v for h in runs for v in getattr(h, what)]
+            if values:
+                lines.append(f"  {path:<10}records  {label:<29}{distribution(values)} {len(values):>7}")
+        for name in ("gateway", "broker"):
+            used = [h.sched[name] for h in runs if name in h.sched]
+            if used and (slices := sum(u.slices for u in used)):
+                cpu, wait = sum(u.on_cpu_ns for u in used), sum(u.waiting_ns for u in used)
+                lines.append(f"  {path:<10}{name} process: {cpu / 1e6 / seconds / len(runs) / 10:.1f}% of a core, "
+                             f"{slices / seconds / len(runs):.0f} wake-ups/s, per wake-up {cpu / slices / 1e3:.0f} us "
+                             f"on a CPU and {wait / slices / 1e3:.0f} us runnable waiting for one; "
+                             f"{sum(u.preempted for u in used) / seconds / len(runs):.0f} preemptions/s")
+        unpaired = sum(h.unpaired for h in runs)
+        if unpaired:
+            lines.append(f"  {path:<10}{unpaired} client requests without an upstream twin (answered by the gateway)")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rates", default="5000,50000", help="records per second, comma-separated")
+    parser.add_argument("--size", type=int, default=1024, help="record value size in bytes (at least 16)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds at the start of a run")
+    parser.add_argument("--repeat", type=int, default=2, help="repeats (direct and gateway alternate)")
+    parser.add_argument("--linger-ms", type=float, default=5.0, help="the producer's linger.ms (as latency.py)")
+    parser.add_argument("--fetch-wait-ms", type=int, default=5, help="the consumer's fetch.wait.max.ms (as latency.py)")
+    parser.add_argument("--paths", default="direct,plaintext", help="subset of direct,plaintext")
+    parser.add_argument("--load", choices=("fixed-rate", "single"), default="fixed-rate",
+                        help="fixed-rate: latency.py's producer at each rate and its consumer; single: "
+                             "throughput.py's latency pass (one record produced and flushed at a time, no consumer)")
+    args = parser.parse_args(argv)
+    args.rates = [int(r) for r in args.rates.split(",") if r]
+    args.paths = [p for p in args.paths.split(",") if p]
+    if set(args.paths) - {"direct", "plaintext"} or args.size < 16 or args.repeat < 1:
+        parser.error("--paths: direct, plaintext; --size at least 16; --repeat at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(f"machine: {machine()}  load average before: {loadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="ksgate-hops-") as tmp, EmbeddedBroker() as broker:
+        broker_port = int(broker.bootstrap.rsplit(":", 1)[1])
+        assert broker._process is not None
+        broker_pid = broker._process.pid
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        node_ids = sorted(admin.list_topics(timeout=10).brokers)
+        with GatewayProcess(broker.bootstrap, Path(tmp) / "plaintext", node_ids=node_ids) as gateway:
+            for rate in args.rates if args.load == "fixed-rate" else [0]:
+                results: dict[str, list[Hops]] = {path: [] for path in args.paths}
+                for repeat in range(args.repeat):
+                    paths = args.paths if repeat % 2 == 0 else args.paths[::-1]
+                    for path in paths:
+                        config = {"bootstrap.servers": gateway.bootstrap if path == "plaintext" else broker.bootstrap}
+                        results[path].append(run_once(path, config, rate, args, admin,
+                                                      gateway if path == "plaintext" else None, broker_port,
+                                                      broker_pid))
+                print(report(rate, args.seconds, results), flush=True)
+    print(f"load average after: {loadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
