@@ -134,7 +134,7 @@ class ProxySession:
         self.receiver = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
         self._memory = ReceiveGate(ctx.request_memory, wake)
         self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
-        self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response, clock.monotonic)
+        self.responses = ResponseQueue(ctx.metrics, self.traffic, clock)
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
         self.client = _NOT_CONNECTED  # until connected()
