@@ -152,8 +152,7 @@ class ProxySession:
         self._outbox = ClientOutbox()  # answers on their way to the client
         self._farewell: WireBytes | None = None  # the refusal of a failed login, written after the delay
         # What traffic taught about the cluster, reported as one Discovered action per event.
-        # Bound methods, not lambdas: two closures per connection were twice the size.
-        self._learned = Learned(ctx.address_book(self.listener), ctx.topic_names, ctx.partition_counts)
+        self._learned = Learned(ctx.address_book(self.listener), ctx)
         self._topic_id_misses = TopicIdMisses()
         self.quota = ConnectionQuotas(ctx.quotas, ctx.quota_sensors)
 
@@ -586,7 +585,7 @@ class ProxySession:
 
     def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
         # its own: the loop's may grow meanwhile
-        learned = Learned(self._learned.book, self._learned.known_topics, self._learned.known_counts)
+        learned = Learned(self._learned.book, self._learned.known)
         work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
         self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 
@@ -594,7 +593,7 @@ class ProxySession:
         if isinstance(result, BaseException):
             self._response_failed(result)
             return
-        learned.take(into=self._learned)
+        self._learned.take_from(learned)
         slot.response, slot.ready = result, True
         if self.quota.active is not None or slot.throttle_ms:
             try:
@@ -878,9 +877,8 @@ class ProxySession:
             self._out.append(act.WakeReaders(tuple(self._memory.take_woken())))
         learned = self._learned
         if learned.nodes or learned.topic_ids or learned.partition_counts or self._topic_id_misses.missed:
-            self._out.append(act.Discovered(tuple(learned.nodes), tuple(learned.topic_ids),
-                                            self._topic_id_misses.take(), tuple(learned.partition_counts)))
-            learned.nodes, learned.topic_ids, learned.partition_counts = [], [], []
+            nodes, topic_ids, partition_counts = learned.take()
+            self._out.append(act.Discovered(nodes, topic_ids, self._topic_id_misses.take(), partition_counts))
         out, self._out = self._out, []
         return out
 
