@@ -111,7 +111,8 @@ class ReceiveGate:
         self.budget = budget
         self.wake = wake  # how another connection's release reaches this one
         self._ticket: MemoryTicket | None = None
-        self.woken: list[Callable[[], None]] = []
+        # Replaced, never edited: an idle connection keeps the shared empty tuple, not a list of its own.
+        self.woken: tuple[Callable[[], None], ...] = ()
 
     def admit(self, nbytes: int) -> bool:
         self._ticket = MemoryTicket(nbytes, self.wake)
@@ -121,8 +122,9 @@ class ReceiveGate:
         """The frame is complete, or the connection gone (granted or still in line)."""
         if self._ticket is not None:
             ticket, self._ticket = self._ticket, None
-            self.woken.extend(t.wake for t in self.budget.release(ticket) if t.wake is not None)
+            if woken := tuple(t.wake for t in self.budget.release(ticket) if t.wake is not None):
+                self.woken += woken
 
-    def take_woken(self) -> list[Callable[[], None]]:
-        woken, self.woken = self.woken, []
+    def take_woken(self) -> tuple[Callable[[], None], ...]:
+        woken, self.woken = self.woken, ()
         return woken

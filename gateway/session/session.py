@@ -40,7 +40,7 @@ input: the session reads the injected clock, never the system's.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -141,11 +141,12 @@ class ProxySession:
         self._phase = SessionPhase()  # what the session is doing: gateway/session/state/phase.py
         self._counted = False  # connected() ran (a failed TLS handshake never gets there)
         self._out: list[act.Action] = []
-        self._outgoing: list[WireBytes] = []  # request pieces for the upstream, sent once per event
+        # Request pieces for the upstream, sent once per event; None between events (no list per idle connection).
+        self._outgoing: list[WireBytes] | None = None
         self._upstream_up = False
         self._upstream_address: str | None = None  # the upstream broker's, once its link is up (for the log)
-        # Frames accepted before the upstream link is up (bounded by queued.max.requests).
-        self._backlog: list[WireBytes] = []
+        # Frames accepted before the upstream link is up (bounded by queued.max.requests); None when there are none.
+        self._backlog: list[WireBytes] | None = None
         self._gate = ReadGate()  # why the client is not read, and the frames read that wait
         self._jobs = OffLoopJobs()
         self._local: LocalAnswers[AnswerLocally] = LocalAnswers()
@@ -318,7 +319,7 @@ class ProxySession:
         self._upstream_address = address
         if self._backlog:
             self._out.append(act.SendToUpstream(self._backlog))
-            self._backlog = []
+        self._backlog = None
         if self._outbox.full:  # the client filled its socket before the upstream link existed
             self._out.append(act.PauseUpstreamReading(True))
         self._set_read_paused("connecting", False)
@@ -442,7 +443,7 @@ class ProxySession:
                 and self.queued_requests < self.ctx.config.queued_max_requests:
             self._handle_frames(gate.take_held())
 
-    def _handle_frames(self, frames: list[Frame]) -> None:
+    def _handle_frames(self, frames: Sequence[Frame]) -> None:
         limit = self.ctx.config.queued_max_requests
         for index, frame in enumerate(frames):
             if self.closing:  # refused (or a login failed): nothing after that is read, answered or relayed
@@ -519,7 +520,11 @@ class ProxySession:
             self.responses.await_upstream(upstream_id, slot)
         self.ctx.counters.relayed_requests += 1
         self.ctx.metrics.relayed(decision.key)
-        self._outgoing.extend(upstream_pieces(decision, upstream_id))
+        pieces = upstream_pieces(decision, upstream_id)  # a new list: the first request of an event keeps it
+        if self._outgoing is None:
+            self._outgoing = pieces
+        else:
+            self._outgoing.extend(pieces)
 
     def _fill(self, slot: ResponseSlot | None, key: int, version: int, correlation_id: int, frame: WireBytes) -> None:
         if slot is None:
@@ -528,13 +533,15 @@ class ProxySession:
             slot.response, slot.ready = [frame], True
 
     def _send_upstream(self) -> None:
-        if not self._outgoing:
+        outgoing, self._outgoing = self._outgoing, None
+        if not outgoing:
             return
         if self._upstream_up:
-            self._out.append(act.SendToUpstream(self._outgoing))
+            self._out.append(act.SendToUpstream(outgoing))
+        elif self._backlog is None:
+            self._backlog = outgoing
         else:
-            self._backlog.extend(self._outgoing)
-        self._outgoing = []
+            self._backlog.extend(outgoing)
 
     def _request_failed(self, exc: BaseException) -> None:
         """Fail closed on a request, decided on the loop or in the worker."""
@@ -874,7 +881,7 @@ class ProxySession:
 
     def _take(self) -> list[act.Action]:
         if self._memory.woken:
-            self._out.append(act.WakeReaders(tuple(self._memory.take_woken())))
+            self._out.append(act.WakeReaders(self._memory.take_woken()))
         learned = self._learned
         if learned.nodes or learned.topic_ids or learned.partition_counts or self._topic_id_misses.missed:
             nodes, topic_ids, partition_counts = learned.take()
