@@ -63,7 +63,7 @@ from gateway.quotas.mutation_request import PartitionCounts
 from gateway.session import actions as act
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
-from gateway.session.request_memory import ReceiveGate
+from gateway.session.request_memory import MemoryWaiter, ReceiveGate
 from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
 from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
 from gateway.session.response_stage import Learned, PipelineRefusal, match_response, needs_decoding, response_pieces
@@ -122,8 +122,8 @@ class ProxySession:
                  "receiver", "responses", "security", "traffic")
 
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
-                 wake: Callable[[], None] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
-        """``wake``: how the adapter delivers ``memory_granted`` when another connection frees request memory.
+                 waiter: MemoryWaiter | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        """``waiter``: the adapter, which delivers ``memory_granted`` when another connection frees request memory.
         ``clock``: where the session reads the time (tests inject their own)."""
         self.ctx = ctx
         self.clock = clock
@@ -132,7 +132,7 @@ class ProxySession:
         self.node_id = node_id
         self.id = next(_ids)
         self.receiver = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
-        self._memory = ReceiveGate(ctx.request_memory, wake)
+        self._memory = ReceiveGate(ctx.request_memory, waiter)
         self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
         self.responses = ResponseQueue(ctx.metrics, self.traffic, clock)
         self.principal: KafkaPrincipal | None = None
