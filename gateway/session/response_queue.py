@@ -130,8 +130,11 @@ class ResponseQueue:
 
     def match_upstream(self, upstream_id: int) -> ResponseSlot | None:
         """The slot an upstream response fills; None for a response to drop (acks=0)."""
-        slot = self._awaiting.pop(upstream_id, None)
+        awaiting = self._awaiting
+        slot = awaiting.pop(upstream_id, None)
         if slot is not None:
+            if not awaiting:  # a dict keeps its table when emptied (160 bytes on an idle client's connection)
+                awaiting.clear()
             return slot
         if _UNANSWERED_BASE <= upstream_id <= 0x7FFF_FFFF:
             return None
@@ -148,6 +151,8 @@ class ResponseQueue:
     def start_streaming(self, upstream_id: int) -> ResponseSlot:
         """Take the head slot out: its response is being written to the client as it arrives."""
         slot = self._awaiting.pop(upstream_id)
+        if not self._awaiting:
+            self._awaiting.clear()
         assert self._slots[0] is slot
         del self._slots[0]
         if self._observe is not None:  # latency to the response's first byte

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gateway.session.response_queue import ResponseQueue, with_correlation_id
@@ -151,3 +153,19 @@ def test_latencies_are_measured_on_the_injected_clock() -> None:
     slot.response, slot.ready = [b"answer"], True
     assert queue.pop_ready() == [b"answer"]
     assert latencies.seen == [(3, 2.5)]
+
+
+
+def test_a_queue_with_nothing_awaited_keeps_no_table_of_its_earlier_requests() -> None:
+    # An idle client's connection has had its answers; a dict emptied by pops keeps its table (~160 bytes).
+    queue = ResponseQueue()
+    fresh = sys.getsizeof(queue._awaiting)
+    ids = [queue.expect_upstream(n, 3, 12) for n in range(3)]
+    assert sys.getsizeof(queue._awaiting) > fresh
+    for upstream_id in ids:
+        assert queue.match_upstream(upstream_id) is not None
+    assert sys.getsizeof(queue._awaiting) == fresh
+    assert queue.match_upstream(queue.expect_upstream(3, 3, 12)) is not None  # and it is usable again
+    streamed = ResponseQueue()
+    streamed.start_streaming(streamed.expect_upstream(1, 1, 12))
+    assert sys.getsizeof(streamed._awaiting) == fresh
