@@ -44,6 +44,8 @@ class _AlertingSSLObject(ssl.SSLObject):
         except ssl.SSLError:
             self._send_alert()
             raise
+        # Done: no handshake alert can follow, so the route is not kept for the connection's life.
+        self._alert_route = None
 
     def _send_alert(self) -> None:
         if self._alert_route is None:

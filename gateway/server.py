@@ -79,7 +79,10 @@ class Gateway:
     config: GatewayConfig
     ctx: GatewayContext = field(init=False)
     _servers: dict[tuple[str, int | None], Acceptor] = field(default_factory=dict)
-    _connections: set[ClientConnection] = field(default_factory=set)
+    # Open connections and the admission each holds (released when it closes): kept here rather than in a
+    # closure per connection (~210 bytes each), so every connection shares one close hook.
+    _connections: dict[ClientConnection, Admission] = field(default_factory=dict)
+    _on_connection_closed: Callable[[ClientConnection], None] = field(init=False)
     # Kafka's connection limits, counted in this process (with --workers N, each worker counts
     # its own connections: N workers behind one port act as N brokers would).
     limits: ConnectionLimits = field(init=False)
@@ -205,6 +208,7 @@ class Gateway:
         self._released_seen = released
 
     def __post_init__(self) -> None:
+        self._on_connection_closed = self._connection_closed  # made once, not per connection
         cluster = ClusterView()
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream), {},
                                   metrics=Metrics((listener.name for listener in self.config.listeners), process=True),
@@ -563,7 +567,7 @@ class Gateway:
         except (OSError, ssl.SSLError, asyncio.CancelledError) as exc:
             # Never connected: the connection's own close hook will not run.
             for conn in made:
-                self._connections.discard(conn)
+                self._connections.pop(conn, None)
             self.limits.release(admission)
             if isinstance(exc, asyncio.CancelledError):
                 raise
@@ -580,15 +584,15 @@ class Gateway:
 
     def _new_connection(self, listener_name: str, node_id: int | None, admission: Admission,
                         client: ClientAddress) -> ClientConnection:
-        def closed(conn: ClientConnection) -> None:
-            self._connections.discard(conn)
-            self.limits.release(admission)
-
-        conn = ClientConnection(self.ctx, listener_name, node_id, client, on_close=closed)
-        self._connections.add(conn)
+        conn = ClientConnection(self.ctx, listener_name, node_id, client, on_close=self._on_connection_closed)
+        self._connections[conn] = admission
         if self._stopping:
             conn.begin_drain()
         return conn
+
+    def _connection_closed(self, conn: ClientConnection) -> None:
+        if (admission := self._connections.pop(conn, None)) is not None:
+            self.limits.release(admission)
 
     def bound_port(self, listener_name: str, node_id: int | None = None) -> int:
         server = self._servers[(listener_name, node_id)]

@@ -49,7 +49,9 @@ class FrameSplitter:
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._pending = bytearray()
+        # The partial frame: a bytearray of its own while one is buffered, else the shared empty bytes (an
+        # upstream link idles between answers; an empty bytearray kept by each was 56 bytes).
+        self._pending: bytes | bytearray = b""
         self._need = 4  # bytes _pending must reach before a frame can complete
 
     @property
@@ -71,8 +73,8 @@ class FrameSplitter:
 
     def take_pending(self) -> bytearray:
         """Hand over the partial frame (for streaming it onwards); the splitter starts afresh."""
-        pending, self._pending, self._need = self._pending, bytearray(), 4
-        return pending
+        pending, self._pending, self._need = self._pending, b"", 4
+        return pending if isinstance(pending, bytearray) else bytearray(pending)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         if self._pending:
@@ -80,7 +82,7 @@ class FrameSplitter:
             if len(self._pending) < self._need:
                 return []
             chunk: bytes | bytearray | memoryview = self._pending
-            self._pending = bytearray()
+            self._pending = b""
         else:
             chunk = data
         view = memoryview(chunk)

@@ -75,7 +75,9 @@ class ConnectionQuotas:
         self._client_raw = b""
         self._applied: AppliedQuotas | None = None
         self.muted_until_ms = 0.0
-        self._unsettled: list[Settlement] = []  # relayed mutations awaiting their answer (≤ the in-flight requests)
+        # Relayed mutations awaiting their answer (≤ the in-flight requests): replaced, never edited, so that a
+        # connection with none keeps the shared empty tuple rather than a list of its own.
+        self._unsettled: tuple[Settlement, ...] = ()
 
     @property
     def active(self) -> AppliedQuotas | None:
@@ -149,7 +151,7 @@ class ConnectionQuotas:
         if verdict is not None:
             self.sensors.mutated(b.sensor, b.label, b.bound, verdict)
             if verdict.settlement is not None:
-                self._unsettled.append(verdict.settlement)
+                self._unsettled += (verdict.settlement,)
         return verdict
 
     def _settle(self) -> None:
@@ -162,7 +164,7 @@ class ConnectionQuotas:
                 waiting.append(settlement)
             elif refund := settlement.refunded():
                 self.sensors.mutations.refund(settlement.sensor, settlement.rate, refund)
-        self._unsettled = waiting
+        self._unsettled = tuple(waiting)
 
     def request_done(self, applied: AppliedQuotas, api_key: int, size: int, cpu_ns: int,
                      slot: ResponseSlot | None) -> int:

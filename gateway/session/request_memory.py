@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 UNBOUNDED = -1  # Kafka's value for "no limit"
 # Frames up to this size may pass large ones waiting in line, and have a reserve of their own:
 # a Metadata or a small Produce never waits behind a 100 MB request.
 SMALL_FRAME_BYTES = 1024 * 1024
 MAX_RESERVE_BYTES = 16 * 1024 * 1024
+
+
+class MemoryWaiter(Protocol):
+    """The connection a waiting frame belongs to, as the budget wakes it (its adapter)."""
+
+    def memory_granted(self) -> None:
+        """Another connection's release granted this one's waiting frame: read on (called by the loop)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -105,24 +113,28 @@ class ReceiveGate:
     ticket, for the frame being received; the tickets its releases granted, for the adapter
     to wake their connections."""
 
-    __slots__ = ("_ticket", "budget", "wake", "woken")
+    __slots__ = ("_ticket", "budget", "waiter", "woken")
 
-    def __init__(self, budget: RequestMemoryBudget, wake: Callable[[], None] | None) -> None:
+    def __init__(self, budget: RequestMemoryBudget, waiter: MemoryWaiter | None) -> None:
         self.budget = budget
-        self.wake = wake  # how another connection's release reaches this one
+        # How another connection's release reaches this one: the waiter itself, its bound method made only
+        # for a frame that asks (one stored by every idle connection was 64 bytes).
+        self.waiter = waiter
         self._ticket: MemoryTicket | None = None
-        self.woken: list[Callable[[], None]] = []
+        # Replaced, never edited: an idle connection keeps the shared empty tuple, not a list of its own.
+        self.woken: tuple[Callable[[], None], ...] = ()
 
     def admit(self, nbytes: int) -> bool:
-        self._ticket = MemoryTicket(nbytes, self.wake)
+        self._ticket = MemoryTicket(nbytes, self.waiter.memory_granted if self.waiter is not None else None)
         return self.budget.ask(self._ticket)
 
     def complete(self) -> None:
         """The frame is complete, or the connection gone (granted or still in line)."""
         if self._ticket is not None:
             ticket, self._ticket = self._ticket, None
-            self.woken.extend(t.wake for t in self.budget.release(ticket) if t.wake is not None)
+            if woken := tuple(t.wake for t in self.budget.release(ticket) if t.wake is not None):
+                self.woken += woken
 
-    def take_woken(self) -> list[Callable[[], None]]:
-        woken, self.woken = self.woken, []
+    def take_woken(self) -> tuple[Callable[[], None], ...]:
+        woken, self.woken = self.woken, ()
         return woken

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.config import ConfigError
 from gateway.session.address_rewrite import ListenerAddresses, body_names_endpoints, needs_rewrite, rewrite_endpoints
@@ -41,27 +41,48 @@ def match_response(responses: ResponseQueue, frame: Frame) -> ResponseSlot | Non
     return responses.match_upstream(_SIZE.unpack_from(frame.payload, 0)[0])
 
 
+class KnownCluster(Protocol):
+    """The cluster view's id → name and name → partition count maps as they are now (replaced whole,
+    never edited, so they may be read from the worker): what a response teaches is compared with them."""
+
+    def topic_names(self) -> Mapping[uuid.UUID, str]: ...
+
+    def partition_counts(self) -> Mapping[str, int]: ...
+
+
+class _NothingKnown:
+    __slots__ = ()
+
+    def topic_names(self) -> Mapping[uuid.UUID, str]:
+        return {}
+
+    def partition_counts(self) -> Mapping[str, int]:
+        return {}
+
+
+NOTHING_KNOWN = _NothingKnown()
+
+
 class Learned:
     """What responses taught (brokers, topic ids), recorded for the session to report as a Discovered
     action: the response stage may run in the worker thread and never changes shared state itself.
     Also the address book the rewriting reads (a node's address on this listener)."""
 
-    __slots__ = ("book", "known_counts", "known_topics", "nodes", "partition_counts", "topic_ids")
+    __slots__ = ("book", "known", "nodes", "partition_counts", "topic_ids")
 
-    def __init__(self, book: ListenerAddresses, known_topics: Callable[[], Mapping[uuid.UUID, str]],
-                 known_counts: Callable[[], Mapping[str, int]] = dict) -> None:
-        """``known_topics``, ``known_counts``: the cluster view's id → name and name → partition count maps
-        as they are now (replaced whole, never edited, so they may be read from the worker), to report only
-        what is new."""
+    def __init__(self, book: ListenerAddresses, known: KnownCluster = NOTHING_KNOWN) -> None:
+        """``known``: what the cluster view knows already (the gateway's context), to report only what is new;
+        one object shared by every connection (two bound methods kept per connection were 112 bytes)."""
         self.book = book
-        self.known_topics = known_topics
-        self.known_counts = known_counts
-        self.nodes: list[tuple[int, str, int]] = []
-        self.topic_ids: list[tuple[uuid.UUID, str]] = []
-        self.partition_counts: list[tuple[str, int]] = []  # from Metadata: what controller_mutation_rate counts
+        self.known = known
+        # Tuples, replaced when something is learned (rarely: a Metadata answer): every connection has a
+        # Learned and most learn nothing for most of their life, and the empty tuple is shared.
+        self.nodes: tuple[tuple[int, str, int], ...] = ()
+        self.topic_ids: tuple[tuple[uuid.UUID, str], ...] = ()
+        self.partition_counts: tuple[tuple[str, int], ...] = ()  # from Metadata: what controller_mutation_rate counts
 
     def learn(self, node_id: int, host: str, port: int) -> None:
-        self.nodes.append((node_id, host, port))
+        self.nodes += ((node_id, host, port),)
 
     def client_address(self, node_id: int) -> tuple[str, int]:
         return self.book.client_address(node_id)
@@ -69,24 +90,31 @@ class Learned:
     def learn_topics(self, topics: list[dict[str, Any]]) -> None:
         # The cluster view keeps only real ids with a name (a topic in error has the zero id). Only what it lacks
         # is reported: an all-topics answer is walked here (in the worker, when large), not again on the loop.
-        known = self.known_topics()
-        self.topic_ids.extend((topic_id, name) for topic in topics
-                              if (topic_id := topic.get("topic_id")) is not None and (name := topic.get("name"))
-                              and known.get(topic_id) != name)
+        known = self.known.topic_names()
+        self.topic_ids += tuple((topic_id, name) for topic in topics
+                                if (topic_id := topic.get("topic_id")) is not None and (name := topic.get("name"))
+                                and known.get(topic_id) != name)
 
     def learn_partition_counts(self, topics: list[dict[str, Any]]) -> None:
         # Metadata lists every partition of a topic it answers without error (DescribeTopicPartitions pages them).
-        counts = self.known_counts()
-        self.partition_counts.extend((name, n) for topic in topics
-                                     if not topic.get("error_code") and (name := topic.get("name"))
-                                     and (n := len(topic.get("partitions") or ())) and counts.get(name) != n)
+        counts = self.known.partition_counts()
+        self.partition_counts += tuple((name, n) for topic in topics
+                                       if not topic.get("error_code") and (name := topic.get("name"))
+                                       and (n := len(topic.get("partitions") or ())) and counts.get(name) != n)
 
-    def take(self, into: Learned) -> None:
-        """Hand what was learned on to ``into`` (a worker's record, passed on from the loop)."""
-        into.nodes.extend(self.nodes)
-        into.topic_ids.extend(self.topic_ids)
-        into.partition_counts.extend(self.partition_counts)
-        self.nodes, self.topic_ids, self.partition_counts = [], [], []
+    def take(self) -> tuple[tuple[tuple[int, str, int], ...], tuple[tuple[uuid.UUID, str], ...],
+                            tuple[tuple[str, int], ...]]:
+        """What was learned (nodes, topic ids, partition counts); nothing is left afterwards."""
+        learned = self.nodes, self.topic_ids, self.partition_counts
+        self.nodes = self.topic_ids = self.partition_counts = ()
+        return learned
+
+    def take_from(self, other: Learned) -> None:
+        """Add what ``other`` (a worker's record, passed on from the loop) learned."""
+        nodes, topic_ids, partition_counts = other.take()
+        self.nodes += nodes
+        self.topic_ids += topic_ids
+        self.partition_counts += partition_counts
 
 
 @lru_cache(maxsize=1024)  # (api key, version) pairs of the schemas (~300 relayed): no eviction

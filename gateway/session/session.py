@@ -40,7 +40,7 @@ input: the session reads the injected clock, never the system's.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -63,7 +63,7 @@ from gateway.quotas.mutation_request import PartitionCounts
 from gateway.session import actions as act
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
-from gateway.session.request_memory import ReceiveGate
+from gateway.session.request_memory import MemoryWaiter, ReceiveGate
 from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
 from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
 from gateway.session.response_stage import Learned, PipelineRefusal, match_response, needs_decoding, response_pieces
@@ -122,8 +122,8 @@ class ProxySession:
                  "receiver", "responses", "security", "traffic")
 
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
-                 wake: Callable[[], None] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
-        """``wake``: how the adapter delivers ``memory_granted`` when another connection frees request memory.
+                 waiter: MemoryWaiter | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        """``waiter``: the adapter, which delivers ``memory_granted`` when another connection frees request memory.
         ``clock``: where the session reads the time (tests inject their own)."""
         self.ctx = ctx
         self.clock = clock
@@ -132,28 +132,28 @@ class ProxySession:
         self.node_id = node_id
         self.id = next(_ids)
         self.receiver = FrameReceiver(ctx.config.socket_request_max_bytes, pool=ctx.frame_buffers)
-        self._memory = ReceiveGate(ctx.request_memory, wake)
+        self._memory = ReceiveGate(ctx.request_memory, waiter)
         self.traffic = ctx.metrics.traffic(listener_name)  # bytes in/out by API, added to per frame
-        self.responses = ResponseQueue(ctx.metrics.observe_latency, self.traffic.response, clock.monotonic)
+        self.responses = ResponseQueue(ctx.metrics, self.traffic, clock)
         self.principal: KafkaPrincipal | None = None
         self.authenticator: SaslServerAuthenticator | None = None
         self.client = _NOT_CONNECTED  # until connected()
         self._phase = SessionPhase()  # what the session is doing: gateway/session/state/phase.py
         self._counted = False  # connected() ran (a failed TLS handshake never gets there)
         self._out: list[act.Action] = []
-        self._outgoing: list[WireBytes] = []  # request pieces for the upstream, sent once per event
+        # Request pieces for the upstream, sent once per event; None between events (no list per idle connection).
+        self._outgoing: list[WireBytes] | None = None
         self._upstream_up = False
         self._upstream_address: str | None = None  # the upstream broker's, once its link is up (for the log)
-        # Frames accepted before the upstream link is up (bounded by queued.max.requests).
-        self._backlog: list[WireBytes] = []
+        # Frames accepted before the upstream link is up (bounded by queued.max.requests); None when there are none.
+        self._backlog: list[WireBytes] | None = None
         self._gate = ReadGate()  # why the client is not read, and the frames read that wait
         self._jobs = OffLoopJobs()
         self._local: LocalAnswers[AnswerLocally] = LocalAnswers()
         self._outbox = ClientOutbox()  # answers on their way to the client
         self._farewell: WireBytes | None = None  # the refusal of a failed login, written after the delay
         # What traffic taught about the cluster, reported as one Discovered action per event.
-        # Bound methods, not lambdas: two closures per connection were twice the size.
-        self._learned = Learned(ctx.address_book(self.listener), ctx.topic_names, ctx.partition_counts)
+        self._learned = Learned(ctx.address_book(self.listener), ctx)
         self._topic_id_misses = TopicIdMisses()
         self.quota = ConnectionQuotas(ctx.quotas, ctx.quota_sensors)
 
@@ -319,7 +319,7 @@ class ProxySession:
         self._upstream_address = address
         if self._backlog:
             self._out.append(act.SendToUpstream(self._backlog))
-            self._backlog = []
+        self._backlog = None
         if self._outbox.full:  # the client filled its socket before the upstream link existed
             self._out.append(act.PauseUpstreamReading(True))
         self._set_read_paused("connecting", False)
@@ -443,7 +443,7 @@ class ProxySession:
                 and self.queued_requests < self.ctx.config.queued_max_requests:
             self._handle_frames(gate.take_held())
 
-    def _handle_frames(self, frames: list[Frame]) -> None:
+    def _handle_frames(self, frames: Sequence[Frame]) -> None:
         limit = self.ctx.config.queued_max_requests
         for index, frame in enumerate(frames):
             if self.closing:  # refused (or a login failed): nothing after that is read, answered or relayed
@@ -520,7 +520,11 @@ class ProxySession:
             self.responses.await_upstream(upstream_id, slot)
         self.ctx.counters.relayed_requests += 1
         self.ctx.metrics.relayed(decision.key)
-        self._outgoing.extend(upstream_pieces(decision, upstream_id))
+        pieces = upstream_pieces(decision, upstream_id)  # a new list: the first request of an event keeps it
+        if self._outgoing is None:
+            self._outgoing = pieces
+        else:
+            self._outgoing.extend(pieces)
 
     def _fill(self, slot: ResponseSlot | None, key: int, version: int, correlation_id: int, frame: WireBytes) -> None:
         if slot is None:
@@ -529,13 +533,15 @@ class ProxySession:
             slot.response, slot.ready = [frame], True
 
     def _send_upstream(self) -> None:
-        if not self._outgoing:
+        outgoing, self._outgoing = self._outgoing, None
+        if not outgoing:
             return
         if self._upstream_up:
-            self._out.append(act.SendToUpstream(self._outgoing))
+            self._out.append(act.SendToUpstream(outgoing))
+        elif self._backlog is None:
+            self._backlog = outgoing
         else:
-            self._backlog.extend(self._outgoing)
-        self._outgoing = []
+            self._backlog.extend(outgoing)
 
     def _request_failed(self, exc: BaseException) -> None:
         """Fail closed on a request, decided on the loop or in the worker."""
@@ -586,7 +592,7 @@ class ProxySession:
 
     def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
         # its own: the loop's may grow meanwhile
-        learned = Learned(self._learned.book, self._learned.known_topics, self._learned.known_counts)
+        learned = Learned(self._learned.book, self._learned.known)
         work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
         self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 
@@ -594,7 +600,7 @@ class ProxySession:
         if isinstance(result, BaseException):
             self._response_failed(result)
             return
-        learned.take(into=self._learned)
+        self._learned.take_from(learned)
         slot.response, slot.ready = result, True
         if self.quota.active is not None or slot.throttle_ms:
             try:
@@ -875,12 +881,11 @@ class ProxySession:
 
     def _take(self) -> list[act.Action]:
         if self._memory.woken:
-            self._out.append(act.WakeReaders(tuple(self._memory.take_woken())))
+            self._out.append(act.WakeReaders(self._memory.take_woken()))
         learned = self._learned
         if learned.nodes or learned.topic_ids or learned.partition_counts or self._topic_id_misses.missed:
-            self._out.append(act.Discovered(tuple(learned.nodes), tuple(learned.topic_ids),
-                                            self._topic_id_misses.take(), tuple(learned.partition_counts)))
-            learned.nodes, learned.topic_ids, learned.partition_counts = [], [], []
+            nodes, topic_ids, partition_counts = learned.take()
+            self._out.append(act.Discovered(nodes, topic_ids, self._topic_id_misses.take(), partition_counts))
         out, self._out = self._out, []
         return out
 

@@ -41,7 +41,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                  on_close: Callable[[ClientConnection], None] | None = None) -> None:
         self.ctx = ctx
         self.client = client  # canonical, made where the connection entered (acceptor or PROXY header)
-        self.session = ProxySession(ctx, listener_name, node_id, self._memory_granted)
+        self.session = ProxySession(ctx, listener_name, node_id, self)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
         self._on_close = on_close
@@ -194,7 +194,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         future.add_done_callback(lambda done: self._do(self.session.job_done(job_id, _outcome(done))))
         self._spawn(future)
 
-    def _memory_granted(self) -> None:
+    def memory_granted(self) -> None:
+        """Another connection freed request memory for this one's waiting frame (gateway/session/request_memory.py)."""
         self._do(self.session.memory_granted())
 
     def _wake_readers(self, action: act.WakeReaders) -> None:

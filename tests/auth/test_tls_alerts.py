@@ -4,6 +4,7 @@ and its failure class names the certificate problem (auth/tls_handshake.py); loo
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import socket
 import ssl
 import threading
@@ -90,3 +91,44 @@ def _verify_error(code: int) -> ssl.SSLCertVerificationError:
 ])
 def test_only_certificate_refusals_have_a_failure_class(exc: BaseException, failure: str | None) -> None:
     assert certificate_failure(exc) == failure
+
+
+def _pump(source: ssl.MemoryBIO, sink: ssl.MemoryBIO) -> None:
+    if data := source.read():
+        sink.write(data)
+
+
+def test_a_completed_handshake_keeps_no_alert_route(tmp_path: Path) -> None:
+    # The route (the socket and the outgoing BIO) is for a failing handshake's alert only; kept by each
+    # open connection it was ~180 bytes of every idle TLS connection.
+    files = write_tls_material(tmp_path)
+    server_in, server_out, client_in, client_out = (ssl.MemoryBIO() for _ in range(4))
+    server_context = _server_context(files)
+    server_context.verify_mode = ssl.CERT_NONE
+    left, right = socket.socketpair()
+    try:
+        def wrap() -> ssl.SSLObject:  # in a context of its own: the route does not outlive this test
+            send_handshake_alerts_to(left)
+            return server_context.wrap_bio(server_in, server_out, server_side=True)
+
+        server = contextvars.Context().run(wrap)
+        client = client_context(files.ca).wrap_bio(client_in, client_out, server_hostname="localhost")
+        assert server._alert_route is not None  # type: ignore[attr-defined]  # armed while the handshake runs
+        done = {"client": False, "server": False}
+        for _ in range(10):
+            for name, end in (("client", client), ("server", server)):
+                if not done[name]:
+                    try:
+                        end.do_handshake()
+                        done[name] = True
+                    except ssl.SSLWantReadError:
+                        pass
+            _pump(client_out, server_in)
+            _pump(server_out, client_in)
+            if all(done.values()):
+                break
+        assert all(done.values())
+        assert server._alert_route is None  # type: ignore[attr-defined]
+    finally:
+        left.close()
+        right.close()

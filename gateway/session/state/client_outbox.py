@@ -9,7 +9,7 @@ the socket until its last byte: nothing may interleave.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gateway.session.response_queue import WireBytes
 
@@ -17,7 +17,8 @@ from gateway.session.response_queue import WireBytes
 @dataclass(slots=True)
 class ClientOutbox:
     full: bool = False  # the client's transport is above its high-water mark
-    pieces: list[WireBytes] = field(default_factory=list)
+    # Made when the client's socket first fills with answers to hold, dropped when they are written.
+    pieces: list[WireBytes] | None = None
     answers: int = 0  # complete answers in ``pieces``: each still counts as a queued request
     streaming: int | None = None  # the API key of the response being streamed, if one is
 
@@ -27,10 +28,12 @@ class ClientOutbox:
         return self.answers > 0 or self.streaming is not None
 
     def hold(self, pieces: list[WireBytes], answers: int) -> None:
+        if self.pieces is None:
+            self.pieces = []
         self.pieces.extend(pieces)
         self.answers += answers
 
     def take(self) -> list[WireBytes]:
         """Everything held, in order; the outbox is empty afterwards."""
-        pieces, self.pieces, self.answers = self.pieces, [], 0
-        return pieces
+        pieces, self.pieces, self.answers = self.pieces, None, 0
+        return pieces if pieces is not None else []

@@ -7,7 +7,7 @@ in its reserved slot until the writes before it are done.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from gateway.session.response_queue import ResponseSlot
@@ -19,16 +19,19 @@ Request = TypeVar("Request")
 class LocalAnswers(Generic[Request]):
     busy: bool = False  # a store write runs
     # A list, not a deque: every connection has one and almost all never wait (an empty deque is 0.7 KiB).
-    waiting: list[tuple[ResponseSlot, Request]] = field(default_factory=list)
+    # A tuple replaced on change, not a list: the empty tuple is shared, and a list kept by every connection
+    # was 56 bytes (waiting answers are few: each holds a request slot, at most queued.max.requests).
+    waiting: tuple[tuple[ResponseSlot, Request], ...] = ()
 
     def must_wait(self) -> bool:
         return self.busy or bool(self.waiting)
 
     def wait(self, slot: ResponseSlot, request: Request) -> None:
-        self.waiting.append((slot, request))
+        self.waiting += ((slot, request),)
 
     def next(self) -> tuple[ResponseSlot, Request] | None:
         """The oldest waiting answer, once no store write runs."""
         if self.busy or not self.waiting:
             return None
-        return self.waiting.pop(0)
+        first, self.waiting = self.waiting[0], self.waiting[1:]
+        return first

@@ -6,9 +6,8 @@ here until then, so a connection closed meanwhile simply never finds it run.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from auth.sasl.mechanism import HashClaim
@@ -19,19 +18,27 @@ JobThen = Callable[[Any], None]
 
 @dataclass(slots=True)
 class OffLoopJobs:
-    _then: dict[int, JobThen] = field(default_factory=dict)
-    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    # Made for the first job and dropped once none runs: an idle connection keeps no dict (nor a counter object).
+    _then: dict[int, JobThen] | None = None
+    _last_id: int = 0
 
     def start(self, kind: act.JobKind, work: Callable[[], Any], then: JobThen,
               claim: HashClaim | None = None) -> act.RunJob:
         """The action that runs ``work``; ``then`` gets its result when it is reported done."""
-        job_id = next(self._ids)
+        self._last_id = job_id = self._last_id + 1
+        if self._then is None:
+            self._then = {}
         self._then[job_id] = then
         return act.RunJob(job_id, kind, work, claim)
 
     def finish(self, job_id: int) -> JobThen | None:
         """The continuation of a finished job (None: unknown, or already finished)."""
-        return self._then.pop(job_id, None)
+        if self._then is None:
+            return None
+        then = self._then.pop(job_id, None)
+        if not self._then:
+            self._then = None
+        return then
 
     def __len__(self) -> int:
-        return len(self._then)
+        return len(self._then) if self._then is not None else 0

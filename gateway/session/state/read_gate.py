@@ -8,7 +8,8 @@ since reading is paused meanwhile.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from protocol.framing import Frame
 
@@ -21,7 +22,8 @@ class ReadGate:
     paused: bool = False  # as last told to the adapter
     # The off-loop job later frames wait for (a password check, a large request decided in the worker).
     waiting_for: str | None = None
-    held: list[Frame] = field(default_factory=list)
+    # Never edited in place, replaced (the empty tuple is shared: no list kept by every idle connection).
+    held: Sequence[Frame] = ()
 
     def set(self, reason: str, paused: bool) -> bool | None:
         """Add or drop ``reason``; the new paused state if it changed (tell the adapter), else None."""
@@ -37,10 +39,10 @@ class ReadGate:
         self.paused = want
         return want
 
-    def hold(self, frames: list[Frame]) -> None:
+    def hold(self, frames: Sequence[Frame]) -> None:
         """Frames that wait, behind any that already do."""
-        self.held.extend(frames)
+        self.held = [*self.held, *frames] if self.held else frames
 
-    def take_held(self) -> list[Frame]:
-        held, self.held = self.held, []
+    def take_held(self) -> Sequence[Frame]:
+        held, self.held = self.held, ()
         return held

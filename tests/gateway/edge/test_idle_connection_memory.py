@@ -59,8 +59,10 @@ WARM_CONNECTIONS = 10  # the first logins fill shared caches (metrics children, 
 # Bytes the gateway's Python heap grows by per idle, logged-in SASL_PLAINTEXT connection with its
 # upstream link, as tracemalloc counts them (deterministic, unlike RSS): 10.2 KiB before the
 # idle-memory work, 6.6 KiB after it (no deques, instance dicts, empty containers, bound logger or
-# loop timer of its own); the rest is mostly uvloop's transports and handles.
-MAX_TRACED_BYTES_PER_CONNECTION = 7.5 * 1024
+# loop timer of its own), 5.0 KiB once the observers, the close hook and the SASL answerer were
+# shared rather than bound per connection and the rarely used containers made when needed; the
+# rest is mostly uvloop's transports and handles.
+MAX_TRACED_BYTES_PER_CONNECTION = 5.5 * 1024
 
 
 def _log_in(address: str) -> socket.socket:

@@ -88,6 +88,15 @@ class UpstreamRequest:
     body: dict[str, Any]
 
 
+class _Waiter:
+    """The adapter's side of request memory: another connection freed some for this one's waiting frame."""
+
+    driver: Driver
+
+    def memory_granted(self) -> None:
+        self.driver.record(self.driver.session.memory_granted())
+
+
 @dataclass
 class Driver:
     session: ProxySession
@@ -105,10 +114,8 @@ class Driver:
     @classmethod
     def connect(cls, gateway: Gateway, listener: str = "PLAINTEXT", upstream_up: bool = True,
                 clock: Clock = SYSTEM_CLOCK) -> Driver:
-        def wake() -> None:  # another connection freed request memory for this one's waiting frame
-            driver.record(driver.session.memory_granted())
-
-        driver = cls(ProxySession(gateway.ctx, listener, None, wake=wake, clock=clock))
+        waiter = _Waiter()
+        driver = waiter.driver = cls(ProxySession(gateway.ctx, listener, None, waiter=waiter, clock=clock))
         driver.record(driver.session.connected(CLIENT))
         if upstream_up and any(isinstance(a, act.OpenUpstream) for a in driver.actions):
             driver.record(driver.session.upstream_ready(f"{UPSTREAM[0]}:{UPSTREAM[1]}"))

@@ -121,7 +121,7 @@ def _pieces(key: ApiKey, version: int, body: dict[str, Any]) -> tuple[bytes, byt
     wire = response_frame(key, version, 99, body)
     slot = ResponseSlot(correlation_id=7, api_key=key, api_version=version)
     routes = build_routes(all_policies(), {})
-    pieces = response_pieces(slot, Frame(memoryview(wire)), routes, Learned(Book(), dict))
+    pieces = response_pieces(slot, Frame(memoryview(wire)), routes, Learned(Book()))
     return wire, b"".join(bytes(p) for p in pieces)
 
 

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gateway.session.response_queue import ResponseQueue, with_correlation_id
 from protocol.errors import DecodeError
+
+
+class Latencies:
+    """A latency observer that records what it is told."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, float]] = []
+
+    def observe_latency(self, api_key: int, seconds: float) -> None:
+        self.seen.append((api_key, seconds))
+
+
+class ManualClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
 
 
 def test_responses_are_released_in_request_order_even_when_the_upstream_answers_out_of_order() -> None:
@@ -87,8 +107,9 @@ def test_only_the_oldest_unhooked_slot_may_stream() -> None:
 
 
 def test_each_response_released_feeds_the_latency_observer_once_with_its_api() -> None:
-    seen: list[tuple[int, float]] = []
-    q = ResponseQueue(lambda key, seconds: seen.append((key, seconds)))
+    latencies = Latencies()
+    seen = latencies.seen
+    q = ResponseQueue(latencies)
     upstream = q.expect_upstream(1, 3, 12)
     q.add_local(2, 18, 3, b"versions")
     deferred = q.add_deferred(3, 30, 3)
@@ -104,12 +125,13 @@ def test_each_response_released_feeds_the_latency_observer_once_with_its_api() -
 
 
 def test_a_streamed_response_is_observed_when_it_starts() -> None:
-    seen: list[int] = []
-    q = ResponseQueue(lambda key, _seconds: seen.append(key))
+    latencies = Latencies()
+    q = ResponseQueue(latencies)
     upstream = q.expect_upstream(1, 1, 12)
     assert q.streamable(upstream) is not None
     q.start_streaming(upstream)
-    assert seen == [1] and q.pop_ready() == [] and seen == [1]
+    seen = [key for key, _ in latencies.seen]
+    assert seen == [1] and q.pop_ready() == [] and [key for key, _ in latencies.seen] == [1]
 
 
 def test_an_id_reserved_for_a_large_request_stays_in_the_answered_range_across_wraparound() -> None:
@@ -122,12 +144,28 @@ def test_an_id_reserved_for_a_large_request_stays_in_the_answered_range_across_w
 
 
 def test_latencies_are_measured_on_the_injected_clock() -> None:
-    now = [100.0]
-    seen: list[tuple[int, float]] = []
-    queue = ResponseQueue(lambda key, seconds: seen.append((key, seconds)), clock=lambda: now[0])
+    clock = ManualClock(100.0)
+    latencies = Latencies()
+    queue = ResponseQueue(latencies, clock=clock)
     slot = queue.match_upstream(queue.expect_upstream(1, 3, 12))
     assert slot is not None
-    now[0] += 2.5
+    clock.now += 2.5
     slot.response, slot.ready = [b"answer"], True
     assert queue.pop_ready() == [b"answer"]
-    assert seen == [(3, 2.5)]
+    assert latencies.seen == [(3, 2.5)]
+
+
+
+def test_a_queue_with_nothing_awaited_keeps_no_table_of_its_earlier_requests() -> None:
+    # An idle client's connection has had its answers; a dict emptied by pops keeps its table (~160 bytes).
+    queue = ResponseQueue()
+    fresh = sys.getsizeof(queue._awaiting)
+    ids = [queue.expect_upstream(n, 3, 12) for n in range(3)]
+    assert sys.getsizeof(queue._awaiting) > fresh
+    for upstream_id in ids:
+        assert queue.match_upstream(upstream_id) is not None
+    assert sys.getsizeof(queue._awaiting) == fresh
+    assert queue.match_upstream(queue.expect_upstream(3, 3, 12)) is not None  # and it is usable again
+    streamed = ResponseQueue()
+    streamed.start_streaming(streamed.expect_upstream(1, 1, 12))
+    assert sys.getsizeof(streamed._awaiting) == fresh
