@@ -50,6 +50,7 @@ from bench.throughput import (  # noqa: E402
     run_path,
     upstream_broker,
 )
+from tests.harness import free_port_block  # noqa: E402
 
 SCRIPTS = REPO / "scripts" / "kroxylicious"
 PATHS = ("direct", "ksgate", "kroxylicious")
@@ -72,6 +73,10 @@ class KroxyliciousProcess(ListeningProcess):
         # 60 s: the source launcher compiles main() first, a few seconds.
         super().__init__(workdir, "kroxylicious.yaml", "kroxylicious.log", 60.0)
         self.lib, self.upstream, self.node_ids, self.tls = lib, upstream, node_ids, tls
+        # The node ports follow the bootstrap port, so all of them must be free, and outside the ephemeral
+        # range: after a run with thousands of client connections, bootstrap + 1 was one of their ports
+        # (Kroxylicious failed to start: address already in use).
+        self.port = free_port_block(len(node_ids) + 1)
 
     def config_text(self) -> str:
         # Port-per-node: node N is served on bootstrap port + 1 + (N - first id), which is what Kroxylicious's
