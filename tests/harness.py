@@ -117,9 +117,14 @@ class GatewayThread:
         return result.result(timeout=10)
 
     def stop(self) -> None:
-        if self.loop is not None and self._stop is not None and self._thread.is_alive():
+        # After a failed start the thread closes its loop on its own, at any instant (between
+        # is_alive() and a call on its loop, too): only a loop still serving is told to stop.
+        if self.loop is not None and self._stop is not None and not self._start_failed() and self._thread.is_alive():
             self.loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=15)
+
+    def _start_failed(self) -> bool:
+        return self._started.done() and self._started.exception() is not None
 
 
 def secured_gateway(upstream: str, directory: Path, users: Iterable[str] = ("admin", "alice"),
