@@ -247,7 +247,23 @@ class Gateway:
         self.ctx.quota_sensors = quota_sensors(settings, ctx.metrics, ctx.authorization.audit if ctx.authorization
                                                else None, lambda kind, label: ctx.quotas.configured(kind, label))
 
-    async def start(self) -> None:
+    async def start(self, before_listening: Callable[[], object] | None = None) -> None:
+        """Probe the upstream, load the stores, then open the listeners. ``before_listening`` runs
+        once all that is done, just before the first port opens: work that holds the event loop
+        (``ksgate run`` freezes the start-up heap there) then delays no client."""
+        try:
+            await self._start(before_listening)
+        except BaseException:
+            # A gateway that failed to start serves nobody: release what it opened, or its ports would
+            # accept clients while the process exits, and its tasks and threads outlive its loop.
+            await self._release_after_failed_start()
+            raise
+        self.started = True
+        log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
+                                               for lst in self.config.listeners],
+                 nodes=sorted(self.ctx.cluster.nodes))
+
+    async def _start(self, before_listening: Callable[[], object] | None) -> None:
         # The receive-buffer pool saves page faults only if the buffers around it (uvloop's
         # per-read bytes, smaller frames) come from the warm heap too (a process-wide setting).
         keep_large_buffers_on_the_heap()
@@ -263,21 +279,23 @@ class Gateway:
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_upstream()))
         self._route_server_names()
         self._fit_connections_to_descriptors()
+        if before_listening is not None:
+            before_listening()
         self._listening = True
-        try:
-            await self._open_listeners()
-        except BaseException:
-            # A gateway that failed to start serves nobody: close what it opened (the process
-            # would otherwise accept clients on the open ports while it exits) and stop its watchers.
-            for server in self._servers.values():
-                server.close()
-            for task in self._tasks:
-                task.cancel()
-            raise
-        self.started = True
-        log.info("gateway_started", listeners=[f"{lst.name}://{lst.bind.host}:{lst.bind.port}"
-                                               for lst in self.config.listeners],
-                 nodes=sorted(self.ctx.cluster.nodes))
+        await self._open_listeners()
+
+    async def _release_after_failed_start(self) -> None:
+        """Close the listeners opened so far, end the watchers (awaited: a task merely told to stop
+        is still pending if the loop closes next) and the security store's thread."""
+        self._stopping = True  # a broker learnt from now on gets no listener
+        for server in self._servers.values():
+            server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.ctx.hashes.close()
+        if self.security_topic is not None:
+            await asyncio.to_thread(self.security_topic.stop)
 
     async def _open_listeners(self) -> None:
         for listener in self.config.listeners:

@@ -1,16 +1,18 @@
 """When a starting gateway's ports accept clients: only once start-up is done (brokers learnt
-by the start-up probe included), and never after start-up failed."""
+by the start-up probe included), and never after start-up failed, which leaves nothing running."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.commands.embedded_broker import free_port
+from gateway.commands.embedded_broker import EmbeddedBroker, free_port
 from gateway.config import ConfigError, build_config
 from gateway.server import Gateway
 
@@ -76,9 +78,40 @@ async def test_a_gateway_whose_start_up_fails_closes_the_listeners_it_had_opened
     try:
         with pytest.raises(ConfigError, match="cannot bind"):  # the node's port is someone else's
             await gateway.start()
+        # No watcher outlives it: ended when start() returns, not merely told to end (a loop closed
+        # next, as a failed `ksgate run` does, would leave it pending).
+        assert gateway._tasks and all(task.done() for task in gateway._tasks)
         assert not await accepts(port)
-        assert all(task.cancelling() or task.done() for task in gateway._tasks)  # no watcher outlives it
     finally:
         taken.close()
         for server in gateway._servers.values():
             server.close()
+
+
+def test_a_gateway_whose_start_up_fails_after_loading_the_security_store_stops_its_thread(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """The replicated store's thread would otherwise go on tailing the topic, and report upstream
+    errors onto the failed gateway's event loop after it has closed."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    tansu_node_id = 111
+    config = build_config({
+        **settings(tmp_path, free_port(), taken.getsockname()[1] - tansu_node_id),
+        "upstream.bootstrap.servers": broker.bootstrap, "authorizer.class.name": "StandardAuthorizer",
+        "ksgate.security.store": "KAFKA", "ksgate.security.store.topic": f"_ksgate_security_{uuid.uuid4().hex[:8]}"})
+    before = set(threading.enumerate())
+
+    async def fail_to_start() -> Gateway:
+        gateway = Gateway(config)
+        with pytest.raises(ConfigError, match="cannot bind"):  # the node's port is someone else's
+            await gateway.start()
+        return gateway
+
+    try:
+        gateway = asyncio.run(fail_to_start())
+    finally:
+        taken.close()
+    assert gateway.security_topic is not None and gateway.security_topic.loaded  # it had started
+    left = [thread.name for thread in set(threading.enumerate()) - before if thread.name == "ksgate-security-store"]
+    assert left == []
