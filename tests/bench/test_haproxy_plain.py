@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from auth.cert_tools import write_tls_material
+from bench import throughput
 from bench.anchors.haproxy_tls import (
     PATHS,
     PLAIN_PATHS,
@@ -95,3 +96,16 @@ def test_each_proxy_is_compared_with_direct_and_ksgate_with_haproxy() -> None:
     # publish p50: medians 3.5/3.9/3.8; each repeat's own ksgate - direct: 0.5 0.4 0.2
     assert row["5000/s pub p50 ms"].split() == ["+0.40", "[+0.40]", "+0.30", "[+0.30]", "+0.10", "[+0.10]"]
     assert row["produce MB/s"].split()[:2] == ["1.00x", "[1.00x]"]
+
+
+def test_other_cpu_is_known_on_a_path_without_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct path has no proxy pid (-1, whose CPU is nan): the rest of the machine is still measured."""
+    seconds = {None: [1.0, 1.5], 10: [2.0, 2.2], -1: [float("nan"), float("nan")]}  # client, broker, no proxy
+    machine = [100.0, 101.0]  # busy CPU seconds of the whole machine
+    clock = [0.0, 1.0]
+    monkeypatch.setattr(throughput, "cpu_seconds", lambda pid: seconds[pid].pop(0))
+    monkeypatch.setattr(throughput, "machine_busy_seconds", lambda: machine.pop(0))
+    monkeypatch.setattr(throughput.time, "perf_counter", lambda: clock.pop(0))
+    used = throughput.CpuMeter(throughput.Pids(broker=10, gateway=-1)).stop()
+    assert used["client"] == 50.0 and used["broker"] == 20.0
+    assert used["other"] == 30.0  # 100 % of one core busy, less the client's 50 and the broker's 20
