@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -192,7 +193,9 @@ class CpuMeter:
         wall = time.perf_counter() - self.start
         after = self._sample()
         used = {k: 100 * (after[k] - self.before[k]) / wall for k in after}
-        used["other"] = max(0.0, used.pop("machine") - used["client"] - used["broker"] - used["gateway"])
+        # A direct path has no gateway (pid -1, nan): what is not nan is still subtracted, so "other" stays known.
+        ours = [used[k] for k in ("client", "broker", "gateway") if not math.isnan(used[k])]
+        used["other"] = max(0.0, used.pop("machine") - sum(ours))
         return {k: round(v, 1) for k, v in used.items()}
 
 

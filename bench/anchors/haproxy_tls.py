@@ -16,8 +16,17 @@ single-record produce latency, with the proxy's and the broker's CPU (% of one c
 proxy's CPU per MB (ms of CPU per MB of record values, = millicores per MB/s).  The TLS version and cipher
 each proxy negotiates with an OpenSSL client are printed: both listeners use the same certificate and key.
 
+``--plain``: the floor, what the cheapest relay costs (issue #23's latency and fetch goals).  PLAINTEXT on every
+leg, paths ``direct`` (the client to the broker ksgate uses), ``ksgate`` (``ksgate run``, no authorizer: the bare
+relay), ``haproxy`` (``mode tcp``, plain ``bind``, nothing tuned) and ``haproxy-splice`` (the same with
+``option splice-request`` and ``splice-response``: the kernel moves the bytes through a pipe, never copying them
+into HAProxy), in a rotated order; each also gets bench/latency.py's fixed-rate runs (``--rates``, default
+5,000 and 50,000 records/s there), and the table adds each proxy against direct and ksgate against haproxy.
+
     .venv/bin/python bench/anchors/haproxy_tls.py [--upstream tansu|kafka] [--repeat 5] [--records 200000]
         [--haproxy-threads 0] [--paths haproxy,ksgate,ksgate-ssl] [--json]
+    .venv/bin/python bench/anchors/haproxy_tls.py --plain [--repeat 3] [--rates 5000,50000]
+        [--paths direct,ksgate,haproxy,haproxy-splice]
 """
 
 from __future__ import annotations
@@ -44,8 +53,18 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from auth.cert_tools import TlsFiles, write_tls_material  # noqa: E402
-from bench.anchors.kroxylicious import median, millicores_per_mb_s, tls_client  # noqa: E402
+from bench.anchors.kroxylicious import (  # noqa: E402
+    add_fixed_rate_arguments,
+    fixed_rate_lines,
+    fixed_rate_runs,
+    median,
+    millicores_per_mb_s,
+    rate_list,
+    throughput_lines,
+    tls_client,
+)
 from bench.kafka_upstream import MECHANISM, write_bench_acls  # noqa: E402
+from bench.latency import Run, order  # noqa: E402
 from bench.throughput import (  # noqa: E402
     GatewayProcess,
     ListeningProcess,
@@ -62,6 +81,7 @@ from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: 
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 
 PATHS = ("haproxy", "ksgate", "ksgate-ssl")
+PLAIN_PATHS = ("direct", "ksgate", "haproxy", "haproxy-splice")
 BENCH_USER = "bench"
 
 
@@ -71,27 +91,58 @@ def haproxy_binary() -> str | None:
 
 
 class HAProxyProcess(ListeningProcess):
-    """HAProxy terminating TLS on 127.0.0.1:port in front of ``upstream`` (plaintext); a context manager."""
+    """HAProxy (``mode tcp``) on 127.0.0.1:port in front of ``upstream`` (plaintext); a context manager.
+
+    With ``tls`` it terminates TLS; without, it relays plain TCP, through kernel pipes if ``splice``, and
+    answers ``show info`` on a stats socket (its pipe counters say whether splice was used).
+    """
 
     name = "haproxy"
 
-    def __init__(self, binary: str, workdir: Path, tls: TlsFiles, threads: int) -> None:
-        super().__init__(workdir, "haproxy.cfg", "haproxy.log", 10.0)
-        self.binary, self.threads, self.upstream = binary, threads, ""
-        # HAProxy reads the certificate and its key from one PEM file.
-        self.pem = workdir / "haproxy.pem"
-        self.pem.touch(mode=0o600)
-        self.pem.write_text(tls.server_cert.read_text() + tls.server_key.read_text())
+    def __init__(self, binary: str, workdir: Path, tls: TlsFiles | None, threads: int, path: str = "haproxy",
+                 splice: bool = False) -> None:
+        super().__init__(workdir, f"{path}.cfg", f"{path}.log", 10.0)
+        self.binary, self.threads, self.upstream, self.splice = binary, threads, "", splice
+        self.pem: Path | None = None
+        self.stats: Path | None = None
+        if tls is None:
+            self.stats = workdir / f"{path}.sock"
+        else:  # HAProxy reads the certificate and its key from one PEM file.
+            self.pem = workdir / f"{path}.pem"
+            self.pem.touch(mode=0o600)
+            self.pem.write_text(tls.server_cert.read_text() + tls.server_key.read_text())
 
     def config_text(self) -> str:
         threads = f"  nbthread {self.threads}\n" if self.threads else ""  # 0: HAProxy's default, one per CPU
-        return ("global\n  maxconn 1024\n" + threads
+        stats = f"  stats socket {self.stats}\n" if self.stats else ""
+        # splice-auto would splice only where HAProxy's heuristics expect bulk data; these two always do.
+        splice = "  option splice-request\n  option splice-response\n" if self.splice else ""
+        frontend = (f"frontend kafka_tls\n  bind {self.bootstrap} ssl crt {self.pem}\n" if self.pem
+                    else f"frontend kafka\n  bind {self.bootstrap}\n")
+        return ("global\n  maxconn 1024\n" + threads + stats
                 + "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 120s\n  timeout server 120s\n"
-                + f"frontend kafka_tls\n  bind {self.bootstrap} ssl crt {self.pem}\n  default_backend broker\n"
+                + splice + frontend + "  default_backend broker\n"
                 + f"backend broker\n  server broker {self.upstream}\n")
+
+    def pipes(self) -> str:
+        """``show info``'s pipe counters: splice takes its pipes from this pool, so none means no splice."""
+        if self.stats is None:
+            return "-"
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(5)
+            conn.connect(str(self.stats))
+            conn.sendall(b"show info\n")
+            answer = b"".join(iter(lambda: conn.recv(65536), b"")).decode()
+        return pipe_counters(answer)
 
     def command(self) -> list[str]:
         return [self.binary, "-db", "-f", str(self.config_path)]
+
+
+def pipe_counters(show_info: str) -> str:
+    """``PipesUsed=N PipesFree=M`` from the text of HAProxy's ``show info``."""
+    found = dict(line.split(": ", 1) for line in show_info.splitlines() if line.startswith("Pipes"))
+    return " ".join(f"{name}={found.get(name, '?')}" for name in ("PipesUsed", "PipesFree"))
 
 
 def version_of(binary: str) -> str:
@@ -109,9 +160,11 @@ def negotiated_tls(bootstrap: str, ca: Path) -> str:
         return f"{conn.version()} {conn.cipher()[0]}"  # type: ignore[index]
 
 
-def ksgate_settings(path: str, workdir: Path, tls: TlsFiles, password: str,
+def ksgate_settings(path: str, workdir: Path, tls: TlsFiles | None, password: str,
                     nodes: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The listener protocol and the keys of the ksgate process for ``path``."""
+    """The listener protocol and the keys of the ksgate process for ``path``; no ``tls``: the bare relay."""
+    if tls is None:
+        return "PLAINTEXT", {**nodes, "authorizer.class.name": ""}
     keys: dict[str, Any] = {**nodes, "ssl.keystore.location": str(tls.server_cert),
                             "ssl.key.location": str(tls.server_key)}
     if path == "ksgate-ssl":
@@ -134,22 +187,31 @@ class BrokerEnd:
     nodes: dict[str, Any] = field(default_factory=dict)
 
 
-def tansu_ends(stack: ExitStack, workdir: Path, front: str, tls: TlsFiles) -> tuple[BrokerEnd, BrokerEnd]:
-    """Two identical Tansu processes: one advertising HAProxy's address ``front``, one itself (for ksgate).
+def tansu_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str],
+               tls: TlsFiles | None) -> tuple[dict[str, BrokerEnd], BrokerEnd]:
+    """Identical Tansu processes: one per HAProxy path advertising that HAProxy's address, one itself (ksgate).
 
     Tansu has one listener, so one process cannot advertise HAProxy to one path and itself to the other.
     """
-    behind = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-haproxy.log", advertised=front))
+    behind: dict[str, BrokerEnd] = {}
+    for path, front in fronts.items():
+        broker = stack.enter_context(EmbeddedBroker(log_path=workdir / f"tansu-{path}.log", advertised=front))
+        assert broker._process is not None
+        # This broker's metadata names HAProxy's port only: set-up goes through HAProxy too.
+        behind[path] = BrokerEnd(broker._process, broker.bootstrap, tls_client(plain_client(front), tls))
     plain = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-ksgate.log"))
-    assert behind._process is not None and plain._process is not None
-    # The first broker's metadata names HAProxy's TLS port only: set-up goes through HAProxy too.
-    return (BrokerEnd(behind._process, behind.bootstrap, tls_client(plain_client(front), tls)),
-            BrokerEnd(plain._process, plain.bootstrap, plain_client(plain.bootstrap),
-                      only_node(plain_client(plain.bootstrap))))
+    assert plain._process is not None
+    return behind, BrokerEnd(plain._process, plain.bootstrap, plain_client(plain.bootstrap),
+                             only_node(plain_client(plain.bootstrap)))
 
 
-def kafka_ends(stack: ExitStack, workdir: Path, front: str) -> tuple[BrokerEnd, BrokerEnd]:
-    """One Apache Kafka with a fifth listener, HAPROXY (PLAINTEXT), that advertises HAProxy's address ``front``."""
+def listener_name(path: str) -> str:
+    return path.upper().replace("-", "_")
+
+
+def kafka_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str]) -> tuple[dict[str, BrokerEnd], BrokerEnd]:
+    """One Apache Kafka with an extra PLAINTEXT listener per HAProxy path (HAPROXY, HAPROXY_SPLICE) that
+    advertises that HAProxy's address."""
     from bench.kafka_upstream import SERVER_JVM_OPTIONS
     from tests.apache_kafka import KafkaBroker, kafka_lib
     from tests.apache_kafka.properties import LISTENERS, NODE_ID
@@ -159,20 +221,22 @@ def kafka_ends(stack: ExitStack, workdir: Path, front: str) -> tuple[BrokerEnd, 
         raise SystemExit("--upstream kafka needs Apache Kafka's jars: run `bash scripts/kafka/fetch.sh` and export "
                          "REFERENCE_KAFKA_LIB=<the folder it prints>")
     broker = KafkaBroker(lib, workdir / "kafka", jvm_options=SERVER_JVM_OPTIONS)
-    behind = f"127.0.0.1:{free_port()}"
+    behind = {listener_name(path): f"127.0.0.1:{free_port()}" for path in fronts}
     named = [name for name in LISTENERS if name != "CONTROLLER"]
-    # Later lines of server.properties win: the kit's three keys again, plus the HAPROXY listener.
+    # Later lines of server.properties win: the kit's three keys again, plus the HAProxy listeners.
     broker.set_properties({
-        "listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in LISTENERS), f"HAPROXY://{behind}"]),
+        "listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in LISTENERS),
+                               *(f"{n}://{a}" for n, a in behind.items())]),
         "advertised.listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in named),
-                                          f"HAPROXY://{front}"]),
+                                          *(f"{listener_name(p)}://{f}" for p, f in fronts.items())]),
         "listener.security.protocol.map": ",".join(
-            [*(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in LISTENERS), "HAPROXY:PLAINTEXT"]),
+            [*(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in LISTENERS),
+             *(f"{n}:PLAINTEXT" for n in behind)]),
     })
     stack.enter_context(broker)
     assert broker._process is not None
     plain = broker.bootstrap("PLAINTEXT")  # ANONYMOUS there is a super user: set-up for every path
-    return (BrokerEnd(broker._process, behind, plain_client(plain)),
+    return ({p: BrokerEnd(broker._process, behind[listener_name(p)], plain_client(plain)) for p in fronts},
             BrokerEnd(broker._process, plain, plain_client(plain), {"node.id.min": NODE_ID, "node.id.max": NODE_ID}))
 
 
@@ -181,34 +245,46 @@ class Leg:
     """One path: how the client reaches it, the proxy and broker processes, and set-up (topics) on its broker."""
 
     client: dict[str, Any]
-    proxy: ListeningProcess
+    proxy: ListeningProcess | None  # None: direct
     broker: BrokerEnd
     admin: AdminClient
 
     def pids(self) -> Pids:
+        if self.proxy is None:  # no proxy pid: its CPU is reported as nan
+            return Pids(self.broker.process.pid, -1, {"broker": self.broker.process})
         assert self.proxy.process is not None
         return Pids(self.broker.process.pid, self.proxy.pid,
                     {"broker": self.broker.process, "proxy": self.proxy.process})
 
+    @property
+    def proxy_pid(self) -> int | None:
+        return None if self.proxy is None else self.proxy.pid
+
 
 @contextmanager
-def legs(args: argparse.Namespace, workdir: Path, tls: TlsFiles, binary: str) -> Iterator[dict[str, Leg]]:
-    """Start the brokers and proxies of ``args.paths``; stopped at the end, proxies first."""
+def legs(args: argparse.Namespace, workdir: Path, tls: TlsFiles | None, binary: str) -> Iterator[dict[str, Leg]]:
+    """Start the brokers and proxies of ``args.paths`` (``tls`` None: PLAINTEXT everywhere); stopped at the end,
+    proxies first."""
     with ExitStack() as stack:
-        haproxy = HAProxyProcess(binary, workdir, tls, args.haproxy_threads)
+        haproxies = {path: HAProxyProcess(binary, workdir, tls, args.haproxy_threads, path,
+                                          splice=path == "haproxy-splice")
+                     for path in args.paths if path.startswith("haproxy")}
+        fronts = {path: haproxy.bootstrap for path, haproxy in haproxies.items()}
         # The broker advertises HAProxy's address to HAProxy's path, or clients would bypass it after bootstrap.
         if args.upstream == "kafka":
-            behind, plain = kafka_ends(stack, workdir, haproxy.bootstrap)
+            behind, plain = kafka_ends(stack, workdir, fronts)
         else:
-            behind, plain = tansu_ends(stack, workdir, haproxy.bootstrap, tls)
+            behind, plain = tansu_ends(stack, workdir, fronts, tls)
         found: dict[str, Leg] = {}
-        if "haproxy" in args.paths:
-            haproxy.upstream = behind.address
+        for path, haproxy in haproxies.items():
+            haproxy.upstream = behind[path].address
             stack.enter_context(haproxy)
-            found["haproxy"] = Leg(tls_client(plain_client(haproxy.bootstrap), tls), haproxy, behind,
-                                   AdminClient(behind.admin))
+            found[path] = Leg(tls_client(plain_client(haproxy.bootstrap), tls), haproxy, behind[path],
+                              AdminClient(behind[path].admin))
+        if "direct" in args.paths:
+            found["direct"] = Leg(plain_client(plain.address), None, plain, AdminClient(plain.admin))
         password = secrets.token_urlsafe(24)
-        for path in [p for p in args.paths if p != "haproxy"]:
+        for path in [p for p in args.paths if p.startswith("ksgate")]:
             home = workdir / path
             home.mkdir()
             protocol, keys = ksgate_settings(path, home, tls, password, plain.nodes)
@@ -218,18 +294,72 @@ def legs(args: argparse.Namespace, workdir: Path, tls: TlsFiles, binary: str) ->
                 client |= {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM,
                            "sasl.username": BENCH_USER, "sasl.password": password}
             found[path] = Leg(client, gateway, plain, AdminClient(plain.admin))
-        yield found
+        yield {path: found[path] for path in args.paths}
 
 
 @dataclass(slots=True)
 class Report:
     runs: list[PathRun] = field(default_factory=list)
     tls: dict[str, str] = field(default_factory=dict)
+    latency: list[Run] = field(default_factory=list)  # fixed-rate runs (--rates)
+    pipes: dict[str, str] = field(default_factory=dict)  # --plain: HAProxy's pipe counters after the runs
 
 
 def ordered(paths: list[str], repeat: int) -> list[str]:
     """Alternate the order between repeats, so drift on the machine hits each path alike."""
     return paths if repeat % 2 == 0 else paths[::-1]
+
+
+def series(report: Report, path: str, figure: str, rate: int | None) -> list[float]:
+    """``figure`` of ``path`` per repeat, in repeat order: a PathRun field, or with ``rate`` e.g. "publish p50"."""
+    if rate is None:
+        return [getattr(r, figure) for r in report.runs if r.path == path]
+    part, key = figure.split()
+    return [getattr(r, part)[key] for r in report.latency if r.path == path and r.rate == rate]
+
+
+def contrast(mine: list[float], base: list[float], ratio: bool, digits: int = 3) -> str:
+    """mine/base (throughput) or mine - base (latency, ms, to ``digits``): of the medians, and [the median of each
+    repeat's own] (the paths of a repeat run back to back, so slow drift in the machine's load moves it less)."""
+    if not mine or len(mine) != len(base):
+        return "-"
+    if ratio:
+        return f"{median(mine) / median(base):.2f}x [{median([m / b for m, b in zip(mine, base, strict=True)]):.2f}x]"
+    paired = median([m - b for m, b in zip(mine, base, strict=True)])
+    return f"{median(mine) - median(base):+.{digits}f} [{paired:+.{digits}f}]"
+
+
+# Each figure compared: label, PathRun field or fixed-rate part and percentile, ratio (else difference).
+COMPARED = (("produce MB/s", "produce_mb_s", True), ("fetch MB/s", "fetch_mb_s", True),
+            ("lat p50 ms", "latency_p50_ms", False), ("lat p99 ms", "latency_p99_ms", False))
+FIXED_RATE_COMPARED = (("pub p50 ms", "publish p50"), ("pub p99 ms", "publish p99"),
+                       ("e2e p50 ms", "end_to_end p50"), ("e2e p99 ms", "end_to_end p99"))
+
+
+def comparison_lines(report: Report, paths: list[str], rates: list[int]) -> list[str]:
+    """Each proxy against direct, and ksgate against haproxy: a row per figure, a column per pair."""
+    pairs = [(p, "direct") for p in paths if p != "direct" and "direct" in paths]
+    pairs += [("ksgate", "haproxy")] if {"ksgate", "haproxy"} <= set(paths) else []
+    if not pairs:
+        return []
+    rows = [(label, field_, None, ratio) for label, field_, ratio in COMPARED]
+    rows += [(f"{rate}/s {label}", figure, rate, False) for rate in rates for label, figure in FIXED_RATE_COMPARED]
+    lines = [f"{'':<20}" + "".join(f"{f'{a} vs {b}':>26}" for a, b in pairs),
+             "(throughput: proxy/direct; latency: proxy - direct, ms; of the medians [median of each repeat's own];"
+             " fixed-rate latencies are kept to 0.01 ms)"]
+    for label, figure, rate, ratio in rows:
+        digits = 3 if rate is None else 2
+        lines.append(f"{label:<20}" + "".join(
+            f"{contrast(series(report, a, figure, rate), series(report, b, figure, rate), ratio, digits):>26}"
+            for a, b in pairs))
+    return lines
+
+
+def plain_table(report: Report, paths: list[str], rates: list[int]) -> str:
+    lines = throughput_lines(report.runs, paths)
+    if rates:
+        lines += ["", *fixed_rate_lines(report.latency, paths, rates)]
+    return "\n".join([*lines, "", *comparison_lines(report, paths, rates)])
 
 
 def cpu_ms_per_mb(run: PathRun, phase: str) -> float:
@@ -285,55 +415,90 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "advertising HAProxy (jars from scripts/kafka/fetch.sh)")
     parser.add_argument("--haproxy-threads", type=int, default=0,
                         help="HAProxy's nbthread; 0 leaves HAProxy's default (one thread per CPU)")
-    parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated, of " + ", ".join(PATHS))
+    parser.add_argument("--plain", action="store_true",
+                        help="PLAINTEXT client leg: paths direct, ksgate (bare relay), haproxy, haproxy-splice")
+    parser.add_argument("--paths", help="comma-separated, of " + ", ".join(PATHS) + "; with --plain, of "
+                        + ", ".join(PLAIN_PATHS) + " (default: all of them)")
+    add_fixed_rate_arguments(parser, None)  # default: 5000,50000 with --plain, none without
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    named = {p.strip() for p in args.paths.split(",") if p.strip()}
-    if not named or named - set(PATHS):
-        parser.error(f"--paths: name some of {', '.join(PATHS)}")
-    args.paths = [p for p in PATHS if p in named]
+    known = PLAIN_PATHS if args.plain else PATHS
+    named = {p.strip() for p in (args.paths or ",".join(known)).split(",") if p.strip()}
+    if not named or named - set(known):
+        parser.error(f"--paths: name some of {', '.join(known)}")
+    args.paths = [p for p in known if p in named]
+    args.rates = rate_list(("5000,50000" if args.plain else "") if args.rates is None else args.rates)
     require_at_least_one(parser, args, "records", "size", "repeat", "partitions", "latency_samples")
     return args
+
+
+def measure(args: argparse.Namespace, found: dict[str, Leg], report: Report) -> None:
+    """Every path, each repeat in alternating (TLS) or rotated (--plain) order; repeat -1 warms up, unreported."""
+    for repeat in range(-1, args.repeat):
+        for path in (order if args.plain else ordered)(args.paths, max(repeat, 0)):
+            leg = found[path]
+
+            def progress(text: str, repeat: int = repeat, path: str = path) -> None:
+                print(f"  [{repeat + 1}/{args.repeat}] {path:<11} {text}", file=sys.stderr)
+            run = run_path(path, leg.client, leg.admin, args, repeat, leg.pids(), progress)
+            if repeat >= 0:
+                report.runs.append(run)
+                report.latency += fixed_rate_runs(path, leg.client, repeat, args, leg.admin, leg.proxy_pid,
+                                                  leg.broker.process.pid, progress)
+
+
+def tls_header(args: argparse.Namespace, haproxy: str, report: Report) -> str:
+    upstream = "Apache Kafka (one node)" if args.upstream == "kafka" else "Tansu (in-memory, one per side)"
+    lines = [f"upstream: {upstream}, PLAINTEXT; {args.records:,} x {args.size} B, median of {args.repeat} "
+             f"repeats; {haproxy}; ksgate SASL: {MECHANISM}",
+             "TLS negotiated (OpenSSL client, default settings): "
+             + "; ".join(f"{p} {t}" for p, t in report.tls.items()) + f"; load average after: {loadavg()}"]
+    if len(set(report.tls.values())) > 1:
+        lines.append("WARNING: the paths negotiated different TLS versions or ciphers; the comparison is not like "
+                     "for like")
+    return "\n".join(lines)
+
+
+def plain_header(args: argparse.Namespace, haproxy: str, report: Report) -> str:
+    upstream = ("Apache Kafka (one node, a listener per HAProxy path)" if args.upstream == "kafka"
+                else "Tansu (in-memory, one per HAProxy path and one for direct and ksgate)")
+    return (f"upstream: {upstream}; PLAINTEXT on every leg; {args.records:,} x {args.size} B, median of "
+            f"{args.repeat} repeats (order rotated); {haproxy}; ksgate: bare relay (no authorizer)\n"
+            "HAProxy pipes after the runs (show info; splice draws its pipes from this pool): "
+            + "; ".join(f"{p} {c}" for p, c in report.pipes.items()) + f"; load average after: {loadavg()}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     binary = haproxy_binary()
-    if binary is None and "haproxy" in args.paths:
+    if binary is None and any(p.startswith("haproxy") for p in args.paths):
         raise SystemExit("haproxy is not installed (Debian: apt-get install haproxy)")
     info = machine()
     print(f"machine: {info['nproc']} CPUs, {info['cpu_model']}; load average before: {loadavg()}", file=sys.stderr)
     report = Report()
     with tempfile.TemporaryDirectory(prefix="ksgate-haproxy-") as tmp:
         workdir = Path(tmp)
-        tls = write_tls_material(workdir / "tls")
+        tls = None if args.plain else write_tls_material(workdir / "tls")
         with legs(args, workdir, tls, binary or "") as found:
             for path, leg in found.items():  # readiness of each whole path, and what TLS it speaks
                 AdminClient(leg.client).list_topics(timeout=30)
-                report.tls[path] = negotiated_tls(leg.proxy.bootstrap, tls.ca)
-            for repeat in range(-1, args.repeat):  # repeat -1: warm-up of every path, not reported
-                for path in ordered(args.paths, max(repeat, 0)):
-                    leg = found[path]
-
-                    def progress(text: str, repeat: int = repeat, path: str = path) -> None:
-                        print(f"  [{repeat + 1}/{args.repeat}] {path:<11} {text}", file=sys.stderr)
-                    run = run_path(path, leg.client, leg.admin, args, repeat, leg.pids(), progress)
-                    if repeat >= 0:
-                        report.runs.append(run)
+                if tls is not None and leg.proxy is not None:
+                    report.tls[path] = negotiated_tls(leg.proxy.bootstrap, tls.ca)
+            measure(args, found, report)
+            report.pipes = {p: leg.proxy.pipes() for p, leg in found.items() if isinstance(leg.proxy, HAProxyProcess)
+                            and args.plain}
     threads = args.haproxy_threads or "default (one per CPU)"
-    upstream = "Apache Kafka (one node)" if args.upstream == "kafka" else "Tansu (in-memory, one per side)"
-    print(f"upstream: {upstream}, PLAINTEXT; {args.records:,} x {args.size} B, median of {args.repeat} "
-          f"repeats; HAProxy: {version_of(binary) if binary else '-'}, nbthread {threads}; ksgate SASL: {MECHANISM}")
-    print("TLS negotiated (OpenSSL client, default settings): "
-          + "; ".join(f"{p} {t}" for p, t in report.tls.items()) + f"; load average after: {loadavg()}")
-    if len(set(report.tls.values())) > 1:
-        print("WARNING: the paths negotiated different TLS versions or ciphers; the comparison is not like for like")
-    print(table(report, args.paths))
+    haproxy = f"HAProxy: {version_of(binary) if binary else '-'}, nbthread {threads}"
+    print(plain_header(args, haproxy, report) if args.plain else tls_header(args, haproxy, report))
+    print(plain_table(report, args.paths, args.rates) if args.plain else table(report, args.paths))
+    if args.rates and not args.plain:
+        print("\n".join(["", *fixed_rate_lines(report.latency, args.paths, args.rates)]))
     if args.json:
+        extra = {"latency": [asdict(r) for r in report.latency], "pipes": report.pipes} if args.plain else {}
         print(json.dumps({"runs": [asdict(r) for r in report.runs], "tls": report.tls, "machine": info,
                           "haproxy": version_of(binary) if binary else None,
-                          "args": {k: v for k, v in vars(args).items()}}, indent=2, default=str))
+                          "args": {k: v for k, v in vars(args).items()}, **extra}, indent=2, default=str))
     return 0
 
 

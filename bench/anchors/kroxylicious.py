@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,29 +116,64 @@ def millicores_per_mb_s(cpu_pct: float, mb_s: float) -> float:
     return 10 * cpu_pct / mb_s if mb_s else float("nan")
 
 
-def table(report: Report, rates: list[int]) -> str:
+def throughput_lines(runs: list[PathRun], paths: list[str]) -> list[str]:
+    """A row per path: produce and fetch MB/s, single-record latency, proxy millicores per MB/s (medians)."""
     lines = [f"{'path':<14}{'produce MB/s':>13}{'fetch MB/s':>11}{'lat p50':>8}{'p99':>7}"
              f"{'proxy mcores/MB/s produce':>27}{'fetch':>7}   (medians; single-record latency, ms)"]
-    for path in PATHS:
-        runs = [r for r in report.throughput if r.path == path]
+    for path in paths:
+        mine = [r for r in runs if r.path == path]
         lines.append(
-            f"{path:<14}{median([r.produce_mb_s for r in runs]):>13.1f}{median([r.fetch_mb_s for r in runs]):>11.1f}"
-            f"{median([r.latency_p50_ms for r in runs]):>8.3f}{median([r.latency_p99_ms for r in runs]):>7.3f}"
-            f"{median([millicores_per_mb_s(r.cpu_produce.get('gateway', 0), r.produce_mb_s) for r in runs]):>27.2f}"
-            f"{median([millicores_per_mb_s(r.cpu_fetch.get('gateway', 0), r.fetch_mb_s) for r in runs]):>7.2f}")
-    lines.append("")
-    lines.append(f"{'rate/s':>7} {'path':<14}{'pub p50':>10}{'p99':>10}{'e2e p50':>10}{'p99':>10}{'proxy CPU%':>11}"
-                 f"{'mcores/MB/s':>12}   (ms, medians of repeats)")
+            f"{path:<14}{median([r.produce_mb_s for r in mine]):>13.1f}{median([r.fetch_mb_s for r in mine]):>11.1f}"
+            f"{median([r.latency_p50_ms for r in mine]):>8.3f}{median([r.latency_p99_ms for r in mine]):>7.3f}"
+            f"{median([millicores_per_mb_s(r.cpu_produce.get('gateway', 0), r.produce_mb_s) for r in mine]):>27.2f}"
+            f"{median([millicores_per_mb_s(r.cpu_fetch.get('gateway', 0), r.fetch_mb_s) for r in mine]):>7.2f}")
+    return lines
+
+
+def fixed_rate_lines(runs: list[Run], paths: list[str], rates: list[int]) -> list[str]:
+    """A row per rate and path: publish and end-to-end p50/p99, proxy CPU and its millicores per MB/s (medians)."""
+    lines = [f"{'rate/s':>7} {'path':<14}{'pub p50':>10}{'p99':>10}{'e2e p50':>10}{'p99':>10}{'proxy CPU%':>11}"
+             f"{'mcores/MB/s':>12}   (ms, medians of repeats)"]
     for rate in rates:
-        for path in PATHS:
-            fixed = [r for r in report.latency if r.path == path and r.rate == rate]
+        for path in paths:
+            fixed = [r for r in runs if r.path == path and r.rate == rate]
             lines.append(f"{rate:>7} {path:<14}{median([r.publish['p50'] for r in fixed]):>10.2f}"
                          f"{median([r.publish['p99'] for r in fixed]):>10.2f}"
                          f"{median([r.end_to_end['p50'] for r in fixed]):>10.2f}"
                          f"{median([r.end_to_end['p99'] for r in fixed]):>10.2f}"
                          f"{median([r.gateway_cpu_pct for r in fixed]):>11.2f}"
                          f"{10 * median([r.gateway_cpu_pct_per_mb_s for r in fixed]):>12.2f}")
-    return "\n".join(lines)
+    return lines
+
+
+def table(report: Report, rates: list[int]) -> str:
+    return "\n".join([*throughput_lines(report.throughput, list(PATHS)), "",
+                      *fixed_rate_lines(report.latency, list(PATHS), rates)])
+
+
+def add_fixed_rate_arguments(parser: argparse.ArgumentParser, rates: str | None) -> None:
+    """bench/latency.py's run_once settings, for a bench that runs it beside throughput.py's passes."""
+    parser.add_argument("--rates", default=rates, help="fixed rates, records/s, comma-separated ('' skips)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per fixed-rate run")
+    parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds per fixed-rate run")
+    parser.add_argument("--linger-ms", type=float, default=5.0)
+    parser.add_argument("--fetch-wait-ms", type=int, default=5)
+
+
+def rate_list(text: str) -> list[int]:
+    return [int(r) for r in text.split(",") if r]
+
+
+def fixed_rate_runs(path: str, config: dict[str, Any], repeat: int, args: argparse.Namespace, admin: AdminClient,
+                    proxy_pid: int | None, broker_pid: int, progress: Callable[[str], None]) -> list[Run]:
+    """bench/latency.py's fixed-rate producer + consumer on ``path`` at each of ``args.rates``."""
+    runs: list[Run] = []
+    for rate in args.rates:
+        r = run_once(path, config, rate, repeat, args, admin, proxy_pid, broker_pid)
+        progress(f"{rate}/s publish {r.publish} e2e {r.end_to_end} proxy CPU "
+                 f"{r.gateway_cpu_pct}% ({r.gateway_cpu_pct_per_mb_s} %/MB/s)")
+        runs.append(r)
+    return runs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -150,14 +186,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--latency-samples", type=int, default=2000)
     parser.add_argument("--latency-warmup", type=int, default=200)
-    parser.add_argument("--rates", default="5000,50000", help="fixed rates, records/s, comma-separated ('' skips)")
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per fixed-rate run")
-    parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds per fixed-rate run")
-    parser.add_argument("--linger-ms", type=float, default=5.0)
-    parser.add_argument("--fetch-wait-ms", type=int, default=5)
+    add_fixed_rate_arguments(parser, "5000,50000")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    args.rates = [int(r) for r in args.rates.split(",") if r]
+    args.rates = rate_list(args.rates)
     return args
 
 
@@ -206,12 +238,10 @@ def main(argv: list[str] | None = None) -> int:
                         run = run_path(path, config, admin, args, repeat, pids, progress)
                         if repeat >= 0:
                             report.throughput.append(run)
-                        for rate in args.rates if repeat >= 0 else []:
-                            r = run_once(path, config, rate, repeat, args, admin,
-                                         proxy.pid if path != "direct" else None, broker.process.pid)
-                            progress(f"{rate}/s publish {r.publish} e2e {r.end_to_end} proxy CPU "
-                                     f"{r.gateway_cpu_pct}% ({r.gateway_cpu_pct_per_mb_s} %/MB/s)")
-                            report.latency.append(r)
+                        if repeat >= 0:
+                            report.latency += fixed_rate_runs(path, config, repeat, args, admin,
+                                                              proxy.pid if path != "direct" else None,
+                                                              broker.process.pid, progress)
                 del admin
     print(f"upstream: {broker.description}; client leg: {'TLS' if args.tls else 'PLAINTEXT'}; "
           f"Kroxylicious {lib.parent.name} (no filters); load average after: {loadavg()}")

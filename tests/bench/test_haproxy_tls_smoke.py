@@ -1,4 +1,4 @@
-"""bench/anchors/haproxy_tls.py runs end to end and reports every path, on Tansu and on Apache Kafka.
+"""bench/anchors/haproxy_tls.py runs end to end and reports every path, on Tansu and on Apache Kafka, and --plain.
 
 A smoke run (2,000 records, one repeat), not a measurement: it asserts that records went both ways on each
 path, never how fast.  The haproxy path can only work through HAProxy: its client speaks TLS, its broker not.
@@ -58,3 +58,21 @@ def test_haproxy_tls_bench_runs_against_apache_kafka() -> None:
     report, stdout = run_bench("--upstream", "kafka", env={"REFERENCE_KAFKA_LIB": str(lib)})
     assert_every_path_measured(report, stdout)
     assert "Apache Kafka" in stdout
+
+
+@pytest.mark.broker
+@pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)")
+def test_haproxy_plain_bench_reports_direct_ksgate_and_both_haproxy_paths() -> None:
+    report, stdout = run_bench("--plain", "--rates", "200", "--seconds", "1", "--warmup", "0.5")
+    paths = ["direct", "haproxy", "haproxy-splice", "ksgate"]
+    assert sorted(run["path"] for run in report["runs"]) == paths  # type: ignore[union-attr]
+    for run in report["runs"]:  # type: ignore[union-attr]
+        assert run["produce_mb_s"] > 0 and run["fetch_mb_s"] > 0 and run["latency_p50_ms"] > 0
+    fixed = report["latency"]
+    assert isinstance(fixed, list) and sorted(run["path"] for run in fixed) == paths
+    assert all(run["rate"] == 200 and run["errors"] == 0 and run["publish"]["p50"] > 0 for run in fixed)
+    pipes = report["pipes"]
+    assert isinstance(pipes, dict)
+    assert pipes["haproxy"] == "PipesUsed=0 PipesFree=0"  # no splice, no pipe ever taken
+    assert pipes["haproxy-splice"] != pipes["haproxy"]
+    assert "haproxy-splice vs direct" in stdout and "ksgate vs haproxy" in stdout
