@@ -78,6 +78,7 @@ from bench.throughput import (  # noqa: E402
     fetch_throughput,
     loadavg,
     machine,
+    parse_settings,
     percentile,
     produce_throughput,
 )
@@ -208,13 +209,15 @@ def record_stamps(frame: bytes) -> list[int]:
 @dataclass(slots=True)
 class CaptureCost:
     """What the capture itself took: its CPU while capturing, segments read, drops the kernel counted
-    (PACKET_STATISTICS), directions whose framing was lost."""
+    (PACKET_STATISTICS), directions whose framing was lost; and, per direction, the kernel times of its
+    zero-window advertisements (the sender of that direction's socket had no room left to receive)."""
 
     cpu_s: float = 0.0
     wall_s: float = 0.0
     segments: int = 0
     dropped: int = 0
     broken: int = 0
+    zero_windows: dict[FlowKey, list[int]] = field(default_factory=lambda: defaultdict(list))
 
 
 def snap_filter(snap: int) -> bytes:
@@ -283,6 +286,8 @@ def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
                 seconds, nanos = _TIMESPEC.unpack_from(payload)
                 ts_ns = seconds * 1_000_000_000 + nanos
         flow = (src, dst)
+        if flags & 0x17 == 0x10 and buffer[tcp + 14:tcp + 16] == b"\0\0":  # an ACK (no SYN, RST, FIN), window 0
+            cost.zero_windows[flow].append(ts_ns)
         if flags & 0x02:  # SYN (or SYN-ACK): a new direction, data starts at ISN + 1
             states[flow] = StreamState(base=(seq + 1) & 0xFFFFFFFF,
                                        keep=not snap and kept <= KEEP_BYTES and dst in client_ports
@@ -307,6 +312,7 @@ def capture(ports: set[int], client_ports: set[int], ready: Event, stop: Event,
         if f.raw:
             f.sent_ns, f.raw = record_stamps(f.raw), b""
     cost.broken = sum(1 for s in states.values() if s.broken)
+    cost.zero_windows = dict(cost.zero_windows)  # a lambda's factory does not pickle
     if cost.broken:
         print(f"capture: lost the framing of {cost.broken} directions (segments missed)", file=sys.stderr)
     out.put((frames, cost))
@@ -637,6 +643,16 @@ class FetchRun:
     seconds: float
     sched: dict[str, Sched]
     capture: CaptureCost
+    gateway_ports: set[int]  # empty: direct
+    broker_port: int
+
+    def zero_windows(self, by_client: bool) -> int:
+        """Zero windows the client advertised (on its connections), or the gateway on its upstream ones."""
+        if by_client:
+            return sum(len(t) for f, t in self.capture.zero_windows.items()
+                       if f[1] in (self.gateway_ports or {self.broker_port}))
+        return sum(len(t) for f, t in self.capture.zero_windows.items()
+                   if self.gateway_ports and f[1] == self.broker_port)
 
 
 def run_fetch(path: str, config: dict[str, Any], args: argparse.Namespace, admin: AdminClient,
@@ -670,7 +686,8 @@ def run_fetch(path: str, config: dict[str, Any], args: argparse.Namespace, admin
             capturer.terminate()
         for name in (topic, warm):
             delete_topic(admin, name)
-    run = FetchRun(fetch_times(frames, gateway_ports, broker_port), nbytes / 1e6 / seconds, seconds, used, cost)
+    run = FetchRun(fetch_times(frames, gateway_ports, broker_port), nbytes / 1e6 / seconds, seconds, used, cost,
+                   gateway_ports, broker_port)
     print(f"  {path}: fetch {run.mb_s:.0f} MB/s in {seconds:.3f} s, {len(run.times.response_bytes)} data-carrying "
           f"Fetches, capture {cost.segments} segments ({cost.dropped} dropped), {cost.cpu_s:.2f} s of CPU",
           file=sys.stderr, flush=True)
@@ -742,6 +759,12 @@ def fetch_report(results: dict[str, list[FetchRun]]) -> str:
                 lines.append(f"  {path:<10}{name} process: {cpu / 1e7 / seconds:.0f}% of a core on a CPU, "
                              f"{wait / 1e7 / seconds:.0f}% runnable waiting for one; {slices / seconds:.0f} "
                              f"wake-ups/s, {sum(u.preempted for u in used) / seconds:.0f} preemptions/s")
+        fetches = len(sizes) or 1
+        for label, by_client in (("client to its server", True), ("gateway to the broker", False)):
+            zeros = sum(r.zero_windows(by_client) for r in runs)
+            if zeros or by_client:
+                lines.append(f"  {path:<10}zero windows advertised by the {label}: {zeros} "
+                             f"({zeros / fetches:.2f} per data-carrying Fetch)")
         cpu_s, wall = sum(r.capture.cpu_s for r in runs), sum(r.capture.wall_s for r in runs)
         lines.append(f"  {path:<10}capture: {cpu_s / len(runs):.2f} s of CPU per run ({100 * cpu_s / wall:.0f}% of a "
                      f"core over its {wall / len(runs):.1f} s), {sum(r.capture.segments for r in runs)} segments, "
@@ -765,6 +788,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="fixed-rate: latency.py's producer at each rate and its consumer; single: "
                              "throughput.py's latency pass (one record produced and flushed at a time, no consumer); "
                              "fetch: throughput.py's fetch phase (its consumer settings), --records of --size")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra gateway configuration key (repeatable), as throughput.py's --set")
     parser.add_argument("--records", type=int, default=200_000, help="--load fetch: records fetched per run")
     parser.add_argument("--snap", type=int, default=None,
                         help="bytes of each segment the kernel copies to the capture (0: all); default 0, "
@@ -792,7 +817,8 @@ def main(argv: list[str] | None = None) -> int:
         broker_pid = broker._process.pid
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         node_ids = sorted(admin.list_topics(timeout=10).brokers)
-        with GatewayProcess(broker.bootstrap, Path(tmp) / "plaintext", node_ids=node_ids) as gateway:
+        with GatewayProcess(broker.bootstrap, Path(tmp) / "plaintext", parse_settings(args.set),
+                            node_ids=node_ids) as gateway:
             if args.load == "fetch":
                 fetch_runs: dict[str, list[FetchRun]] = {path: [] for path in args.paths}
                 for repeat in range(args.repeat):
