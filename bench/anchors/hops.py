@@ -751,15 +751,15 @@ def fetch_report(results: dict[str, list[FetchRun]]) -> str:
         if sizes:
             lines.append(f"  {path:<10}bytes per Fetch response p50 {percentile(sizes, 50):,.0f}, "
                          f"Fetches per run {len(sizes) / len(runs):.0f}")
-        seconds = sum(r.seconds for r in runs)
-        for name in ("client", "gateway", "broker"):
-            used = [r.sched[name] for r in runs if name in r.sched]
-            if used and (slices := sum(u.slices for u in used)):
-                cpu, wait = sum(u.on_cpu_ns for u in used), sum(u.waiting_ns for u in used)
-                lines.append(f"  {path:<10}{name} process: {cpu / 1e7 / seconds:.0f}% of a core on a CPU, "
-                             f"{wait / 1e7 / seconds:.0f}% runnable waiting for one; {slices / seconds:.0f} "
-                             f"wake-ups/s, {sum(u.preempted for u in used) / seconds:.0f} preemptions/s")
         fetches = len(sizes) or 1
+        for name in ("client", "gateway", "broker"):  # from the consumer's creation to its close
+            used = [r.sched[name] for r in runs if name in r.sched]
+            if used and sum(u.slices for u in used):
+                cpu, wait = sum(u.on_cpu_ns for u in used), sum(u.waiting_ns for u in used)
+                lines.append(f"  {path:<10}{name} process per data-carrying Fetch: {cpu / 1e6 / fetches:.2f} ms on a "
+                             f"CPU, {wait / 1e6 / fetches:.2f} ms runnable waiting for one, "
+                             f"{sum(u.slices for u in used) / fetches:.0f} wake-ups, "
+                             f"{sum(u.preempted for u in used) / fetches:.1f} preemptions")
         for label, by_client in (("client to its server", True), ("gateway to the broker", False)):
             zeros = sum(r.zero_windows(by_client) for r in runs)
             if zeros or by_client:
