@@ -522,6 +522,8 @@ class FetchTimes:
 
     ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     response_bytes: list[int] = field(default_factory=list)
+    # TCP segments per response on each leg: through the gateway, about its reads (upstream) and writes (client)
+    segments: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     unpaired: int = 0
 
 
@@ -565,6 +567,9 @@ def fetch_times(frames: list[FrameOnWire], gateway_ports: set[int], broker_port:
             if (nxt := after.get(id(e))) is not None:
                 ms["next_fetch"].append((nxt.request.first_ns - e.response.last_ns) / 1e6)
             times.response_bytes.append(e.response.size + 4)
+            times.segments["client leg"].append(e.response.segments)
+            if u is not e:
+                times.segments["upstream leg"].append(u.response.segments)
     return times
 
 
@@ -751,6 +756,11 @@ def fetch_report(results: dict[str, list[FetchRun]]) -> str:
         if sizes:
             lines.append(f"  {path:<10}bytes per Fetch response p50 {percentile(sizes, 50):,.0f}, "
                          f"Fetches per run {len(sizes) / len(runs):.0f}")
+        for leg in ("upstream leg", "client leg"):
+            counts = [c for r in runs for c in r.times.segments[leg]]
+            if counts:
+                lines.append(f"  {path:<10}{leg}: TCP segments per response p50 {percentile(counts, 50):.0f} "
+                             f"(p1 {percentile(counts, 1):.0f}, p99 {percentile(counts, 99):.0f})")
         fetches = len(sizes) or 1
         for name in ("client", "gateway", "broker"):  # from the consumer's creation to its close
             used = [r.sched[name] for r in runs if name in r.sched]

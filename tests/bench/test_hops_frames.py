@@ -108,12 +108,13 @@ def test_a_frame_records_its_segments_and_the_longest_pause_between_two_of_them(
 
 
 def exchange_frames(client: tuple[int, int], at_ms: float, request_id: int, response_ms: tuple[float, float],
-                    response_size: int, response_gap_ms: float = 0.0, api_key: int = 1) -> list[FrameOnWire]:
+                    response_size: int, response_gap_ms: float = 0.0, api_key: int = 1,
+                    response_segments: int = 1) -> list[FrameOnWire]:
     ms = 1_000_000
     back = (client[1], client[0])
     wire = response(request_id, b"\0" * response_size)
     answer = FrameOnWire(back, int(response_ms[0] * ms), int(response_ms[1] * ms), len(wire) - 4, wire[:12],
-                         max_gap_ns=int(response_gap_ms * ms))
+                         max_gap_ns=int(response_gap_ms * ms), segments=response_segments)
     return [frame(client, int(at_ms * ms), request(api_key, request_id)), answer]
 
 
@@ -121,8 +122,8 @@ def test_each_data_carrying_fetch_is_timed_on_both_legs_and_empty_long_polls_do_
     gateway, broker = 9092, 9000
     client, upstream = (50_000, gateway), (50_001, broker)
     frames = [
-        *exchange_frames(client, 10, 7, (20, 25), 100_000, 1.5),
-        *exchange_frames(upstream, 11, 100, (18, 22), 100_000, 0.5),
+        *exchange_frames(client, 10, 7, (20, 25), 100_000, 1.5, response_segments=30),
+        *exchange_frames(upstream, 11, 100, (18, 22), 100_000, 0.5, response_segments=12),
         *exchange_frames(client, 26, 8, (130, 130), 10), *exchange_frames(upstream, 26.5, 101, (127, 127), 10),  # empty
         *exchange_frames(client, 131, 9, (140, 150), 200_000),
         *exchange_frames(upstream, 131.25, 102, (138, 149), 200_000),
@@ -135,6 +136,7 @@ def test_each_data_carrying_fetch_is_timed_on_both_legs_and_empty_long_polls_do_
         "upstream_stream": [4.0, 11.0], "upstream_gap": [0.5, 0.0], "gateway_first": [2.0, 2.0],
         "gateway_last": [3.0, 1.0], "next_fetch": [1.0]}
     assert times.response_bytes == [100_008, 200_008] and times.unpaired == 0
+    assert times.segments == {"client leg": [30, 1], "upstream leg": [12, 1]}
 
     direct = fetch_times([f for f in frames if gateway not in f.flow], set(), broker)
     assert direct.ms["client_rtt"] == [11.0, 17.75] and direct.ms["broker_first"] == [7.0, 6.75]
