@@ -323,12 +323,9 @@ class ProxySession:
         if not self._accepts(Event.UPSTREAM_READY):
             return self._take()
         self._schedule_upstream_login(lifetime_ms)
-        self._upstream_up = True
         self.ctx.counters.upstream_connections += 1
         self._upstream_address = address
-        if self._backlog:
-            self._out.append(act.SendToUpstream(self._backlog))
-        self._backlog = None
+        self._send_backlog()
         if self._outbox.full:  # the client filled its socket before the upstream link existed
             self._out.append(act.PauseUpstreamReading(True))
         self._set_read_paused("connecting", False)
@@ -338,10 +335,7 @@ class ProxySession:
         """The link logged in again (KIP-368): relay what waited meanwhile, read on, and schedule the next login."""
         if not self._accepts(Event.UPSTREAM_LOGGED_IN):
             return self._take()
-        self._upstream_up = True
-        if self._backlog:
-            self._out.append(act.SendToUpstream(self._backlog))
-        self._backlog = None
+        self._send_backlog()
         self._set_read_paused("upstream-login", False)
         self._schedule_upstream_login(lifetime_ms)
         return self._take()
@@ -579,6 +573,13 @@ class ProxySession:
             self._backlog = outgoing
         else:
             self._backlog.extend(outgoing)
+
+    def _send_backlog(self) -> None:
+        """The link takes requests (again): those that waited go out first, in order."""
+        self._upstream_up = True
+        if self._backlog:
+            self._out.append(act.SendToUpstream(self._backlog))
+        self._backlog = None
 
     def _request_failed(self, exc: BaseException) -> None:
         """Fail closed on a request, decided on the loop or in the worker."""
