@@ -187,7 +187,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     async def _log_in_again(self) -> None:
         link = self.upstream
         if link is None or link.transport is None or link.transport.is_closing():
-            return  # the link is gone: the session has heard (upstream_lost) or will
+            self._do(self.session.upstream_failed("upstream re-authentication failed: the link is closed"))
+            return
         try:
             lifetime_ms = await log_in(self.ctx, link, again=True)
         except UpstreamUnavailable as exc:

@@ -17,6 +17,8 @@ from protocol.messages import decode_response, request_frame
 
 # The client id of the gateway's own requests (what upstream logs and quotas see).
 CLIENT_ID = "ksgate"
+# Answers a login holds unread at most: it waits for one at a time, so more is a broker that is not Kafka.
+MAX_UNREAD_ANSWERS = 4
 Requester = Callable[[ApiKey, int, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -75,12 +77,16 @@ class LinkRequester:
         self._write = write
         self._timeout = timeout_s
         self._inbox: asyncio.Queue[Frame | None] = asyncio.Queue()  # None: the link is gone
+        self._flooded = False
         # Negative: never collides with relayed requests' ids (gateway/session/response_queue.py), so an
         # UpstreamLink re-authenticating (KIP-368) tells the gateway's own answers apart by the id alone.
         self._next_id = -1000
 
     def deliver(self, frame: Frame | None) -> None:
         """An answer; None once the link is lost (after the answers that came before it)."""
+        if frame is not None and self._inbox.qsize() >= MAX_UNREAD_ANSWERS:
+            self._flooded = True  # dropped, not queued: the exchange fails at its next answer
+            return
         self._inbox.put_nowait(frame)
 
     async def __call__(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -89,6 +95,8 @@ class LinkRequester:
         frame = await asyncio.wait_for(self._inbox.get(), self._timeout)
         if frame is None:
             raise ConnectionError("upstream closed the connection")
+        if self._flooded:
+            raise UpstreamAuthError("upstream sent answers nobody asked for during authentication")
         correlation_id, response = decode_response(frame.payload, api_key, version)
         if correlation_id != self._next_id:
             raise UpstreamAuthError(f"upstream answered correlation id {correlation_id} during authentication")

@@ -232,3 +232,19 @@ def test_a_link_lost_during_the_reauthentication_closes_the_client_connection(sa
 
     [refused] = [entry for entry in asyncio.run(scenario()) if entry["event"] == "connection_refused"]
     assert refused["reason"] == "upstream re-authentication failed: upstream closed the connection"
+
+
+def test_an_upstream_flooding_the_login_with_answers_closes_the_connection_without_queueing_them(
+        sasl_upstream: Gateway) -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        c = await _connected(sasl_upstream)
+        _, handshake_id, _ = await _login_due(c)
+        with capture_logs() as logs:
+            # Answers nobody asked for, all with the login's ids (negative): the login holds only a few unread.
+            c.link.data_received(b"".join(_handshake_answer(handshake_id) for _ in range(1000)))
+            await c.tasks_done()
+        assert c.client.closed and c.upstream.closed
+        return logs
+
+    [refused] = [entry for entry in asyncio.run(scenario()) if entry["event"] == "connection_refused"]
+    assert "answers nobody asked for" in refused["reason"]
