@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import functools
 import hashlib
 import hmac
 import secrets
@@ -416,6 +417,15 @@ class _ScramServer:
 # --- a client: the gateway's upstream login (auth/sasl/client.py) and tests ----------------
 
 
+@functools.lru_cache(maxsize=8)
+def _client_salted_password(hash_name: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's SaltedPassword, kept for the next login with the same salt: the gateway logs each
+    upstream link in, and again per session lifetime (KIP-368), as one user whose salt the broker keeps,
+    and PBKDF2 (~3 ms for SCRAM-SHA-512 at 4096 iterations) runs on the event loop. Worth no more than
+    the password it is derived from, which the process holds anyway; a new salt (a new password) misses."""
+    return hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
+
+
 class ScramClient:
     """The client side of one SCRAM exchange: first, final, then verify the server (upstream links, tests)."""
 
@@ -444,7 +454,7 @@ class ScramClient:
         nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
         if not nonce.startswith(self._nonce) or nonce == self._nonce:
             raise ValueError("server nonce does not extend the client nonce")
-        salted = hashlib.pbkdf2_hmac(self._hash_name, self._password.encode("utf-8"), salt, iterations)
+        salted = _client_salted_password(self._hash_name, self._password, salt, iterations)
         client_key = _hmac(self._hash_name, salted, b"Client Key")
         stored_key = hashlib.new(self._hash_name, client_key).digest()
         binding = _b64(self._gs2_header.encode("utf-8"))

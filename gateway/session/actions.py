@@ -37,6 +37,12 @@ class OpenUpstream:
 
 
 @dataclass(slots=True, frozen=True)
+class ReauthenticateUpstream:
+    """Log in again on the live upstream link before the broker's session lifetime ends (KIP-368);
+    then report ``upstream_logged_in(new lifetime)`` (or ``upstream_failed``)."""
+
+
+@dataclass(slots=True, frozen=True)
 class PauseClientReading:
     paused: bool
 
@@ -121,5 +127,5 @@ class Close:
     reason: str | None = None  # logged as connection_refused when set
 
 
-Action = (SendToClient | SendToUpstream | OpenUpstream | PauseClientReading | PauseUpstreamReading | RunJob
-          | StartTimer | CancelTimer | WakeReaders | Discovered | Close)
+Action = (SendToClient | SendToUpstream | OpenUpstream | ReauthenticateUpstream | PauseClientReading
+          | PauseUpstreamReading | RunJob | StartTimer | CancelTimer | WakeReaders | Discovered | Close)

@@ -9,6 +9,8 @@ actions each event returns (gateway/session/actions.py). The session owns:
 - the SASL lifecycle: the state machine, the authentication timeout, password checks off the
   loop (later frames wait, so answers stay in order), Kafka's failed-authentication delay,
   KIP-368 re-authentication and session expiry;
+- the upstream link's own KIP-368 lifetime: logged in again (ReauthenticateUpstream) at 85-95 % of the
+  lifetime its broker granted, no new request relayed meanwhile (they wait, as before the link was up);
 - the request path (request_stage.decide) and its refusals: anything it cannot parse or
   authorize closes the connection, never reaches the upstream;
 - ordering: every request reserves its slot in the ResponseQueue; upstream answers carry
@@ -81,6 +83,7 @@ from gateway.session.state.local_answers import LocalAnswers
 from gateway.session.state.off_loop_jobs import JobThen, OffLoopJobs
 from gateway.session.state.phase import Event, Move, Phase, PhaseError, SessionPhase
 from gateway.session.state.read_gate import ReadGate
+from gateway.upstream.login import reauthentication_delay_s
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.frame_receiver import FrameReceiver
@@ -104,8 +107,12 @@ STREAM_MIN_BYTES = 64 * 1024
 _AUTH_TIMER = "authentication"
 _FAREWELL_TIMER = "farewell"  # Kafka's failed-authentication delay before the refusal is written
 _QUOTA_TIMER = "quota"  # a client over its quota is muted until this fires (KIP-219)
+_UPSTREAM_LOGIN_TIMER = "upstream-login"  # the upstream link logs in again (KIP-368)
+# While the client's socket is full the upstream is not read, so a login's answer would wait behind the
+# answers the client does not take: the login is tried again this much later instead.
+UPSTREAM_LOGIN_RETRY_S = 0.05
 _TIMER_EVENTS = {_AUTH_TIMER: Event.AUTHENTICATION_TIMEOUT, _FAREWELL_TIMER: Event.FAREWELL_DUE,
-                 _QUOTA_TIMER: Event.QUOTA_UNMUTED}
+                 _QUOTA_TIMER: Event.QUOTA_UNMUTED, _UPSTREAM_LOGIN_TIMER: Event.UPSTREAM_LOGIN_DUE}
 
 
 class ProxySession:
@@ -311,19 +318,41 @@ class ProxySession:
 
     # --- events: the upstream side ----------------------------------------------------------
 
-    def upstream_ready(self, address: str) -> list[act.Action]:
+    def upstream_ready(self, address: str, lifetime_ms: int = 0) -> list[act.Action]:
+        """The link is up and logged in; ``lifetime_ms``: the session lifetime its broker granted (KIP-368)."""
         if not self._accepts(Event.UPSTREAM_READY):
             return self._take()
-        self._upstream_up = True
+        self._schedule_upstream_login(lifetime_ms)
         self.ctx.counters.upstream_connections += 1
         self._upstream_address = address
-        if self._backlog:
-            self._out.append(act.SendToUpstream(self._backlog))
-        self._backlog = None
+        self._send_backlog()
         if self._outbox.full:  # the client filled its socket before the upstream link existed
             self._out.append(act.PauseUpstreamReading(True))
         self._set_read_paused("connecting", False)
         return self._take()
+
+    def upstream_logged_in(self, lifetime_ms: int) -> list[act.Action]:
+        """The link logged in again (KIP-368): relay what waited meanwhile, read on, and schedule the next login."""
+        if not self._accepts(Event.UPSTREAM_LOGGED_IN):
+            return self._take()
+        self._send_backlog()
+        self._set_read_paused("upstream-login", False)
+        self._schedule_upstream_login(lifetime_ms)
+        return self._take()
+
+    def _schedule_upstream_login(self, lifetime_ms: int) -> None:
+        if lifetime_ms > 0:  # 0: the broker set no limit, nothing to do ever (no timer, no cost)
+            self._out.append(act.StartTimer(_UPSTREAM_LOGIN_TIMER, reauthentication_delay_s(lifetime_ms)))
+
+    def _upstream_login_due(self) -> None:
+        """Log the link in again; meanwhile new requests wait (a broker re-authenticating a connection takes
+        only the SASL requests), answers to earlier ones are still served, and the client is not read."""
+        if self._outbox.full:
+            self._out.append(act.StartTimer(_UPSTREAM_LOGIN_TIMER, UPSTREAM_LOGIN_RETRY_S))
+            return
+        self._upstream_up = False  # what is relayed meanwhile waits in the backlog (bounded by queued.max.requests)
+        self._set_read_paused("upstream-login", True)
+        self._out.append(act.ReauthenticateUpstream())
 
     def upstream_failed(self, reason: str) -> list[act.Action]:
         if self._accepts(Event.UPSTREAM_FAILED):
@@ -421,6 +450,8 @@ class ProxySession:
             self._close("authentication timed out")
         elif event is Event.QUOTA_UNMUTED:
             self._quota_timer()
+        elif event is Event.UPSTREAM_LOGIN_DUE:
+            self._upstream_login_due()
         else:
             if self._farewell is not None:
                 self.responses.add_local(0, ApiKey.SASL_AUTHENTICATE, 0, self._farewell)  # prebuilt: ids unused
@@ -542,6 +573,13 @@ class ProxySession:
             self._backlog = outgoing
         else:
             self._backlog.extend(outgoing)
+
+    def _send_backlog(self) -> None:
+        """The link takes requests (again): those that waited go out first, in order."""
+        self._upstream_up = True
+        if self._backlog:
+            self._out.append(act.SendToUpstream(self._backlog))
+        self._backlog = None
 
     def _request_failed(self, exc: BaseException) -> None:
         """Fail closed on a request, decided on the loop or in the worker."""

@@ -20,7 +20,7 @@ from gateway.session.session import ProxySession
 from gateway.transport.idle_close import IdleWatch
 from gateway.transport.upstream_link import UpstreamLink
 from gateway.transport.worker_thread import run_large
-from gateway.upstream.connector import UpstreamUnavailable, open_upstream
+from gateway.upstream.connector import UpstreamUnavailable, log_in, open_upstream
 
 # uvloop's TLS transport asks for a buffer each time it looks for decrypted bytes, ``pending + 256``
 # long, even when nothing is pending; the frame receiver would allocate its 64 KiB scratch buffer for
@@ -170,7 +170,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         max_bytes = self.ctx.config.socket_request_max_bytes
         new_link = partial(UpstreamLink, self.session, self._do, max_bytes)
         try:
-            link, address = await open_upstream(self.ctx, targets, new_link, self.session.log)
+            link, address, lifetime_ms = await open_upstream(self.ctx, targets, new_link, self.session.log)
         except UpstreamUnavailable as exc:
             self._do(self.session.upstream_failed(str(exc)))
             return
@@ -179,7 +179,22 @@ class ClientConnection(asyncio.BufferedProtocol):
             link.transport.close()
             return
         self.upstream = link
-        self._do(self.session.upstream_ready(address))
+        self._do(self.session.upstream_ready(address, lifetime_ms))
+
+    def _reauthenticate_upstream(self, action: act.ReauthenticateUpstream) -> None:
+        self._spawn(self._log_in_again())
+
+    async def _log_in_again(self) -> None:
+        link = self.upstream
+        if link is None or link.transport is None or link.transport.is_closing():
+            self._do(self.session.upstream_failed("upstream re-authentication failed: the link is closed"))
+            return
+        try:
+            lifetime_ms = await log_in(self.ctx, link, again=True)
+        except UpstreamUnavailable as exc:
+            self._do(self.session.upstream_failed(str(exc)))
+            return
+        self._do(self.session.upstream_logged_in(lifetime_ms))
 
     def _run_job(self, action: act.RunJob) -> None:
         job_id = action.job_id
@@ -252,6 +267,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 _RUN: dict[type, Callable[[ClientConnection, Any], None]] = {
     act.SendToClient: ClientConnection._send_to_client, act.SendToUpstream: ClientConnection._send_to_upstream,
     act.OpenUpstream: ClientConnection._open_upstream, act.PauseClientReading: ClientConnection._pause_client,
+    act.ReauthenticateUpstream: ClientConnection._reauthenticate_upstream,
     act.PauseUpstreamReading: ClientConnection._pause_upstream, act.RunJob: ClientConnection._run_job,
     act.StartTimer: ClientConnection._start_timer, act.CancelTimer: ClientConnection._cancel_timer,
     act.Close: ClientConnection._close, act.WakeReaders: ClientConnection._wake_readers,

@@ -49,8 +49,10 @@ class UpstreamLink(asyncio.Protocol):
         self._splitter = FrameSplitter(max_frame_bytes)
         self._stream_left = 0  # bytes of the streamed frame still to come
         self.transport: asyncio.Transport | None = None
-        # While the gateway authenticates itself to the upstream, frames go here instead.
-        self.auth_inbox: Callable[[Frame], None] | None = None
+        # While the gateway authenticates itself to the upstream (at the start, and again on the live
+        # link: KIP-368), the answers to its own requests go here: the negative correlation ids.
+        # None is delivered when the link is lost: the login reports why, its refusal if one came first.
+        self.auth_inbox: Callable[[Frame | None], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # cast, not isinstance: uvloop's transports are not asyncio.Transport subclasses
@@ -73,16 +75,14 @@ class UpstreamLink(asyncio.Protocol):
             self._do(self._owner.upstream_error(f"upstream framing: {exc}"))
             return
         if frames and self.auth_inbox is not None:
-            for frame in frames:
-                self.auth_inbox(frame)
-            return
+            frames = _to_login(frames, self.auth_inbox)
         if frames:
             self._do(self._owner.upstream_frames(frames))
         self._maybe_stream()
 
     def _maybe_stream(self) -> None:
         head = self._splitter.pending_head()
-        if head is None or self.auth_inbox is not None:
+        if head is None:  # (the gateway's own answers are small and never streamed: no slot awaits them)
             return
         size, first = head
         upstream_id = int.from_bytes(first, "big", signed=True)
@@ -100,4 +100,20 @@ class UpstreamLink(asyncio.Protocol):
         self._do(self._owner.upstream_write_paused(False))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.auth_inbox is not None:  # a login runs: it reports the loss, or the refusal that preceded it
+            self.auth_inbox(None)
+            return
         self._do(self._owner.upstream_lost(repr(exc) if exc else None))
+
+
+def _to_login(frames: list[Frame], inbox: Callable[[Frame | None], None]) -> list[Frame]:
+    """Hands the answers to the gateway's own login (negative correlation ids) to ``inbox``; the others,
+    answers to requests relayed before a re-authentication began, stay in order for the session."""
+    rest = []
+    for frame in frames:
+        payload = frame.payload
+        if len(payload) >= 4 and payload[0] & 0x80:  # the sign bit of the big-endian correlation id
+            inbox(frame)
+        else:
+            rest.append(frame)
+    return rest

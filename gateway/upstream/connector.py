@@ -24,8 +24,9 @@ class UpstreamUnavailable(Exception):
 
 
 async def open_upstream(ctx: GatewayContext, targets: Sequence[tuple[str, int]],
-                        new_link: Callable[[], UpstreamLink], log: Any) -> tuple[UpstreamLink, str]:
-    """The connected (and, for a SASL upstream, logged-in) link and its address."""
+                        new_link: Callable[[], UpstreamLink], log: Any) -> tuple[UpstreamLink, str, int]:
+    """The connected (and, for a SASL upstream, logged-in) link, its address, and the session lifetime
+    its broker granted the login (KIP-368; 0: no limit, or no login)."""
     loop = asyncio.get_running_loop()
     config = ctx.config.upstream
     for host, port in targets:
@@ -40,14 +41,13 @@ async def open_upstream(ctx: GatewayContext, targets: Sequence[tuple[str, int]],
             continue
         assert link.transport is not None
         link.transport.set_write_buffer_limits(high=ctx.config.connection_buffer_max_bytes)
-        if config.uses_sasl:
-            await _log_in(ctx, link)
+        lifetime_ms = await log_in(ctx, link) if config.uses_sasl else 0
         # A round trip (the login) or a plain TCP connection proves the upstream serves the gateway;
         # a TLS 1.3 handshake alone does not (a broker refuses our certificate only after it), so
         # on an SSL upstream the readiness probe keeps proving it.
         if config.uses_sasl or not config.uses_tls:
             ctx.upstream_health.answered(loop.time())
-        return link, f"{host}:{port}"
+        return link, f"{host}:{port}", lifetime_ms
     ctx.metrics.upstream_error("unreachable")
     raise UpstreamUnavailable("no upstream broker reachable")
 
@@ -62,17 +62,37 @@ def _connect_failure(exc: BaseException, tls: bool, timeout_ms: int) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
 
 
-async def _log_in(ctx: GatewayContext, link: UpstreamLink) -> None:
-    """SASL as the gateway's service principal before any client request is relayed."""
+async def log_in(ctx: GatewayContext, link: UpstreamLink, again: bool = False) -> int:
+    """SASL as the gateway's service principal: before any client request is relayed, and ``again``
+    on the live link before the broker's session lifetime ends (KIP-368). Returns the new lifetime.
+
+    Only the answers to the gateway's own requests (negative correlation ids) reach the exchange:
+    on a live link, answers to requests relayed earlier still go to the session, streamed or not.
+    A refusal, a malformed answer or none within upstream.connect.timeout.ms closes the link."""
     assert link.transport is not None
     transport = link.transport
-    requester = LinkRequester(transport.write, ctx.config.upstream.connect_timeout_ms / 1000)
+    timeout_ms = ctx.config.upstream.connect_timeout_ms
+    requester = LinkRequester(transport.write, timeout_ms / 1000)
     link.auth_inbox = requester.deliver
-    version = min(2, ctx.cluster.api_ranges.get(ApiKey.SASL_AUTHENTICATE, (0, 2))[1])
+    version = min(2, ctx.cluster.api_ranges.get(ApiKey.SASL_AUTHENTICATE, (0, 2))[1])  # v1+: the lifetime
+    step = "re-authentication" if again else "authentication"
     try:
-        await sasl_exchange(requester, ctx.config.upstream, version)
-    except (TimeoutError, UpstreamAuthError, DecodeError) as exc:
-        ctx.metrics.upstream_error("protocol" if isinstance(exc, DecodeError) else "authentication")
+        return await sasl_exchange(requester, ctx.config.upstream, version)
+    except (TimeoutError, ConnectionError, DecodeError) as exc:  # ConnectionError: UpstreamAuthError, or a loss
+        kind, why = _login_failure(exc, timeout_ms)
+        ctx.metrics.upstream_error(kind)
         transport.close()
-        raise UpstreamUnavailable(f"upstream authentication failed: {exc!r}") from None
-    link.auth_inbox = None
+        raise UpstreamUnavailable(f"upstream {step} failed: {why}") from None
+    finally:
+        link.auth_inbox = None
+
+
+def _login_failure(exc: Exception, timeout_ms: int) -> tuple[str, str]:
+    """The metric's error kind and the logged reason of a failed login (never the password: not in any)."""
+    if isinstance(exc, TimeoutError):
+        return "authentication", f"no answer within {timeout_ms} ms (upstream.connect.timeout.ms)"
+    if isinstance(exc, DecodeError):
+        return "protocol", repr(exc)
+    if isinstance(exc, UpstreamAuthError):
+        return "authentication", repr(exc)
+    return "disconnected", str(exc)  # the link was lost (LinkRequester)

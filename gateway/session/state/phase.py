@@ -42,6 +42,7 @@ class Event(Enum):
     DRAIN = "drain"
     ABORT = "abort"
     UPSTREAM_READY = "upstream_ready"
+    UPSTREAM_LOGGED_IN = "upstream_logged_in"  # the gateway's re-authentication on the live link (KIP-368)
     UPSTREAM_FAILED = "upstream_failed"
     UPSTREAM_WRITE_PAUSED = "upstream_write_paused"
     UPSTREAM_FRAMES = "upstream_frames"
@@ -52,6 +53,7 @@ class Event(Enum):
     AUTHENTICATION_TIMEOUT = "authentication timer"
     FAREWELL_DUE = "farewell timer"
     QUOTA_UNMUTED = "quota timer"  # a client muted for its quota (KIP-219) may be read again
+    UPSTREAM_LOGIN_DUE = "upstream login timer"  # the upstream link's session lifetime nears its end (KIP-368)
 
     __hash__ = object.__hash__  # as Phase's, for the same reason
 
@@ -73,11 +75,12 @@ E = Event
 _ALWAYS_LATE = frozenset({E.JOB_DONE, E.MEMORY_GRANTED, E.DRAIN, E.ABORT})  # may arrive after any close
 _CLIENT = frozenset({E.CLIENT_BYTES, E.MEMORY_GRANTED, E.CLIENT_WRITE_PAUSED, E.CLIENT_LOST, E.DRAIN, E.ABORT,
                      E.JOB_DONE})
-_UPSTREAM = frozenset({E.UPSTREAM_READY, E.UPSTREAM_FAILED, E.UPSTREAM_WRITE_PAUSED, E.UPSTREAM_FRAMES,
-                       E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.STREAM})
-_SERVING = _CLIENT | _UPSTREAM | {E.QUOTA_UNMUTED}  # quotas bind to a principal: only once logged in
+_UPSTREAM = frozenset({E.UPSTREAM_READY, E.UPSTREAM_LOGGED_IN, E.UPSTREAM_FAILED, E.UPSTREAM_WRITE_PAUSED,
+                       E.UPSTREAM_FRAMES, E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.STREAM})
+# quotas bind to a principal, and an upstream link exists, only once logged in
+_SERVING = _CLIENT | _UPSTREAM | {E.QUOTA_UNMUTED, E.UPSTREAM_LOGIN_DUE}
 _AFTER_CLOSE = _ALWAYS_LATE | _UPSTREAM | {E.CLIENT_BYTES, E.CLIENT_WRITE_PAUSED, E.AUTHENTICATION_TIMEOUT,
-                                           E.FAREWELL_DUE, E.QUOTA_UNMUTED}
+                                           E.FAREWELL_DUE, E.QUOTA_UNMUTED, E.UPSTREAM_LOGIN_DUE}
 
 # Per phase: the events it handles, and those it ignores (reports that come late). Any other is impossible.
 HANDLES: dict[Phase, frozenset[Event]] = {
@@ -101,8 +104,10 @@ IGNORES: dict[Phase, frozenset[Event]] = {
     Phase.REAUTHENTICATING: frozenset({E.AUTHENTICATION_TIMEOUT}),
     Phase.DRAINING: frozenset({E.AUTHENTICATION_TIMEOUT}),
     # The connection closes anyway once the farewell is out: a failing upstream, an abort change nothing.
+    # Nothing new is relayed either, so the upstream link is not logged in again (KIP-368).
     Phase.FAREWELL: _ALWAYS_LATE | {E.CLIENT_BYTES, E.AUTHENTICATION_TIMEOUT, E.UPSTREAM_READY,
-                                    E.UPSTREAM_FAILED, E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.QUOTA_UNMUTED},
+                                    E.UPSTREAM_FAILED, E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.QUOTA_UNMUTED,
+                                    E.UPSTREAM_LOGIN_DUE, E.UPSTREAM_LOGGED_IN},
     Phase.CLOSING: _AFTER_CLOSE,
     Phase.CLOSED: _AFTER_CLOSE | {E.CLIENT_LOST},
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Callable
 
@@ -104,6 +105,29 @@ def test_round_trip_authenticates_and_server_signature_verifies(mechanism: str) 
     assert done.authorization_id == "alice"
     assert not done.token_authenticated and done.credential_expiry_ms is None
     client.verify_server_final(done.final)
+
+
+def test_a_client_logging_in_again_with_the_same_salt_derives_its_key_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway's upstream re-authentications (KIP-368) run PBKDF2 on the event loop: only when the salt
+    or the password changed. Each login still authenticates (a fresh nonce, the server's signature checked)."""
+    derived: list[bytes] = []
+    real = hashlib.pbkdf2_hmac
+
+    def counting(name: str, password: bytes, salt: bytes, iterations: int, dklen: int | None = None) -> bytes:
+        derived.append(password)
+        return real(name, password, salt, iterations, dklen)
+
+    store = store_with("gw-reauth", "first-secret", "SCRAM-SHA-512")  # its salt: random, seen by no other test
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", counting)
+    for _ in range(3):
+        client = ScramClient("SCRAM-SHA-512", "gw-reauth", "first-secret")
+        done = run_exchange(ScramMechanism("SCRAM-SHA-512", store).create(CONTEXT), client)
+        assert isinstance(done, Done)
+        client.verify_server_final(done.final)
+    assert derived == [b"first-secret"]
+    wrong = run_exchange(ScramMechanism("SCRAM-SHA-512", store).create(CONTEXT),
+                         ScramClient("SCRAM-SHA-512", "gw-reauth", "other-secret"))
+    assert isinstance(wrong, Failure) and derived == [b"first-secret", b"other-secret"]
 
 
 def test_sha512_credential_does_not_serve_sha256() -> None:

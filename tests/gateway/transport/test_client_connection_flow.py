@@ -94,7 +94,7 @@ def test_a_write_that_fills_the_client_socket_pauses_reading_despite_an_older_re
         link = new_link()
         link.connection_made(FakeTransport(link))  # type: ignore[arg-type]
         upstream["link"] = link
-        return link, "10.9.9.9:9092"
+        return link, "10.9.9.9:9092", 0
 
     monkeypatch.setattr(client_connection, "open_upstream", open_upstream)
 

@@ -3,6 +3,7 @@ certificate and host name verified; what clients see; and what the operator sees
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -254,8 +255,6 @@ def _connect_until(bootstrap: str, stop: threading.Event) -> None:
         stop.wait(0.05)
 
 
-@pytest.mark.xfail(strict=True, reason="KIP-368: ksgate's upstream links never re-authenticate, so a broker with "
-                   "connections.max.reauth.ms closes them at the deadline and each client on one is disconnected")
 def test_client_connections_outlive_the_brokers_reauthentication_deadline(
         kafka: KafkaBroker, tmp_path: Path) -> None:
     lib = kafka_lib()
@@ -282,5 +281,37 @@ def test_client_connections_outlive_the_brokers_reauthentication_deadline(
                 answers += 1
                 time.sleep(0.1)  # pacing the requests, not synchronisation: the deadline is wall time
             client.sock.close()
+        finally:
+            gateway.stop()
+
+
+def test_a_refused_reauthentication_closes_the_client_connection_with_its_reason(
+        kafka: KafkaBroker, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The gateway's password changes between its login and its re-authentication: the broker refuses
+    the second login, and the client on that link is disconnected (not left hanging), the reason logged."""
+    lib = kafka_lib()
+    assert lib is not None
+    deadline_ms = 1500
+    with KafkaBroker(lib, tmp_path / "reauth-refused-kafka", extra_properties={
+            "listener.name.sasl_ssl.connections.max.reauth.ms": str(deadline_ms)}) as broker:
+        address, settings = upstream_settings(broker, "SCRAM-SHA-512")
+        old_password = settings["upstream.sasl.password"]
+        gateway = GatewayThread(address, settings).start()
+        try:
+            client = WireClient(gateway.bootstrap)
+            client.send(request_frame(ApiKey.METADATA, 12, 1, {
+                "topics": [], "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False,
+            }, "reauth"))
+            client.read_response(ApiKey.METADATA, 12)  # the link is up and logged in
+            new_password = f"changed-{uuid.uuid4().hex}"
+            broker.set_scram_password(GATEWAY_USER, new_password)
+            # The re-authentication is due within 95 % of the deadline, its refusal right after.
+            assert client.is_closed_by_peer(timeout_s=2 * deadline_ms / 1000 + 5)
+            log = capfd.readouterr().err  # the in-process gateway logs JSON lines to stderr
+            refusals = [json.loads(line) for line in log.splitlines() if '"connection_refused"' in line]
+            assert any("upstream re-authentication failed" in r["reason"] and "invalid credentials" in r["reason"]
+                       for r in refusals), log[-2000:]
+            assert old_password not in log and new_password not in log
         finally:
             gateway.stop()

@@ -18,19 +18,21 @@ from gateway.session.state.phase import (
 
 E, P, M = Event, Phase, Move
 COLUMNS = (E.CONNECTED, E.CLIENT_BYTES, E.MEMORY_GRANTED, E.CLIENT_WRITE_PAUSED, E.CLIENT_LOST, E.DRAIN, E.ABORT,
-           E.UPSTREAM_READY, E.UPSTREAM_FAILED, E.UPSTREAM_WRITE_PAUSED, E.UPSTREAM_FRAMES, E.UPSTREAM_ERROR,
-           E.UPSTREAM_LOST, E.STREAM, E.JOB_DONE, E.AUTHENTICATION_TIMEOUT, E.FAREWELL_DUE, E.QUOTA_UNMUTED)
-# H: handled, I: ignored (a late report), X: impossible (a gateway bug). Columns as above.
-#                         conn  client.........  upstream.......  job auth fare quota
+           E.UPSTREAM_READY, E.UPSTREAM_LOGGED_IN, E.UPSTREAM_FAILED, E.UPSTREAM_WRITE_PAUSED, E.UPSTREAM_FRAMES,
+           E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.STREAM, E.JOB_DONE, E.AUTHENTICATION_TIMEOUT, E.FAREWELL_DUE,
+           E.QUOTA_UNMUTED, E.UPSTREAM_LOGIN_DUE)
+# H: handled, I: ignored (a late report), X: impossible (a gateway bug). Columns as above; "relogin": the
+# upstream link's own re-authentication is due (KIP-368).
+#                         conn  client.........  upstream.........  job auth fare quota relogin
 EXPECTED_EVENTS = {
-    P.NEW:               "H    X X X H H H    X X X X X X X    X   X    X  X",
-    P.AUTHENTICATING:    "X    H H H H H H    X X X X X X X    H   H    X  X",  # no upstream, no quota before the login
-    P.AUTHENTICATED:     "X    H H H H H H    H H H H H H H    H   I    X  H",
-    P.REAUTHENTICATING:  "X    H H H H H H    H H H H H H H    H   I    X  H",
-    P.DRAINING:          "X    H H H H H H    H H H H H H H    H   I    X  H",
-    P.FAREWELL:          "X    I I H H I I    I I H H I I H    I   I    H  I",  # owed answers still go out
-    P.CLOSING:           "X    I I I H I I    I I I I I I I    I   I    I  I",
-    P.CLOSED:            "X    I I I I I I    I I I I I I I    I   I    I  I",
+    P.NEW:               "H    X X X H H H    X X X X X X X X    X   X    X  X     X",
+    P.AUTHENTICATING:    "X    H H H H H H    X X X X X X X X    H   H    X  X     X",  # no upstream, no quota yet
+    P.AUTHENTICATED:     "X    H H H H H H    H H H H H H H H    H   I    X  H     H",
+    P.REAUTHENTICATING:  "X    H H H H H H    H H H H H H H H    H   I    X  H     H",
+    P.DRAINING:          "X    H H H H H H    H H H H H H H H    H   I    X  H     H",
+    P.FAREWELL:          "X    I I H H I I    I I I H H I I H    I   I    H  I     I",  # owed answers still go out
+    P.CLOSING:           "X    I I I H I I    I I I I I I I I    I   I    I  I     I",
+    P.CLOSED:            "X    I I I I I I    I I I I I I I I    I   I    I  I     I",
 }
 EXPECTED_MOVES = {
     P.NEW: {M.MUST_LOG_IN: P.AUTHENTICATING, M.KNOWN_AT_CONNECT: P.AUTHENTICATED, M.CLOSE: P.CLOSING,
