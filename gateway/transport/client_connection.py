@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from functools import partial
 from typing import Any, cast
 
 from auth.client_address import ClientAddress
@@ -34,8 +33,8 @@ _landing = bytearray(_PROBE_BYTES)
 class ClientConnection(asyncio.BufferedProtocol):
     # Slots: thousands of idle connections each carried an instance dict; the containers below
     # that most connections never or only briefly use are made when needed and dropped when empty.
-    __slots__ = ("_drained", "_idle", "_landed", "_loop", "_lost", "_on_close", "_tasks", "_timers", "client",
-                 "ctx", "idle_tick", "last_active", "session", "transport", "upstream")
+    __slots__ = ("_drained", "_idle", "_landed", "_linking", "_loop", "_lost", "_on_close", "_tasks", "_timers",
+                 "client", "ctx", "idle_tick", "last_active", "session", "transport", "upstream")
 
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None, client: ClientAddress,
                  on_close: Callable[[ClientConnection], None] | None = None) -> None:
@@ -44,6 +43,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.session = ProxySession(ctx, listener_name, node_id, self)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
+        # The link being opened or logged in, until it is ``upstream``: closed with the connection, so a login
+        # waiting for its answer ends then, not at upstream.connect.timeout.ms (or never, at shutdown).
+        self._linking: UpstreamLink | None = None
         self._on_close = on_close
         self._timers: dict[str, asyncio.TimerHandle] | None = None  # by the session's timer name
         self._tasks: set[asyncio.Future[Any]] | None = None  # referenced until done (asyncio keeps weak refs)
@@ -167,19 +169,23 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._spawn(self._connect(action.targets))
 
     async def _connect(self, targets: tuple[tuple[str, int], ...]) -> None:
-        max_bytes = self.ctx.config.socket_request_max_bytes
-        new_link = partial(UpstreamLink, self.session, self._do, max_bytes)
         try:
-            link, address, lifetime_ms = await open_upstream(self.ctx, targets, new_link, self.session.log)
+            link, address, lifetime_ms = await open_upstream(self.ctx, targets, self._new_link, self.session.log)
         except UpstreamUnavailable as exc:
             self._do(self.session.upstream_failed(str(exc)))
             return
+        finally:
+            self._linking = None
         if self.session.closing:
             assert link.transport is not None
             link.transport.close()
             return
         self.upstream = link
         self._do(self.session.upstream_ready(address, lifetime_ms))
+
+    def _new_link(self) -> UpstreamLink:
+        self._linking = link = UpstreamLink(self.session, self._do, self.ctx.config.socket_request_max_bytes)
+        return link
 
     def _reauthenticate_upstream(self, action: act.ReauthenticateUpstream) -> None:
         self._spawn(self._log_in_again())
@@ -245,9 +251,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.ctx.discovered(action)  # the server applies it to the shared cluster view
 
     def _close(self, action: act.Close) -> None:
-        for tr in (self.transport, self.upstream.transport if self.upstream is not None else None):
-            if tr is not None:
-                tr.close()
+        if self.transport is not None:
+            self.transport.close()
+        for link in (self.upstream, self._linking):
+            if link is not None and link.transport is not None:
+                link.transport.close()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
