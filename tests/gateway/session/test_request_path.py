@@ -174,8 +174,8 @@ def test_a_negative_connections_max_idle_ms_never_closes_idle_connections(broker
         never.stop()
 
 
-def test_a_node_port_that_cannot_be_bound_fails_start_up(broker: EmbeddedBroker) -> None:
-    """Clients told to use a node address nobody listens on would only time out: refuse to start."""
+def _start_with_its_node_port_taken(broker: EmbeddedBroker) -> GatewayThread:
+    """A gateway whose node port another socket holds: its start fails (returned after the failure)."""
     base = free_port_block()
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", base + TANSU_NODE_ID))
@@ -183,7 +183,12 @@ def test_a_node_port_that_cannot_be_bound_fails_start_up(broker: EmbeddedBroker)
         gateway = GatewayThread(broker.bootstrap, {"listener.name.plaintext.node.port.base": base})
         with pytest.raises(ConfigError, match="cannot bind"):
             gateway.start()
-        gateway.stop()
+    return gateway
+
+
+def test_a_node_port_that_cannot_be_bound_fails_start_up(broker: EmbeddedBroker) -> None:
+    """Clients told to use a node address nobody listens on would only time out: refuse to start."""
+    _start_with_its_node_port_taken(broker).stop()
 
 
 class StillEnding:
@@ -204,13 +209,7 @@ def test_stopping_a_gateway_thread_whose_start_failed_leaves_its_closed_loop_alo
     """The harness's side of the test above: after a failed start its thread closes the loop on its own,
     sometimes between stop()'s check that the thread is alive and its call on the loop ("Event loop is
     closed", intermittently). Here that instant is held still."""
-    base = free_port_block()
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", base + TANSU_NODE_ID))
-        squatter.listen(1)
-        gateway = GatewayThread(broker.bootstrap, {"listener.name.plaintext.node.port.base": base})
-        with pytest.raises(ConfigError, match="cannot bind"):
-            gateway.start()
+    gateway = _start_with_its_node_port_taken(broker)
     gateway._thread.join(timeout=15)
     assert gateway.loop is not None and gateway.loop.is_closed()
     monkeypatch.setattr(gateway, "_thread", StillEnding(gateway._thread))
