@@ -1,8 +1,9 @@
 """A minimal request/response Kafka client for the gateway's own control traffic.
 
 The gateway asks the upstream cluster what it supports (ApiVersions) and where its
-brokers are (Metadata) at start-up and when it meets an unknown node.  This is not the
-hot path, so it uses asyncio streams and one request at a time.
+brokers are (Metadata) at start-up and when it meets an unknown node, and the replicated
+security store keeps two of these connections open for good.  This is not the hot path,
+so it uses asyncio streams and one request at a time.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import asyncio
 import contextlib
 import ssl
 import struct
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gateway.config import UpstreamConfig
-from gateway.upstream.login import CLIENT_ID, UpstreamAuthError, sasl_exchange
+from gateway.upstream.login import CLIENT_ID, UpstreamAuthError, reauthentication_delay_s, sasl_exchange
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.messages import decode_response, request_frame
@@ -46,6 +48,8 @@ class UpstreamError(ConnectionError):
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 # Told the kind of each failure (metrics.UPSTREAM_ERROR_KINDS), e.g. Metrics.upstream_error.
 ErrorSink = Callable[[str], None]
+# Seconds on a monotonic clock (time.monotonic; a test's own clock).
+Clock = Callable[[], float]
 
 
 # The first byte of a TLS record (alert, handshake): what a TLS listener sends a plaintext client.
@@ -81,13 +85,20 @@ def _ignore(kind: str) -> None:
 
 
 class UpstreamClient:
+    """One connection, one request at a time; logged in again on the same connection (KIP-368)
+    before the first request past the re-authentication point of the lifetime its login was granted."""
+
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout_s: float,
-                 on_error: ErrorSink = _ignore) -> None:
+                 on_error: ErrorSink = _ignore, clock: Clock = time.monotonic) -> None:
         self._reader = reader
         self._writer = writer
         self._timeout = timeout_s
         self._next_correlation = 1
         self._on_error = on_error
+        self._clock = clock
+        # The login to repeat, and when (``clock`` time): None while the broker set no lifetime.
+        self._login: UpstreamConfig | None = None
+        self._reauthenticate_at: float | None = None
 
     @classmethod
     async def connect(cls, host: str, port: int, ssl_context: ssl.SSLContext | None,
@@ -116,6 +127,13 @@ class UpstreamClient:
         return cls(reader, writer, timeout_s, on_error)
 
     async def request(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        """``body``'s answer; after a login that was granted a lifetime, the SASL exchange runs again
+        first once its re-authentication point has passed (one request at a time: nothing else in flight)."""
+        if self._reauthenticate_at is not None and self._clock() >= self._reauthenticate_at:
+            await self._reauthenticate()
+        return await self._exchange(api_key, version, body)
+
+    async def _exchange(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
         correlation_id = self._next_correlation
         self._next_correlation += 1
         self._writer.write(request_frame(api_key, version, correlation_id, body, CLIENT_ID))
@@ -169,10 +187,54 @@ class UpstreamClient:
     async def authenticate(self, config: UpstreamConfig) -> None:
         """SASL as the gateway's service principal (after ApiVersions, like any client)."""
         try:
-            await sasl_exchange(self.request, config)
+            lifetime_ms = await sasl_exchange(self._exchange, config)
         except UpstreamAuthError:
             self._on_error("authentication")
             raise
+        self._schedule(config, lifetime_ms)
+
+    def _schedule(self, config: UpstreamConfig, lifetime_ms: int) -> None:
+        """KIP-368: a broker with a session lifetime (its listener's connections.max.reauth.ms, an
+        expiring credential) closes the connection at the first request after it, other than a new
+        login. Measured from the end of our login, a little after the broker's start of the lifetime,
+        hence the 5-15 % margin of ``reauthentication_delay_s``. Lifetime 0: never again."""
+        if lifetime_ms <= 0:
+            self._login, self._reauthenticate_at = None, None
+            return
+        self._login = config
+        self._reauthenticate_at = self._clock() + reauthentication_delay_s(lifetime_ms)
+
+    async def _reauthenticate(self) -> None:
+        """The login again, on this connection, before the request that found it due.
+
+        A long-polling caller (the security store's tail) asks again at most its wait after the
+        point, so while the wait is under 5 % of the lifetime (the default 500 ms: any lifetime
+        above 10 s) the login starts before the lifetime ends.  Later, it still works on Apache
+        Kafka, which begins a re-authentication at a SaslHandshake whether or not the session has
+        expired (it closes the connection at any other request); a broker that closes it instead
+        fails this request, and the caller reconnects as after any lost connection.  A failure is
+        an UpstreamError naming the step and the broker's reason, never the password (in none)."""
+        config, self._login, self._reauthenticate_at = self._login, None, None
+        assert config is not None
+        try:
+            lifetime_ms = await sasl_exchange(self._exchange, config)
+        except UpstreamAuthError as exc:
+            self._on_error("authentication")
+            raise self._unusable(str(exc), retriable=False, cause="authentication") from None
+        except UpstreamError as exc:  # lost, silent or not Kafka meanwhile (counted by _exchange)
+            raise self._unusable(str(exc), retriable=exc.retriable, cause=exc.cause) from None
+        except DecodeError as exc:  # counted by _exchange
+            raise self._unusable(str(exc), retriable=True, cause="protocol") from None
+        except BaseException:  # cancelled mid-login
+            self._writer.close()
+            raise
+        self._schedule(config, lifetime_ms)
+
+    def _unusable(self, why: str, retriable: bool, cause: str) -> UpstreamError:
+        """A failed re-authentication: the connection is closed (the broker's view of it is unknown,
+        nothing more may go out on it) and the caller gets the reason, as for any failed request."""
+        self._writer.close()
+        return UpstreamError(f"upstream re-authentication failed: {why}", retriable=retriable, cause=cause)
 
     async def close(self) -> None:
         self._writer.close()

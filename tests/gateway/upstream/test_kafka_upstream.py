@@ -4,6 +4,7 @@ certificate and host name verified; what clients see; and what the operator sees
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -12,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from auth.cert_tools import issue_cert, make_ca
 from gateway.upstream.client import UpstreamError
@@ -315,3 +324,69 @@ def test_a_refused_reauthentication_closes_the_client_connection_with_its_reason
             assert old_password not in log and new_password not in log
         finally:
             gateway.stop()
+
+
+def _deny_anonymous(admin: AdminClient, topic: str) -> None:
+    """A DENY of everything on ``topic`` for the gateway's unauthenticated clients, through the gateway."""
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                         AclOperation.ALL, AclPermissionType.DENY)
+    for future in admin.create_acls([binding]).values():
+        future.result(timeout=30)
+
+
+def _new_visible_topic(admin: AdminClient) -> str:
+    """A topic created through the gateway, once its Metadata lists it (Kafka's metadata catches up)."""
+    topic = f"reauth-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while topic not in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} never listed"
+        time.sleep(0.05)
+    return topic
+
+
+def test_the_security_stores_connections_outlive_the_brokers_reauthentication_deadline(
+        kafka: KafkaBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The replicated store's own connections to Kafka (its tail long-polling Fetch, its writer) log in again
+    on the same connection: over three lifetimes neither is reconnected, and changes made meanwhile, the
+    writer idle past its lifetime before each, are written and honoured."""
+    lib = kafka_lib()
+    assert lib is not None
+    lifetime_ms = 2000
+    with KafkaBroker(lib, tmp_path / "store-reauth-kafka", extra_properties={
+            "listener.name.sasl_ssl.connections.max.reauth.ms": str(lifetime_ms)}) as broker:
+        address, settings = upstream_settings(broker, "SCRAM-SHA-512")
+        settings.update({
+            "ksgate.security.store": "KAFKA", "ksgate.security.store.topic": f"_ksgate_security_{uuid.uuid4().hex[:8]}",
+            # As in production, far under the lifetime's last 5 % (100 ms here): the tail's next Fetch,
+            # and so its login again, comes before the lifetime ends.
+            "ksgate.security.store.fetch.max.wait.ms": 50})
+        caplog.set_level(logging.INFO, logger="ksgate.store")  # its reconnections: a warning (tail), info (writer)
+        gateway = GatewayThread(address, settings).start()
+        try:
+            store = gateway.gateway.security_topic
+            assert store is not None
+            admin = AdminClient({"bootstrap.servers": gateway.bootstrap})  # PLAINTEXT: User:ANONYMOUS
+            denied = [_new_visible_topic(admin)]
+            _deny_anonymous(admin, denied[0])  # the writer's first write opens it, once the tail applies
+            writer = store._writer
+            assert writer is not None
+            # From here, both connections are up: a brand-new topic's first Fetch may have met
+            # NOT_LEADER_OR_FOLLOWER and reconnected the tail, before and unrelated to any lifetime.
+            caplog.clear()
+            began = time.monotonic()
+            for lifetimes in (1.25, 2.5, 3.25):  # the writer idle past its lifetime before each change
+                topic = _new_visible_topic(admin)
+                # Wall time is what the broker counts: there is no event to wait for.
+                time.sleep(max(0.0, began + lifetimes * lifetime_ms / 1000 - time.monotonic()))
+                _deny_anonymous(admin, topic)
+                denied.append(topic)
+                listed = set(admin.list_topics(timeout=10).topics)
+                assert not listed & set(denied), "every DENY honoured"
+            assert store._writer is writer, "the writer was reconnected"
+        finally:
+            gateway.stop()
+        reconnects = [r.getMessage() for r in caplog.records if r.name == "ksgate.store"
+                      and (r.levelno >= logging.WARNING or "connection lost" in r.getMessage())]
+        assert not reconnects, reconnects
+        assert broker.gateway_password not in caplog.text
