@@ -43,9 +43,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.session = ProxySession(ctx, listener_name, node_id, self)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamLink | None = None
-        # The link being opened or logged in, until it is ``upstream``: closed with the connection, so a login
-        # waiting for its answer ends then, not at upstream.connect.timeout.ms (or never, at shutdown).
-        self._linking: UpstreamLink | None = None
+        # The link being opened or logged in, until it is ``upstream``, and the task doing it: ended with the
+        # connection, so a login waiting for its answer ends then, not at upstream.connect.timeout.ms (or
+        # never, at shutdown).
+        self._linking: tuple[UpstreamLink, asyncio.Task[Any] | None] | None = None
         self._on_close = on_close
         self._timers: dict[str, asyncio.TimerHandle] | None = None  # by the session's timer name
         self._tasks: set[asyncio.Future[Any]] | None = None  # referenced until done (asyncio keeps weak refs)
@@ -172,6 +173,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         try:
             link, address, lifetime_ms = await open_upstream(self.ctx, targets, self._new_link, self.session.log)
         except UpstreamUnavailable as exc:
+            self._linking = None  # before the close that failure brings: nothing is left to end
             self._do(self.session.upstream_failed(str(exc)))
             return
         finally:
@@ -184,7 +186,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._do(self.session.upstream_ready(address, lifetime_ms))
 
     def _new_link(self) -> UpstreamLink:
-        self._linking = link = UpstreamLink(self.session, self._do, self.ctx.config.socket_request_max_bytes)
+        link = UpstreamLink(self.session, self._do, self.ctx.config.socket_request_max_bytes)
+        self._linking = (link, asyncio.current_task())  # called by open_upstream, inside _connect's task
         return link
 
     def _reauthenticate_upstream(self, action: act.ReauthenticateUpstream) -> None:
@@ -253,9 +256,19 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _close(self, action: act.Close) -> None:
         if self.transport is not None:
             self.transport.close()
-        for link in (self.upstream, self._linking):
-            if link is not None and link.transport is not None:
-                link.transport.close()
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.close()
+        if self._linking is not None:
+            self._end_linking(*self._linking)
+
+    @staticmethod
+    def _end_linking(link: UpstreamLink, task: asyncio.Task[Any] | None) -> None:
+        """A link still logging in is closed (its login then fails at once); one still connecting is
+        abandoned (cancelled: a transport closed as it is made breaks open_upstream's next call on it)."""
+        if link.transport is not None:
+            link.transport.close()
+        elif task is not None:
+            task.cancel()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)

@@ -65,3 +65,27 @@ def test_a_client_leaving_during_the_upstream_login_closes_the_link_and_ends_the
 
     asyncio.run(scenario())
 
+
+
+def test_a_client_leaving_while_its_upstream_link_connects_abandons_the_connect(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario() -> None:
+        connecting = asyncio.Event()
+
+        async def open_upstream(ctx: Any, targets: Any, new_link: Callable[[], UpstreamLink], log: Any) -> Any:
+            new_link()
+            connecting.set()
+            await asyncio.Future()  # the TCP connection never completes (a black-holed broker address)
+
+        monkeypatch.setattr(client_connection, "open_upstream", open_upstream)
+        gateway = gateway_for(tmp_path, **{**SASL_UPSTREAM, "upstream.connect.timeout.ms": 60_000})
+        conn = ClientConnection(gateway.ctx, "PLAINTEXT", None, CLIENT)
+        conn.connection_made(FakeTransport(conn))  # type: ignore[arg-type]
+        [connect] = conn._tasks or ()
+        await connecting.wait()
+        conn.connection_lost(None)
+        await asyncio.wait({connect}, timeout=5)
+        assert connect.cancelled()  # not left pending until the gateway's loop closes
+        assert conn.upstream is None
+
+    asyncio.run(scenario())
