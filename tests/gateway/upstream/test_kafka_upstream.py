@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -264,14 +265,23 @@ def _connect_until(bootstrap: str, stop: threading.Event) -> None:
         stop.wait(0.05)
 
 
-def test_client_connections_outlive_the_brokers_reauthentication_deadline(
-        kafka: KafkaBroker, tmp_path: Path) -> None:
+@contextmanager
+def _reauthenticating_kafka(tmp_path: Path, name: str, lifetime_ms: int) -> Iterator[tuple[KafkaBroker, str,
+                                                                                            dict[str, Any]]]:
+    """A broker of its own whose SASL_SSL listener grants sessions of ``lifetime_ms`` (KIP-368), and the
+    gateway's upstream address and settings for it (SCRAM-SHA-512)."""
     lib = kafka_lib()
     assert lib is not None
-    deadline_ms = 1500
-    with KafkaBroker(lib, tmp_path / "reauth-kafka", extra_properties={
-            "listener.name.sasl_ssl.connections.max.reauth.ms": str(deadline_ms)}) as broker:
+    with KafkaBroker(lib, tmp_path / name, extra_properties={
+            "listener.name.sasl_ssl.connections.max.reauth.ms": str(lifetime_ms)}) as broker:
         address, settings = upstream_settings(broker, "SCRAM-SHA-512")
+        yield broker, address, settings
+
+
+def test_client_connections_outlive_the_brokers_reauthentication_deadline(
+        kafka: KafkaBroker, tmp_path: Path) -> None:
+    deadline_ms = 1500
+    with _reauthenticating_kafka(tmp_path, "reauth-kafka", deadline_ms) as (_, address, settings):
         gateway = GatewayThread(address, settings).start()
         try:
             client = WireClient(gateway.bootstrap)
@@ -298,12 +308,8 @@ def test_a_refused_reauthentication_closes_the_client_connection_with_its_reason
         kafka: KafkaBroker, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The gateway's password changes between its login and its re-authentication: the broker refuses
     the second login, and the client on that link is disconnected (not left hanging), the reason logged."""
-    lib = kafka_lib()
-    assert lib is not None
     deadline_ms = 1500
-    with KafkaBroker(lib, tmp_path / "reauth-refused-kafka", extra_properties={
-            "listener.name.sasl_ssl.connections.max.reauth.ms": str(deadline_ms)}) as broker:
-        address, settings = upstream_settings(broker, "SCRAM-SHA-512")
+    with _reauthenticating_kafka(tmp_path, "reauth-refused-kafka", deadline_ms) as (broker, address, settings):
         old_password = settings["upstream.sasl.password"]
         gateway = GatewayThread(address, settings).start()
         try:
@@ -350,12 +356,8 @@ def test_the_security_stores_connections_outlive_the_brokers_reauthentication_de
     """The replicated store's own connections to Kafka (its tail long-polling Fetch, its writer) log in again
     on the same connection: over three lifetimes neither is reconnected, and changes made meanwhile, the
     writer idle past its lifetime before each, are written and honoured."""
-    lib = kafka_lib()
-    assert lib is not None
     lifetime_ms = 2000
-    with KafkaBroker(lib, tmp_path / "store-reauth-kafka", extra_properties={
-            "listener.name.sasl_ssl.connections.max.reauth.ms": str(lifetime_ms)}) as broker:
-        address, settings = upstream_settings(broker, "SCRAM-SHA-512")
+    with _reauthenticating_kafka(tmp_path, "store-reauth-kafka", lifetime_ms) as (broker, address, settings):
         settings.update({
             "ksgate.security.store": "KAFKA", "ksgate.security.store.topic": f"_ksgate_security_{uuid.uuid4().hex[:8]}",
             # As in production, far under the lifetime's last 5 % (100 ms here): the tail's next Fetch,
