@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import threading
@@ -214,3 +215,11 @@ def test_stopping_a_gateway_thread_whose_start_failed_leaves_its_closed_loop_alo
     assert gateway.loop is not None and gateway.loop.is_closed()
     monkeypatch.setattr(gateway, "_thread", StillEnding(gateway._thread))
     gateway.stop()
+
+
+def test_a_task_still_pending_when_a_gateway_thread_stops_is_cancelled_not_destroyed(broker: EmbeddedBroker) -> None:
+    """The harness ends its loop as ``asyncio.run`` ends ``ksgate run``'s: remaining tasks are cancelled."""
+    gateway = GatewayThread(broker.bootstrap).start()
+    task = gateway.call(lambda: asyncio.ensure_future(asyncio.Event().wait()))
+    gateway.stop()
+    assert task.cancelled()
