@@ -48,8 +48,6 @@ class UpstreamError(ConnectionError):
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 # Told the kind of each failure (metrics.UPSTREAM_ERROR_KINDS), e.g. Metrics.upstream_error.
 ErrorSink = Callable[[str], None]
-# Seconds on a monotonic clock (time.monotonic; a test's own clock).
-Clock = Callable[[], float]
 
 
 # The first byte of a TLS record (alert, handshake): what a TLS listener sends a plaintext client.
@@ -89,7 +87,7 @@ class UpstreamClient:
     before the first request past the re-authentication point of the lifetime its login was granted."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout_s: float,
-                 on_error: ErrorSink = _ignore, clock: Clock = time.monotonic) -> None:
+                 on_error: ErrorSink = _ignore, clock: Callable[[], float] = time.monotonic) -> None:
         self._reader = reader
         self._writer = writer
         self._timeout = timeout_s
