@@ -46,6 +46,10 @@ DEFAULT_TOPIC = "_ksgate_security"
 _VERSION_CAPS = {ApiKey.METADATA: 12, ApiKey.CREATE_TOPICS: 7, ApiKey.PRODUCE: 9, ApiKey.FETCH: 12}
 _NONE, _OFFSET_OUT_OF_RANGE, _UNKNOWN_TOPIC, _NOT_LEADER, _TOPIC_EXISTS = 0, 1, 3, 6, 36
 _RETRIABLE = frozenset({_UNKNOWN_TOPIC, _NOT_LEADER, 5, 7, 13, 14, 15, 19, 20, 74, 75})
+# A write retries a moved leader this often (~6 s with the default backoff), well inside append's
+# timeout; the tail retries for ever, but stays at INFO for its first few (a leader election
+# takes a moment, and a new topic's first Fetch may meet one).
+_WRITE_RETRIES, _QUIET_RETRIES, _LEADER_BACKOFF_MS = 8, 3, 100
 _I64, _I32 = struct.Struct(">q"), struct.Struct(">i")
 ChangeListener = Callable[[AppliedRecords], None]
 # One change (one admin request) is one gzip record batch, which every instance must be able to
@@ -75,6 +79,21 @@ class StoreWriteError(OSError):
 
 class _UpstreamRefused(RuntimeError):
     """The upstream answered with an error code the tail cannot continue past."""
+
+
+class _LeaderMoving(_UpstreamRefused):
+    """A partition error a Kafka client retries once it has found the leader again: the leader moved
+    (a broker restarts, a new topic's leader is still being elected) or its replicas are catching up."""
+
+
+def _refused(what: str, error: int) -> _UpstreamRefused:
+    kind = _LeaderMoving if error in _RETRIABLE else _UpstreamRefused
+    return kind(f"{what} failed with error code {error}")
+
+
+def _leader_backoff_s(retries: int, cap_ms: int) -> float:
+    """Kafka's retry.backoff.ms (100) doubling per retry up to ``cap_ms``: a moved leader is found again at once."""
+    return min(_LEADER_BACKOFF_MS << min(retries, 16), cap_ms) / 1000
 
 
 @dataclass(slots=True, frozen=True)
@@ -110,6 +129,7 @@ class SecurityTopic:
         self._versions: dict[int, int] = {}
         self._leader: tuple[str, int] | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
+        self._fetches = 0  # Fetch answers the tail applied: tells a new leader move from a run of them
         # Told each upstream failure's kind, from the store's thread (the gateway hops it onto its loop).
         self.on_upstream_error: ErrorSink = lambda kind: None
 
@@ -198,7 +218,10 @@ class SecurityTopic:
             # A kept writer connection may have been closed by the broker meanwhile (its
             # connections.max.idle.ms): one retry on a fresh connection. Writing the same
             # records twice is harmless, since each record sets an entity's whole state.
-            for attempt in (1, 2):
+            # A moved leader (the broker restarting, an election) is found again and the write
+            # retried, as Kafka's producer retries it, rather than failing the admin request.
+            lost = moved = 0
+            while True:
                 reused = self._writer is not None
                 try:
                     if self._writer is None:
@@ -206,13 +229,20 @@ class SecurityTopic:
                     return await self._produce_on(self._writer, batch, count)
                 except (UpstreamError, OSError) as exc:
                     await self._drop_writer()
-                    if attempt == 2 or not reused:
+                    lost += 1
+                    if lost == 2 or not reused:
                         raise
                     log.info("security store: writer connection lost (%s); reconnecting", exc)
+                except _LeaderMoving as exc:
+                    await self._drop_writer()
+                    if moved == _WRITE_RETRIES:
+                        raise
+                    log.info("security store: %s; finding the leader again", exc)
+                    await asyncio.sleep(_leader_backoff_s(moved, self.settings.retry_backoff_ms))
+                    moved += 1
                 except BaseException:
                     await self._drop_writer()
                     raise
-            raise AssertionError("unreachable")
 
     async def _drop_writer(self) -> None:
         writer, self._writer = self._writer, None
@@ -225,7 +255,7 @@ class SecurityTopic:
             "topic_data": [{"name": self.settings.topic, "partition_data": [{"index": 0, "records": batch}]}]})
         partition = response["responses"][0]["partition_responses"][0]
         if partition["error_code"] != _NONE:
-            raise _UpstreamRefused(f"produce to {self.settings.topic} failed with error code {partition['error_code']}")
+            raise _refused(f"produce to {self.settings.topic}", partition["error_code"])
         last: int = partition["base_offset"] + count - 1
         return last
 
@@ -233,11 +263,18 @@ class SecurityTopic:
 
     async def _tail_forever(self) -> None:
         assert self._stop is not None
+        moved = 0  # leader moves met in a row: quiet and quick at first, as a Kafka consumer
         while not self._stop.is_set():
             client: UpstreamClient | None = None
+            backoff_s, fetches = self.settings.retry_backoff_ms / 1000, self._fetches
             try:
                 client = await self._connect()
                 await self._tail(client)
+            except _LeaderMoving as exc:
+                moved = moved + 1 if self._fetches == fetches else 1  # in a row: no Fetch answered between
+                backoff_s = _leader_backoff_s(moved - 1, self.settings.retry_backoff_ms)
+                level = logging.INFO if moved <= _QUIET_RETRIES else logging.WARNING
+                log.log(level, "security store: %s; finding the leader again in %d ms", exc, backoff_s * 1000)
             except (UpstreamError, UpstreamAuthError, DecodeError, _UpstreamRefused, OSError) as exc:
                 log.warning("security store: %s; retrying in %d ms", exc, self.settings.retry_backoff_ms)
             except Exception:  # a bug: keep the last state and keep trying rather than die silently
@@ -248,7 +285,7 @@ class SecurityTopic:
             if self.behind_since is None:
                 self.behind_since = time.monotonic()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.settings.retry_backoff_ms / 1000)
+                await asyncio.wait_for(self._stop.wait(), backoff_s)
         if self._writer is not None:
             await self._writer.close()
 
@@ -264,6 +301,7 @@ class SecurityTopic:
                     return
                 partition = fetch.result()
                 self._take(partition)
+                self._fetches += 1
         finally:
             stop.cancel()
 
@@ -279,7 +317,7 @@ class SecurityTopic:
                 "partition": 0, "current_leader_epoch": -1, "fetch_offset": self.next_offset,
                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 4 * 1024 * 1024}]}]})
         if response.get("error_code", _NONE) != _NONE:
-            raise _UpstreamRefused(f"fetch failed with error code {response['error_code']}")
+            raise _refused("fetch", response["error_code"])
         for topic in response["responses"]:
             for partition in topic["partitions"]:
                 if topic["topic"] == self.settings.topic and partition["partition_index"] == 0:
@@ -299,7 +337,7 @@ class SecurityTopic:
                         "re-created")
             return
         if error != _NONE:
-            raise _UpstreamRefused(f"fetch from {self.settings.topic} failed with error code {error}")
+            raise _refused(f"fetch from {self.settings.topic}", error)
         high_watermark = partition["high_watermark"]
         assert isinstance(high_watermark, int)
         records = partition.get("records")
