@@ -87,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker, \
                 TlsGateway(broker.bootstrap, workdir, tls, sni=False) as ports, \
                 TlsGateway(broker.bootstrap, workdir, tls, sni=True) as sni:
-            assert broker._process is not None and ports.process is not None and sni.process is not None
+            assert ports.process is not None and sni.process is not None
             paths = {"ports": f"localhost:{ports.port}", "sni": f"bootstrap.{DOMAIN}:{sni.port}"}
-            pids = {name: throughput.Pids(broker=broker._process.pid, gateway=process.pid,
-                                          processes={"broker": broker._process, "gateway": process.process})
+            pids = {name: throughput.Pids(broker=broker.process.pid, gateway=process.pid,
+                                          processes={"broker": broker.process, "gateway": process.process})
                     for name, process in (("ports", ports), ("sni", sni))}
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for name, bootstrap in paths.items():

@@ -66,8 +66,7 @@ class KafkaUpstream:
 
     @property
     def pid(self) -> int:
-        assert self.broker._process is not None
-        return self.broker._process.pid
+        return self.broker.process.pid
 
     @property
     def admin_settings(self) -> dict[str, Any]:

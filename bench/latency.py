@@ -288,8 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="ksgate-latency-") as tmp, EmbeddedBroker() as broker:
         workdir = Path(tmp)
-        assert broker._process is not None
-        broker_pid = broker._process.pid
+        broker_pid = broker.process.pid
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         authz = authorization_settings(args.authz, workdir)
         node_ids = sorted(admin.list_topics(timeout=10).brokers)

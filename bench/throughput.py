@@ -434,8 +434,7 @@ def upstream_broker(kind: str, security: str, workdir: Path) -> Iterator[Upstrea
     if kind == "tansu":
         broker = EmbeddedBroker(log_path=workdir / "tansu.log")
         with broker:
-            assert broker._process is not None
-            yield Upstream("Tansu (in-memory)", broker._process, plain_client(broker.bootstrap),
+            yield Upstream("Tansu (in-memory)", broker.process, plain_client(broker.bootstrap),
                            plain_client(broker.bootstrap), broker.bootstrap, "PLAINTEXT",
                            only_node(plain_client(broker.bootstrap)), plain_client)
         return
@@ -443,11 +442,10 @@ def upstream_broker(kind: str, security: str, workdir: Path) -> Iterator[Upstrea
 
     kafka = start_kafka(workdir, security)
     try:
-        assert kafka.broker._process is not None
         extra = kafka.gateway_settings()
         upstream = extra.pop("upstream.bootstrap.servers")
         yield Upstream(f"Apache Kafka (KRaft, one node, {kafka.broker.lib.parent.name}), {security.upper()} "
-                       "on both sides", kafka.broker._process, kafka.admin_settings, kafka.direct().librdkafka,
+                       "on both sides", kafka.broker.process, kafka.admin_settings, kafka.direct().librdkafka,
                        upstream, kafka.gateway_protocol, extra, lambda bootstrap: kafka.through(bootstrap).librdkafka)
     finally:
         kafka.broker.stop()

@@ -594,19 +594,18 @@ def run_config(config: str, repeat: int, broker: EmbeddedBroker, admin: AdminCli
     warm = f"bench-workers-warm-{tag}"
     for name in (*topics, warm):
         create_topic(admin, name, 1)
-    assert broker._process is not None
     try:
         if config == "direct":
-            return measure(config, repeat, broker.bootstrap, None, broker._process, topics, warm, args)
+            return measure(config, repeat, broker.bootstrap, None, broker.process, topics, warm, args)
         workers = int(config.partition("=")[2])
         node_ids = sorted(admin.list_topics(timeout=10).brokers)
         with WorkersGateway(broker.bootstrap, workdir / f"{config}-{repeat}-{tag}", workers, node_ids,
                             extra) as gateway:
             # Readiness of the whole path: metadata through the gateway.
             AdminClient({"bootstrap.servers": gateway.bootstrap}).list_topics(timeout=20)
-            return measure(config, repeat, gateway.bootstrap, gateway, broker._process, topics, warm, args)
+            return measure(config, repeat, gateway.bootstrap, gateway, broker.process, topics, warm, args)
     finally:
-        if broker._process.poll() is None:
+        if broker.process.poll() is None:
             for name in (*topics, warm):  # Tansu keeps everything in memory
                 delete_topic(admin, name)
 

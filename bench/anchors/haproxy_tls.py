@@ -196,12 +196,10 @@ def tansu_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str],
     behind: dict[str, BrokerEnd] = {}
     for path, front in fronts.items():
         broker = stack.enter_context(EmbeddedBroker(log_path=workdir / f"tansu-{path}.log", advertised=front))
-        assert broker._process is not None
         # This broker's metadata names HAProxy's port only: set-up goes through HAProxy too.
-        behind[path] = BrokerEnd(broker._process, broker.bootstrap, tls_client(plain_client(front), tls))
+        behind[path] = BrokerEnd(broker.process, broker.bootstrap, tls_client(plain_client(front), tls))
     plain = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-ksgate.log"))
-    assert plain._process is not None
-    return behind, BrokerEnd(plain._process, plain.bootstrap, plain_client(plain.bootstrap),
+    return behind, BrokerEnd(plain.process, plain.bootstrap, plain_client(plain.bootstrap),
                              only_node(plain_client(plain.bootstrap)))
 
 
@@ -234,10 +232,9 @@ def kafka_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str]) -> tuple
              *(f"{n}:PLAINTEXT" for n in behind)]),
     })
     stack.enter_context(broker)
-    assert broker._process is not None
     plain = broker.bootstrap("PLAINTEXT")  # ANONYMOUS there is a super user: set-up for every path
-    return ({p: BrokerEnd(broker._process, behind[listener_name(p)], plain_client(plain)) for p in fronts},
-            BrokerEnd(broker._process, plain, plain_client(plain), {"node.id.min": NODE_ID, "node.id.max": NODE_ID}))
+    return ({p: BrokerEnd(broker.process, behind[listener_name(p)], plain_client(plain)) for p in fronts},
+            BrokerEnd(broker.process, plain, plain_client(plain), {"node.id.min": NODE_ID, "node.id.max": NODE_ID}))
 
 
 @dataclass(slots=True)

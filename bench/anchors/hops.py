@@ -823,8 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}  load average before: {loadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ksgate-hops-") as tmp, EmbeddedBroker() as broker:
         broker_port = int(broker.bootstrap.rsplit(":", 1)[1])
-        assert broker._process is not None
-        broker_pid = broker._process.pid
+        broker_pid = broker.process.pid
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         node_ids = sorted(admin.list_topics(timeout=10).brokers)
         with GatewayProcess(broker.bootstrap, Path(tmp) / "plaintext", parse_settings(args.set),

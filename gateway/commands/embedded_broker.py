@@ -100,6 +100,13 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
 
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        """The broker's process, started (benches read its CPU time)."""
+        if self._process is None:
+            raise EmbeddedBrokerError("the broker is not started")
+        return self._process
+
     def watch(self, on_exit: Callable[[int], None]) -> None:
         """Call ``on_exit(exit code)`` from a daemon thread if the broker exits without stop()."""
         process = self._process

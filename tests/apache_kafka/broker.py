@@ -213,6 +213,13 @@ class KafkaBroker:
     # -- the process ----------------------------------------------------------------------------
 
     @property
+    def process(self) -> subprocess.Popen[bytes]:
+        """The broker's JVM, started (benches read its CPU time)."""
+        if self._process is None:
+            raise RuntimeError("the broker is not started")
+        return self._process
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
