@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import struct
 import sys
-from typing import Protocol
+from typing import Final, Protocol
 
 from protocol.errors import DecodeError
 from protocol.framing import Frame, FrameTooLarge
@@ -42,7 +42,7 @@ class BufferPool:
 
     __slots__ = ("_buffers", "_held", "_takes_seen", "max_bytes", "takes")
 
-    GRANULE = 64 * 1024  # sizes are rounded up to this, so similar frames share buffers
+    GRANULE: Final = 64 * 1024  # sizes are rounded up to this, so similar frames share buffers
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
@@ -145,10 +145,10 @@ class FrameReceiver:
     __slots__ = ("_admitted", "_buf", "_cap", "_end", "_failed", "_pool", "_start", "gate", "limit",
                  "prealloc", "waiting")
 
-    SCRATCH_BYTES = 64 * 1024
-    MIN_SCRATCH_BYTES = 4 * 1024  # the scratch buffer when prealloc is smaller than SCRATCH_BYTES
-    PREALLOC_BYTES = 1024 * 1024
-    MAPPED_BYTES = 16 * 1024 * 1024  # the pool's default size: it would not keep these anyway
+    SCRATCH_BYTES: Final = 64 * 1024
+    MIN_SCRATCH_BYTES: Final = 4 * 1024  # the scratch buffer when prealloc is smaller than SCRATCH_BYTES
+    PREALLOC_BYTES: Final = 1024 * 1024
+    MAPPED_BYTES: Final = 16 * 1024 * 1024  # the pool's default size: it would not keep these anyway
 
     def __init__(self, limit: int, prealloc: int = PREALLOC_BYTES, pool: BufferPool | None = None) -> None:
         self.limit = limit  # the largest frame accepted (its size prefix excluded)

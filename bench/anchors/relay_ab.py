@@ -1,0 +1,137 @@
+"""Two checkouts' gateways side by side: CPU per relayed request, A against B, under the same load.
+
+A benchmark, not a test.  Tansu and two ``ksgate run`` in front of it, one importing ``--tree-a``,
+the other ``--tree-b`` (each process gets its tree as ``PYTHONPATH``: a checkout, a worktree, a
+copy with compiled modules).  Single-record produce + flush (bench/throughput.py's latency producer,
+one per gateway) in blocks of ``--block`` requests, alternating A and B and the order within each pair
+of blocks, so that both see the same minutes of a shared machine.  Prints each gateway's CPU per
+request (ns-resolution schedstat of every thread, median over blocks), its user/system ticks per
+request and the round trip's p50/p99, then B − A per pair of blocks.
+
+Why not two runs of relay_cost.py produce: on the shared 2-vCPU VM its per-request figure moves by
+±25 µs between runs (which core the gateway shares, with what), which hides a 5–10 % change; blocks
+interleaved within one run put both gateways under the same conditions (bench/README.md, mypyc).
+
+    PYTHONPATH=$PWD .venv/bin/python bench/anchors/relay_ab.py --tree-a /path/to/main --tree-b $PWD [--blocks 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+from bench.anchors.relay_cost import TOPIC, cpu_s, user_system_ticks  # noqa: E402
+from bench.throughput import (  # noqa: E402
+    LATENCY_SETTINGS,
+    GatewayProcess,
+    create_topic,
+    only_node,
+    percentile,
+    plain_client,
+)
+from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
+
+WARM_REQUESTS = 500
+
+
+class TreeGateway(GatewayProcess):
+    """The bench gateway, importing ksgate from ``tree`` (env execs the venv's ksgate: same pid)."""
+
+    def __init__(self, tree: Path, upstream: str, workdir: Path, extra: dict[str, Any]) -> None:
+        super().__init__(upstream, workdir, extra)
+        self.tree = tree
+
+    def command(self) -> list[str]:
+        return ["env", f"PYTHONPATH={self.tree}", *super().command()]
+
+    def compiled_files(self) -> int:
+        """Extension files mapped from the tree (mypyc output; 0: all interpreted): which code the process
+        runs. A lower bound on the modules (the loader maps files of one inode once, under one name)."""
+        lines = Path(f"/proc/{self.pid}/maps").read_text().splitlines()
+        return len({line.split()[-1] for line in lines
+                    if line.endswith(".so") and line.split()[-1].startswith(str(self.tree))})
+
+
+@dataclass(slots=True)
+class Tally:
+    cpu_us: list[float] = field(default_factory=list)  # gateway CPU per request, one per block
+    round_trip_ms: list[float] = field(default_factory=list)
+    user_ticks: int = 0
+    system_ticks: int = 0
+
+
+def run_block(gateway: TreeGateway, producer: Producer, value: bytes, requests: int, tally: Tally) -> None:
+    cpu, (user, system) = cpu_s(gateway.pid), user_system_ticks(gateway.pid)
+    for _ in range(requests):
+        start = time.perf_counter()
+        producer.produce(TOPIC, value=value)
+        if producer.flush(10):
+            raise RuntimeError("a record was not delivered")
+        tally.round_trip_ms.append((time.perf_counter() - start) * 1000)
+    user_after, system_after = user_system_ticks(gateway.pid)
+    tally.cpu_us.append(1e6 * (cpu_s(gateway.pid) - cpu) / requests)
+    tally.user_ticks += user_after - user
+    tally.system_ticks += system_after - system
+
+
+def report(name: str, tree: Path, tally: Tally, requests: int) -> None:
+    cpu = tally.cpu_us
+    print(f"{name} ({tree}): gateway CPU per request median {statistics.median(cpu):.1f} us "
+          f"(blocks {min(cpu):.1f}-{max(cpu):.1f}); user/system {1e4 * tally.user_ticks / requests:.1f}/"
+          f"{1e4 * tally.system_ticks / requests:.1f} us per request (10 ms ticks); round trip "
+          f"p50 {percentile(tally.round_trip_ms, 50):.3f} ms, p99 {percentile(tally.round_trip_ms, 99):.3f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree-a", type=Path, required=True, help="checkout imported by gateway A")
+    parser.add_argument("--tree-b", type=Path, required=True, help="checkout imported by gateway B")
+    parser.add_argument("--blocks", type=int, default=12, help="blocks per gateway")
+    parser.add_argument("--block", type=int, default=1000, help="requests per block")
+    parser.add_argument("--size", type=int, default=100, help="record value bytes")
+    args = parser.parse_args(argv)
+    trees = {"A": args.tree_a.resolve(), "B": args.tree_b.resolve()}
+    tallies = {name: Tally() for name in trees}
+    with tempfile.TemporaryDirectory(prefix="ksgate-ab-") as tmp, \
+            EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker:
+        create_topic(AdminClient({"bootstrap.servers": broker.bootstrap}), TOPIC, 1)
+        extra = {"authorizer.class.name": "", **only_node(plain_client(broker.bootstrap))}
+        with TreeGateway(trees["A"], broker.bootstrap, Path(tmp) / "a", extra) as gateway_a, \
+                TreeGateway(trees["B"], broker.bootstrap, Path(tmp) / "b", extra) as gateway_b:
+            gateways = {"A": gateway_a, "B": gateway_b}
+            for name, gateway in gateways.items():
+                print(f"{name}: pid {gateway.pid}, {gateway.compiled_files()} extension files mapped from its tree",
+                      flush=True)
+            producers = {name: Producer({"bootstrap.servers": g.bootstrap, **LATENCY_SETTINGS})
+                         for name, g in gateways.items()}
+            value = b"x" * args.size
+            for producer in producers.values():  # warm: connections, metadata, lazily compiled codecs
+                for _ in range(WARM_REQUESTS):
+                    producer.produce(TOPIC, value=value)
+                    producer.flush(10)
+            for block in range(args.blocks):
+                for name in ("A", "B") if block % 2 == 0 else ("B", "A"):
+                    run_block(gateways[name], producers[name], value, args.block, tallies[name])
+    requests = args.blocks * args.block
+    for name, tree in trees.items():
+        report(name, tree, tallies[name], requests)
+    diffs = [b - a for a, b in zip(tallies["A"].cpu_us, tallies["B"].cpu_us, strict=True)]
+    print(f"B - A per block pair: median {statistics.median(diffs):+.1f} us per request, "
+          f"B lower in {sum(d < 0 for d in diffs)} of {len(diffs)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
