@@ -63,6 +63,7 @@ from gateway.ops.logs import get_logger
 from gateway.quotas.connection import AppliedQuotas, ConnectionQuotas, cpu_clock_ns
 from gateway.quotas.mutation_request import PartitionCounts
 from gateway.session import actions as act
+from gateway.session.api_versions import ServedNode
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
 from gateway.session.request_memory import MemoryWaiter, ReceiveGate
@@ -524,7 +525,16 @@ class ProxySession:
         expired = self.authenticator is not None and self.authenticator.session_expired(now_ms)
         return RequestContext(self.principal, self.client.host, self.client.port, self.listener, ctx.routes,
                               ctx.negotiated, ctx.cluster.features, ctx.authorization, ctx.cluster.topic_names,
-                              self._topic_id_misses, now_ms, expired)
+                              self._topic_id_misses, now_ms, expired, self._served())
+
+    def _served(self) -> ServedNode:
+        """The cluster and broker this connection reaches: a node port's (or SNI name's) node, else the broker
+        the bootstrap link reached when the cluster view lists its address (else unknown, and not checked)."""
+        node_id = self.node_id
+        if node_id is None and self._upstream_address is not None:
+            node_id = next((node for node, (host, port) in self.ctx.cluster.nodes.items()
+                            if f"{host}:{port}" == self._upstream_address), None)
+        return ServedNode(self.ctx.cluster.cluster_id, node_id)
 
     def _apply(self, decision: Decision, slot: ResponseSlot | None = None) -> None:
         """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""
