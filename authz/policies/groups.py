@@ -697,11 +697,14 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
                    else None)
     if first_error is not None:
         # TxnOffsetCommitRequest.getErrorResponse: the error on every requested partition.
-        return answer(key, version, topics=[item(key, version, ("topics",), name=t["name"], partitions=[
-            item(key, version, ("topics", "partitions"), partition_index=i, error_code=first_error)
-            for i in _indexes(t)]) for t in topics])
-    errors = _TopicErrors(key, version, "topics", "name")
-    return errors.verdict(request, view)
+        return answer(key, version, topics=[item(
+            key, version, ("topics",), name=t.get("name"), topic_id=t.get("topic_id"), partitions=[
+                item(key, version, ("topics", "partitions"), partition_index=i, error_code=first_error)
+                for i in _indexes(t)]) for t in topics])
+    # v6 (Kafka 4.4, KIP-1319) names topics by id, as OffsetCommit v10: an id no topic has is UNKNOWN_TOPIC_ID.
+    by_id = request_has(key, version, "topics", "topic_id")
+    errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name")
+    return errors.verdict(request, view, (lambda t: view.topic_name(t["topic_id"])) if by_id else None)
 
 
 def authorize_describe_transactions(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -795,7 +798,7 @@ TABLE: list[tuple[ApiKey, str, str, str]] = [
     (ApiKey.END_TXN, "Write", "TransactionalId", "the transactional id"),
     (ApiKey.TXN_OFFSET_COMMIT, "Write", "TransactionalId", "the transactional id, checked first"),
     (ApiKey.TXN_OFFSET_COMMIT, "Read", "Group", "the group"),
-    (ApiKey.TXN_OFFSET_COMMIT, "Read", "Topic", "each topic"),
+    (ApiKey.TXN_OFFSET_COMMIT, "Read", "Topic", "each topic (v6: by id, an unknown id is UNKNOWN_TOPIC_ID)"),
     (ApiKey.OFFSET_DELETE, "Delete", "Group", "the group"),
     (ApiKey.OFFSET_DELETE, "Read", "Topic", "each topic"),
     (ApiKey.DESCRIBE_TRANSACTIONS, "Describe", "TransactionalId", "each transactional id"),
