@@ -564,8 +564,9 @@ def authorize_share_group_heartbeat(request: Body, version: int, view: AuthzView
 
 def authorize_streams_group_heartbeat(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.STREAMS_GROUP_HEARTBEAT
-    unchanged = {"status": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
-                 "partitions_by_user_endpoint": None}  # nullable: "no change" in the response
+    # The task lists default to null ("no change"); the status list to empty, as in Kafka's getErrorResponse.
+    unchanged = {"active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
+                 "partitions_by_user_endpoint": None}
     if not _group(view, Op.READ, request["group_id"]):
         return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, **unchanged)
     if not _all_describable(view, _topology_topics(request["topology"])):

@@ -693,6 +693,18 @@ def test_streams_group_heartbeat_needs_read_on_group_and_describe_on_topology_to
     assert answered(STH, version, policy(STH, body_request, version, FakeView()))["error_code"] == 30
 
 
+@pytest.mark.parametrize("version", versions(STH))
+def test_streams_group_heartbeat_refusal_has_an_empty_status_list_and_no_task_change(version: int) -> None:
+    # StreamsGroupHeartbeatRequest.getErrorResponse: status defaults to an empty list, the task lists to null
+    # (measured against Kafka 4.4: tests/conformance, streams_group_heartbeat.*).
+    for view in (FakeView(), FakeView([grp(Op.READ, "g")])):
+        body = answered(STH, version, policy(STH, request(STH, version, group_id="g", topology=topology("a")),
+                                             version, view))
+        assert body["status"] == []
+        assert [body[k] for k in ("active_tasks", "standby_tasks", "warmup_tasks", "partitions_by_user_endpoint")] \
+            == [None] * 4
+
+
 # --- DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92) ------------------
 
 DSO, ASO, DLSO = (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
