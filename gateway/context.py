@@ -83,7 +83,7 @@ class GatewayContext:
     idle_watch: IdleWatch | None = None
     # How a SASL authenticator answers ApiVersions (gateway/session/sasl_stage.py): one for every
     # connection, made with the first (each logged-in connection keeps it for KIP-368).
-    sasl_api_versions: Callable[[int, int], bytes] | None = None
+    sasl_api_versions: Callable[[memoryview, int, int], tuple[bytes, bool]] | None = None
 
     # Read through the context each time (never a copy): what a connection's Learned compares against.
     def topic_names(self) -> Mapping[uuid.UUID, str]:

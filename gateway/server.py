@@ -450,6 +450,7 @@ class Gateway:
             "topics": [], "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False})
+        self.ctx.cluster.cluster_id = metadata.get("cluster_id")
         for broker in metadata["brokers"]:
             self._learn_node(broker["node_id"], broker["host"], broker["port"])
         self.ctx.upstream_health.answered(asyncio.get_running_loop().time())

@@ -141,6 +141,7 @@ class KafkaError(enum.IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    REBOOTSTRAP_REQUIRED = 129
 
     @property
     def retriable(self) -> bool:
@@ -355,4 +356,5 @@ _MESSAGES: dict[KafkaError, str] = {
     KafkaError.DUPLICATE_VOTER: "The voter is already part of the set of voters.",
     KafkaError.VOTER_NOT_FOUND: "The voter is not part of the set of voters.",
     KafkaError.INVALID_REGULAR_EXPRESSION: "The regular expression is not valid.",
+    KafkaError.REBOOTSTRAP_REQUIRED: "Client metadata is stale. The client should rebootstrap to obtain new metadata.",
 }

@@ -141,10 +141,11 @@ class SaslServerAuthenticator:
                  "_server", "_verifying", "principal", "session_expiry_ms", "state")
 
     def __init__(self, config: SaslServerConfig, context: SaslContext,
-                 api_versions: Callable[[int, int], bytes]) -> None:
+                 api_versions: Callable[[memoryview, int, int], tuple[bytes, bool]]) -> None:
         self._config = config
         self._context = context
-        self._api_versions = api_versions  # (correlation id, version) -> response frame
+        # (request, correlation id, version) -> the response frame, and whether it answered without an error
+        self._api_versions = api_versions
         self.state = SaslState.INITIAL_REQUEST
         self._mechanism_name: str | None = None
         self._server: SaslMechanismServer | None = None
@@ -194,8 +195,10 @@ class SaslServerAuthenticator:
         if key == ApiKey.API_VERSIONS:
             if state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
                 return self._fail_state(f"ApiVersions in state {state.value}")
-            self.state = SaslState.HANDSHAKE_REQUEST
-            return Respond(self._api_versions(correlation_id, version))
+            frame, answered = self._api_versions(payload, correlation_id, version)
+            if answered:  # after an error (an unsupported or invalid request) Kafka waits for another ApiVersions
+                self.state = SaslState.HANDSHAKE_REQUEST
+            return Respond(frame)
         if key == ApiKey.SASL_HANDSHAKE:
             if state not in (SaslState.HANDSHAKE_OR_VERSIONS_REQUEST, SaslState.HANDSHAKE_REQUEST,
                              SaslState.REAUTH_PROCESS_HANDSHAKE):

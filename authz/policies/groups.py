@@ -564,8 +564,9 @@ def authorize_share_group_heartbeat(request: Body, version: int, view: AuthzView
 
 def authorize_streams_group_heartbeat(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.STREAMS_GROUP_HEARTBEAT
-    unchanged = {"status": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
-                 "partitions_by_user_endpoint": None}  # nullable: "no change" in the response
+    # The task lists default to null ("no change"); the status list to empty, as in Kafka's getErrorResponse.
+    unchanged = {"active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
+                 "partitions_by_user_endpoint": None}
     if not _group(view, Op.READ, request["group_id"]):
         return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, **unchanged)
     if not _all_describable(view, _topology_topics(request["topology"])):
@@ -697,11 +698,14 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
                    else None)
     if first_error is not None:
         # TxnOffsetCommitRequest.getErrorResponse: the error on every requested partition.
-        return answer(key, version, topics=[item(key, version, ("topics",), name=t["name"], partitions=[
-            item(key, version, ("topics", "partitions"), partition_index=i, error_code=first_error)
-            for i in _indexes(t)]) for t in topics])
-    errors = _TopicErrors(key, version, "topics", "name")
-    return errors.verdict(request, view)
+        return answer(key, version, topics=[item(
+            key, version, ("topics",), name=t.get("name"), topic_id=t.get("topic_id"), partitions=[
+                item(key, version, ("topics", "partitions"), partition_index=i, error_code=first_error)
+                for i in _indexes(t)]) for t in topics])
+    # v6 (Kafka 4.4, KIP-1319) names topics by id, as OffsetCommit v10: an id no topic has is UNKNOWN_TOPIC_ID.
+    by_id = request_has(key, version, "topics", "topic_id")
+    errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name")
+    return errors.verdict(request, view, (lambda t: view.topic_name(t["topic_id"])) if by_id else None)
 
 
 def authorize_describe_transactions(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -795,7 +799,7 @@ TABLE: list[tuple[ApiKey, str, str, str]] = [
     (ApiKey.END_TXN, "Write", "TransactionalId", "the transactional id"),
     (ApiKey.TXN_OFFSET_COMMIT, "Write", "TransactionalId", "the transactional id, checked first"),
     (ApiKey.TXN_OFFSET_COMMIT, "Read", "Group", "the group"),
-    (ApiKey.TXN_OFFSET_COMMIT, "Read", "Topic", "each topic"),
+    (ApiKey.TXN_OFFSET_COMMIT, "Read", "Topic", "each topic (v6: by id, an unknown id is UNKNOWN_TOPIC_ID)"),
     (ApiKey.OFFSET_DELETE, "Delete", "Group", "the group"),
     (ApiKey.OFFSET_DELETE, "Read", "Topic", "each topic"),
     (ApiKey.DESCRIBE_TRANSACTIONS, "Describe", "TransactionalId", "each transactional id"),

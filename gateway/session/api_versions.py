@@ -7,12 +7,13 @@ the gateway can parse and police; anything else is refused rather than relayed b
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from gateway.session.routes import Dispatch, RouteTable, VersionRanges
 from protocol.api_keys import ApiKey
 from protocol.codec import MessageCodec
 from protocol.errors import DecodeError
-from protocol.header import encode_response_header
+from protocol.header import encode_response_header, read_request_header
 from protocol.kafka_errors import KafkaError
 from protocol.registry import api
 
@@ -43,25 +44,72 @@ def _codec(version: int) -> MessageCodec:
     return schema.response_codec(version)
 
 
-def api_versions_response(correlation_id: int, version: int, ranges: VersionRanges,
-                          features: Mapping[str, object]) -> bytes:
-    """The full response payload (header + body) for a client's ApiVersions request.
+@dataclass(slots=True, frozen=True)
+class ServedNode:
+    """The cluster and broker a connection reaches through the gateway, as far as it is known (KIP-1242).
+
+    None where it is not known: before authentication on a SASL listener (Kafka's SASL authenticator
+    does not check either), or a bootstrap connection whose upstream broker is not in the cluster view.
+    """
+
+    cluster_id: str | None = None
+    node_id: int | None = None
+
+
+NOT_CHECKED = ServedNode()
+_INTENDED_FROM = 5  # ApiVersions v5 (Kafka 4.4) names the cluster and node the client means to reach
+
+
+def api_versions_reply(payload: memoryview, correlation_id: int, version: int, ranges: VersionRanges,
+                       features: Mapping[str, object], served: ServedNode = NOT_CHECKED) -> tuple[bytes, bool]:
+    """The full response payload (header + body) for a client's ApiVersions request, and whether it
+    was answered without an error (after one, Kafka's SASL authenticator still waits for an ApiVersions).
 
     A version newer than the gateway knows gets Kafka's KIP-511 answer: a v0 response
-    with UNSUPPORTED_VERSION that still lists the supported ApiVersions range.
+    with UNSUPPORTED_VERSION that still lists the supported ApiVersions range. From v5 the
+    request may name the node it means to reach: see ``intended_node_error``.
     """
     if version not in ranges_for(ApiKey.API_VERSIONS, ranges):
         low, high = ranges[ApiKey.API_VERSIONS]
         body = {"error_code": KafkaError.UNSUPPORTED_VERSION,
                 "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}]}
-        return encode_response_header(correlation_id, 0) + bytes(_codec(0).encode(body))
+        return encode_response_header(correlation_id, 0) + bytes(_codec(0).encode(body)), False
+    error = intended_node_error(payload, version, served)
+    if error is not None:
+        # ApiVersionsRequest.getErrorResponse: the code alone, no API listed, at the version asked.
+        body = {"error_code": error, "api_keys": [], "throttle_time_ms": 0}
+        return encode_response_header(correlation_id, 0) + bytes(_codec(version).encode(body)), False
     body = {
         "error_code": KafkaError.NONE,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(ranges.items())],
         "throttle_time_ms": 0,
         **features,
     }
-    return encode_response_header(correlation_id, 0) + bytes(_codec(version).encode(body))
+    return encode_response_header(correlation_id, 0) + bytes(_codec(version).encode(body)), True
+
+
+def intended_node_error(payload: memoryview, version: int, served: ServedNode) -> KafkaError | None:
+    """Kafka 4.4's checks of the cluster and node an ApiVersions v5+ request names (KIP-1242).
+
+    Both or neither must be given (ApiVersionsRequest.isValid), else INVALID_REQUEST. Given, they must
+    be the cluster and broker the connection reaches, else REBOOTSTRAP_REQUIRED: the client's metadata
+    is stale (KafkaApis.handleApiVersionsRequest). What ``served`` does not know is not checked, so an
+    honest client is never sent to re-bootstrap on a guess. Raises DecodeError on a malformed body.
+    """
+    if version < _INTENDED_FROM:
+        return None
+    schema, _, _, header_size, _ = read_request_header(payload, ApiKey.API_VERSIONS, version)
+    body, _ = schema.request_codec(version).decode_prefix(payload[header_size:])
+    cluster_id, node_id = body["cluster_id"], body["node_id"]
+    if (cluster_id is None) != (node_id == -1):
+        return KafkaError.INVALID_REQUEST
+    if cluster_id is None:
+        return None
+    if served.cluster_id is not None and cluster_id != served.cluster_id:
+        return KafkaError.REBOOTSTRAP_REQUIRED
+    if served.node_id is not None and node_id != served.node_id:
+        return KafkaError.REBOOTSTRAP_REQUIRED
+    return None
 
 
 _NOTHING = (0, -1)  # an api key the gateway does not offer: no version is in it

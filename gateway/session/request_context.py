@@ -20,6 +20,7 @@ from auth.principal import KafkaPrincipal
 from gateway.admin.handlers import AdminRequest
 from gateway.authorization import GatewayAuthorization
 from gateway.config import ListenerConfig
+from gateway.session.api_versions import NOT_CHECKED, ServedNode
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.routes import RouteTable, VersionRanges
 
@@ -37,6 +38,7 @@ class RequestContext(NamedTuple):
     misses: TopicIdMisses  # the connection's: a topic id the request names that the cache lacks
     now_ms: int  # wall-clock time the request arrived (the session's clock)
     session_expired: bool = False  # connections.max.reauth.ms passed without re-authentication
+    served: ServedNode = NOT_CHECKED  # the cluster and broker the connection reaches (ApiVersions v5, KIP-1242)
 
     def admin_request(self) -> AdminRequest:
         """What an admin handler reads of this request (gateway/admin/handlers.py)."""

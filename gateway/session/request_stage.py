@@ -19,7 +19,7 @@ from typing import Any
 
 from authz.request_policy import Answer, Refuse, Relay, Rewrite, Verdict
 from gateway.admin.handlers import OffLoop
-from gateway.session.api_versions import api_versions_response, check_negotiated
+from gateway.session.api_versions import api_versions_reply, check_negotiated
 from gateway.session.policy_check import authorize, check_topics
 from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
@@ -88,7 +88,11 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
     dispatch = route.dispatch if route is not None else None
     if dispatch is not Dispatch.RELAY and dispatch is not None:  # one check for the relayed APIs
         if dispatch is Dispatch.API_VERSIONS:
-            answer = api_versions_response(correlation_id, version, requester.negotiated, requester.features)
+            try:
+                answer, _ = api_versions_reply(payload, correlation_id, version, requester.negotiated,
+                                               requester.features, requester.served)
+            except DecodeError as exc:
+                raise PipelineRefusal(f"refused api key {key} v{version}: {exc}") from None
             return ReplyNow(key, version, correlation_id, framed(answer))
         if dispatch is Dispatch.SASL:  # the session's own, never a stage's
             raise PipelineRefusal(f"api key {key} is answered by the session, not the request stage")

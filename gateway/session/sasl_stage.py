@@ -18,7 +18,7 @@ from auth.principal import KafkaPrincipal, PlaintextAuthContext, SslAuthContext
 from auth.sasl.mechanism import SaslContext
 from auth.sasl.server import Authenticated, Refused, SaslServerAuthenticator
 from gateway.ops.audit import REASON_CHARS, bounded_name
-from gateway.session.api_versions import api_versions_response
+from gateway.session.api_versions import api_versions_reply
 from protocol.framing import Frame
 
 if TYPE_CHECKING:
@@ -50,10 +50,13 @@ def new_authenticator(ctx: GatewayContext, listener: ListenerConfig, client_host
     return SaslServerAuthenticator(security.sasl, context, answer)
 
 
-def _api_versions_frame(ctx: GatewayContext, correlation_id: int, version: int) -> bytes:
-    """ApiVersions answered during authentication, size-prefixed."""
-    payload = api_versions_response(correlation_id, version, ctx.negotiated, ctx.cluster.features)
-    return len(payload).to_bytes(4, "big") + payload
+def _api_versions_frame(ctx: GatewayContext, request: memoryview, correlation_id: int,
+                        version: int) -> tuple[bytes, bool]:
+    """ApiVersions answered during authentication, size-prefixed, and whether it was answered without an error.
+    Kafka's SASL authenticator checks only that a v5 request names both a cluster and a node or neither: which
+    broker it reaches is checked once the client has logged in (request_stage), as Kafka's KafkaApis does."""
+    payload, answered = api_versions_reply(request, correlation_id, version, ctx.negotiated, ctx.cluster.features)
+    return len(payload).to_bytes(4, "big") + payload, answered
 
 
 def looks_like_kafka(frame: Frame) -> bool:

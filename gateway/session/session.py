@@ -63,6 +63,7 @@ from gateway.ops.logs import get_logger
 from gateway.quotas.connection import AppliedQuotas, ConnectionQuotas, cpu_clock_ns
 from gateway.quotas.mutation_request import PartitionCounts
 from gateway.session import actions as act
+from gateway.session.api_versions import NOT_CHECKED, ServedNode
 from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
 from gateway.session.request_memory import MemoryWaiter, ReceiveGate
@@ -124,7 +125,7 @@ class ProxySession:
 
     # Slots: one session per open connection, thousands of them idle; no instance dict each.
     __slots__ = ("_backlog", "_counted", "_farewell", "_gate", "_jobs", "_learned", "_local", "_memory", "_out",
-                 "_outbox", "_outgoing", "_phase", "_topic_id_misses", "_upstream_address", "_upstream_up",
+                 "_outbox", "_outgoing", "_phase", "_served", "_topic_id_misses", "_upstream_address", "_upstream_up",
                  "authenticator", "client", "clock", "ctx", "id", "listener", "node_id", "principal", "quota",
                  "receiver", "responses", "security", "traffic")
 
@@ -152,6 +153,7 @@ class ProxySession:
         self._outgoing: list[WireBytes] | None = None
         self._upstream_up = False
         self._upstream_address: str | None = None  # the upstream broker's, once its link is up (for the log)
+        self._served = NOT_CHECKED  # the cluster and broker the link reaches, once it is up (ApiVersions v5)
         # Frames accepted before the upstream link is up (bounded by queued.max.requests); None when there are none.
         self._backlog: list[WireBytes] | None = None
         self._gate = ReadGate()  # why the client is not read, and the frames read that wait
@@ -325,6 +327,7 @@ class ProxySession:
         self._schedule_upstream_login(lifetime_ms)
         self.ctx.counters.upstream_connections += 1
         self._upstream_address = address
+        self._served = self._served_by(address)
         self._send_backlog()
         if self._outbox.full:  # the client filled its socket before the upstream link existed
             self._out.append(act.PauseUpstreamReading(True))
@@ -524,7 +527,17 @@ class ProxySession:
         expired = self.authenticator is not None and self.authenticator.session_expired(now_ms)
         return RequestContext(self.principal, self.client.host, self.client.port, self.listener, ctx.routes,
                               ctx.negotiated, ctx.cluster.features, ctx.authorization, ctx.cluster.topic_names,
-                              self._topic_id_misses, now_ms, expired)
+                              self._topic_id_misses, now_ms, expired, self._served)
+
+    def _served_by(self, upstream_address: str) -> ServedNode:
+        """The cluster and broker this connection reaches, worked out once per link (not per request): a node
+        port's (or SNI name's) node, else the broker the bootstrap link reached when the cluster view lists its
+        address, else unknown (and not checked)."""
+        node_id = self.node_id
+        if node_id is None:
+            node_id = next((node for node, (host, port) in self.ctx.cluster.nodes.items()
+                            if f"{host}:{port}" == upstream_address), None)
+        return ServedNode(self.ctx.cluster.cluster_id, node_id)
 
     def _apply(self, decision: Decision, slot: ResponseSlot | None = None) -> None:
         """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""

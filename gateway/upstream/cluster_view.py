@@ -16,6 +16,8 @@ from typing import Any
 @dataclass(slots=True)
 class ClusterView:
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # The upstream cluster's id (Metadata v2+): what an ApiVersions v5 request naming a cluster is checked against.
+    cluster_id: str | None = None
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     # Feature fields of the upstream's ApiVersions response, passed on to clients.
     features: dict[str, Any] = field(default_factory=dict)

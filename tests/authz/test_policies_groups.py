@@ -693,6 +693,18 @@ def test_streams_group_heartbeat_needs_read_on_group_and_describe_on_topology_to
     assert answered(STH, version, policy(STH, body_request, version, FakeView()))["error_code"] == 30
 
 
+@pytest.mark.parametrize("version", versions(STH))
+def test_streams_group_heartbeat_refusal_has_an_empty_status_list_and_no_task_change(version: int) -> None:
+    # StreamsGroupHeartbeatRequest.getErrorResponse: status defaults to an empty list, the task lists to null
+    # (measured against Kafka 4.4: tests/conformance, streams_group_heartbeat.*).
+    for view in (FakeView(), FakeView([grp(Op.READ, "g")])):
+        body = answered(STH, version, policy(STH, request(STH, version, group_id="g", topology=topology("a")),
+                                             version, view))
+        assert body["status"] == []
+        assert [body[k] for k in ("active_tasks", "standby_tasks", "warmup_tasks", "partitions_by_user_endpoint")] \
+            == [None] * 4
+
+
 # --- DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92) ------------------
 
 DSO, ASO, DLSO = (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
@@ -863,9 +875,18 @@ def test_end_txn_needs_write_on_the_transactional_id(version: int) -> None:
 TOC = ApiKey.TXN_OFFSET_COMMIT
 
 
+_TXN_IDS = {"a": ID_A, "b": ID_B, "c": ID_C}  # c's id names no topic (NAMES)
+
+
 def txn_commit_request(version: int, *topics: str) -> Body:
     return request(TOC, version, transactional_id="t", group_id="g", topics=[
-        {"name": n, "partitions": [{"partition_index": 0, "committed_offset": 9}]} for n in topics])
+        {"name": n, "topic_id": _TXN_IDS[n], "partitions": [{"partition_index": 0, "committed_offset": 9}]}
+        for n in topics])
+
+
+def txn_topic_key(version: int, entry: Body) -> Any:
+    """What a v6+ entry names by id (KIP-1319), as the name it stands for; the name below v6."""
+    return topic_key(version, entry, by_id_from=6)
 
 
 @pytest.mark.parametrize("version", versions(TOC))
@@ -877,19 +898,34 @@ def test_txn_offset_commit_checks_transactional_id_then_group_on_every_partition
     assert [errors_of(t["partitions"]) for t in body["topics"]] == [[53], [53]]
     body = answered(TOC, version, policy(TOC, body_request, version, FakeView([txn(Op.WRITE, "t")])))
     assert [errors_of(t["partitions"]) for t in body["topics"]] == [[30], [30]]
+    assert [txn_topic_key(version, t) for t in body["topics"]] == ["a", "b"]
 
 
 @pytest.mark.parametrize("version", versions(TOC))
 def test_txn_offset_commit_partial_topics_put_errors_first(version: int) -> None:
     view = FakeView([txn(Op.WRITE, "t"), grp(Op.READ, "g"), top(Op.READ, "a")])
     verdict = rewritten(TOC, version, policy(TOC, txn_commit_request(version, "a", "b"), version, view))
-    assert [t["name"] for t in verdict.request["topics"]] == ["a"]
+    assert [txn_topic_key(version, t) for t in verdict.request["topics"]] == ["a"]
+    answer = {"topic_id": ID_A} if version >= 6 else {"name": "a"}
     body = merged(TOC, version, verdict, upstream(TOC, version, topics=[
-        {"name": "a", "partitions": [{"partition_index": 0}]}]))
-    assert [(t["name"], errors_of(t["partitions"])) for t in body["topics"]] == [("b", [29]), ("a", [0])]
+        {**answer, "partitions": [{"partition_index": 0}]}]))
+    assert [(txn_topic_key(version, t), errors_of(t["partitions"])) for t in body["topics"]] == \
+        [("b", [29]), ("a", [0])]
     view = FakeView([txn(Op.WRITE, "t"), grp(Op.READ, "g")])
     body = answered(TOC, version, policy(TOC, txn_commit_request(version, "a"), version, view))
     assert [errors_of(t["partitions"]) for t in body["topics"]] == [[29]]
+
+
+@pytest.mark.parametrize("version", [v for v in versions(TOC) if v >= 6])
+def test_txn_offset_commit_by_id_reads_the_named_topic_and_an_unknown_id_is_unknown_topic_id(version: int) -> None:
+    """v6 names topics by id: READ is checked on the topic the id names, never relayed for an id without one."""
+    view = FakeView([txn(Op.WRITE, "t"), grp(Op.READ, "g"), top(Op.READ, "a"), top(Op.READ, "c")])
+    verdict = rewritten(TOC, version, policy(TOC, txn_commit_request(version, "a", "b", "c"), version, view))
+    assert [t["topic_id"] for t in verdict.request["topics"]] == [ID_A]
+    body = merged(TOC, version, verdict, upstream(TOC, version, topics=[
+        {"topic_id": ID_A, "partitions": [{"partition_index": 0}]}]))
+    assert [(t["topic_id"], errors_of(t["partitions"])) for t in body["topics"]] == \
+        [(ID_B, [29]), (ID_C, [100]), (ID_A, [0])]
 
 
 # --- DescribeTransactions (65), ListTransactions (66) -----------------------------------------------------------
@@ -940,7 +976,7 @@ def sample_request(key: ApiKey, version: int) -> Body:
     shaped: dict[ApiKey, dict[str, Any]] = {
         OC: {"topics": [{"name": "a", "topic_id": ID_A, "partitions": topic_partitions}]},
         OD: {"topics": [{"name": "a", "partitions": topic_partitions}]},
-        TOC: {"topics": [{"name": "a", "partitions": topic_partitions}]},
+        TOC: {"topics": [{"name": "a", "topic_id": ID_A, "partitions": topic_partitions}]},
         DSO: {"groups": [{"group_id": "g", "topics": [{"topic_name": "a", "partitions": [0]}]}]},
         ASO: {"topics": [{"topic_name": "a", "partitions": topic_partitions}]},
         DLSO: {"topics": [{"topic_name": "a"}]},

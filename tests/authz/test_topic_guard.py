@@ -324,6 +324,24 @@ def test_a_listing_answer_loses_the_reserved_topic_on_the_way_back() -> None:
     assert [t["name"] for t in verdict.on_response(response)["results"][0]["topics"]] == [OTHER]
 
 
+def test_a_streams_topology_description_loses_the_nodes_that_name_the_reserved_topic() -> None:
+    # StreamsGroupDescribe v1 (KIP-1331): the description's sink topics are not the topology's, so Kafka's own
+    # topic check does not cover them; the annotations let the guard drop a node naming the reserved topic.
+    guard = _guard(ApiKey.STREAMS_GROUP_DESCRIBE, 1)
+    verdict = guard.seal(Relay(), guard.inspect({"group_ids": ["g"], "include_authorized_operations": False,
+                                                 "include_topology_description": True}))
+    assert isinstance(verdict, Relay) and verdict.on_response is not None
+
+    def node(name: str, sink: str | None) -> dict[str, object]:
+        return {"name": name, "node_type": 3, "source_topics": [], "sink_topic": sink, "stores": [], "successors": []}
+
+    nodes = [node("to-reserved", RESERVED), node("to-other", OTHER), node("dynamic", None)]
+    response = {"groups": [{"group_id": "g", "topology_description": {
+        "subtopologies": [{"subtopology_id": "0", "nodes": nodes}], "global_stores": []}}]}
+    nodes = verdict.on_response(response)["groups"][0]["topology_description"]["subtopologies"][0]["nodes"]
+    assert [n["name"] for n in nodes] == ["to-other", "dynamic"]
+
+
 def test_a_paging_cursor_at_the_reserved_topic_ends_the_listing() -> None:
     guard = _guard(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
     verdict = guard.seal(Relay(), guard.inspect({"topics": [], "cursor": None}))

@@ -41,6 +41,9 @@ class Names(Protocol):
     @property
     def node_id(self) -> int: ...
 
+    @property
+    def cluster_id(self) -> str: ...
+
 
 @dataclass(slots=True, frozen=True)
 class Case:
@@ -100,6 +103,22 @@ def _acl_filter(resource_type: int = RESOURCE_ANY, name: str | None = None, patt
 
 def _static(body: Body) -> Callable[[Names], Body]:
     return lambda ids: body
+
+
+def _api_versions_cases() -> list[Case]:
+    """ApiVersions v5 (KIP-1242) naming the cluster and node the client means to reach: only the refusals
+    are compared, since a successful answer lists what each side offers (the version gaps, known.py)."""
+    return [
+        Case("api_versions.node_without_cluster", ApiKey.API_VERSIONS, lambda ids: {
+            "client_software_name": "ksgate-conformance", "client_software_version": "1",
+            "cluster_id": None, "node_id": ids.node_id}, min_version=5),
+        Case("api_versions.other_cluster", ApiKey.API_VERSIONS, lambda ids: {
+            "client_software_name": "ksgate-conformance", "client_software_version": "1",
+            "cluster_id": "cf-not-this-cluster", "node_id": ids.node_id}, min_version=5),
+        Case("api_versions.other_node", ApiKey.API_VERSIONS, lambda ids: {
+            "client_software_name": "ksgate-conformance", "client_software_version": "1",
+            "cluster_id": ids.cluster_id, "node_id": ids.node_id + 1000}, min_version=5),
+    ]
 
 
 def _metadata_cases() -> list[Case]:
@@ -244,6 +263,20 @@ def _group_cases() -> list[Case]:
             "group_ids": ["cf-s", "other-s"], "include_authorized_operations": True})),
         Case("streams_group_describe", ApiKey.STREAMS_GROUP_DESCRIBE, _static({
             "group_ids": ["cf-st", "other-st"], "include_authorized_operations": True})),
+        Case("streams_group_describe.topology_description", ApiKey.STREAMS_GROUP_DESCRIBE, _static({
+            "group_ids": ["cf-st", "other-st"], "include_authorized_operations": True,
+            "include_topology_description": True}), min_version=1),
+        Case("streams_group_heartbeat.unknown_member", ApiKey.STREAMS_GROUP_HEARTBEAT, _static({
+            "group_id": "cf-st", "member_id": "nobody", "member_epoch": 3, "endpoint_information_epoch": 0})),
+        # A join whose topology reads a topic outside every prefix: only the super user may describe both.
+        Case("streams_group_heartbeat.join_other_topic", ApiKey.STREAMS_GROUP_HEARTBEAT, _static({
+            "group_id": "cf-st-join", "member_id": "cf-member", "member_epoch": 0, "endpoint_information_epoch": 0,
+            "rebalance_timeout_ms": 30000, "process_id": "cf-process", "active_tasks": [], "standby_tasks": [],
+            "warmup_tasks": [], "client_tags": [], "task_offsets": [], "task_end_offsets": [],
+            "topology": {"epoch": 1, "subtopologies": [{
+                "subtopology_id": "0", "source_topics": ["cf-a", "other"], "source_topic_regex": [],
+                "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+                "copartition_groups": []}]}})),
         Case("describe_share_group_offsets", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, _static({"groups": [
             {"group_id": g, "topics": [{"topic_name": "cf-a", "partitions": [0]}]} for g in ("cf-s", "other-s")]})),
         Case("delete_groups", ApiKey.DELETE_GROUPS, _static({"groups_names": ["cf-empty-g", "other-g", "cf-g"]})),
@@ -265,11 +298,18 @@ def _transaction_cases() -> list[Case]:
             "transactional_id": "cf-t", "producer_id": 999999, "producer_epoch": 0, "group_id": "cf-g"})),
         Case("end_txn.unknown_producer", ApiKey.END_TXN, _static({
             "transactional_id": "cf-t", "producer_id": 999999, "producer_epoch": 0, "committed": True})),
-        Case("txn_offset_commit.unknown_producer", ApiKey.TXN_OFFSET_COMMIT, _static({
+        Case("txn_offset_commit.unknown_producer", ApiKey.TXN_OFFSET_COMMIT, lambda ids: {
             "transactional_id": "cf-t", "group_id": "cf-g", "producer_id": 999999, "producer_epoch": 0,
             "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
-                {"name": "cf-a", "partitions": [{"partition_index": 0, "committed_offset": 1,
-                                                 "committed_metadata": None}]}]})),
+                {"name": "cf-a", "topic_id": ids.topic_id("cf-a"), "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": None}]}]}),
+        # v6 names topics by id (KIP-1319): a readable topic, one outside every prefix and an id no topic has.
+        Case("txn_offset_commit.mixed_topics", ApiKey.TXN_OFFSET_COMMIT, lambda ids: {
+            "transactional_id": "cf-t", "group_id": "cf-g", "producer_id": 999999, "producer_epoch": 0,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": n, "topic_id": ids.topic_id(n), "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": None}]}
+                for n in ("cf-a", "other", "cf-missing")]}),
         Case("describe_transactions", ApiKey.DESCRIBE_TRANSACTIONS, _static({
             "transactional_ids": ["cf-t", "other-t", "cf-never"]})),
         Case("list_transactions", ApiKey.LIST_TRANSACTIONS, _static({
@@ -392,5 +432,5 @@ def _quota_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    return [*_metadata_cases(), *_data_cases(), *_topic_admin_cases(), *_group_cases(),
+    return [*_api_versions_cases(), *_metadata_cases(), *_data_cases(), *_topic_admin_cases(), *_group_cases(),
             *_transaction_cases(), *_security_cases()]

@@ -58,9 +58,6 @@ VERSION_GAPS: dict[int, str] = {
         ApiKey.REMOVE_RAFT_VOTER, ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
         ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
         93, 94)},  # StreamsGroupTopologyDescriptionUpdate, UnregisterController (Kafka 4.4)
-    **{key: "newer-kafka-versions" for key in (
-        ApiKey.API_VERSIONS, ApiKey.TXN_OFFSET_COMMIT, ApiKey.STREAMS_GROUP_HEARTBEAT,
-        ApiKey.STREAMS_GROUP_DESCRIBE)},
 }
 
 

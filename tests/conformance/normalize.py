@@ -43,6 +43,7 @@ UNORDERED: dict[int, frozenset[str]] = {
     ApiKey.LIST_OFFSETS: frozenset({"topics", "topics.partitions"}),
     ApiKey.METADATA: frozenset({"brokers", "topics"}),
     ApiKey.OFFSET_COMMIT: frozenset({"topics", "topics.partitions"}),
+    ApiKey.TXN_OFFSET_COMMIT: frozenset({"topics", "topics.partitions"}),
     ApiKey.OFFSET_FETCH: frozenset({"topics", "groups", "groups.topics"}),
     ApiKey.DESCRIBE_GROUPS: frozenset({"groups"}),
     ApiKey.LIST_GROUPS: frozenset({"groups"}),

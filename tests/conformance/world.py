@@ -65,6 +65,7 @@ class Side:
     endpoint: Endpoint
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     node: int = -1
+    cluster: str = ""
     connections: dict[str, Connection] = field(default_factory=dict)
 
     def topic_id(self, name: str) -> uuid.UUID:
@@ -73,6 +74,10 @@ class Side:
     @property
     def node_id(self) -> int:
         return self.node
+
+    @property
+    def cluster_id(self) -> str:
+        return self.cluster
 
     def connection(self, principal: str) -> Connection:
         if principal not in self.connections:
@@ -168,6 +173,7 @@ def _topics(side: Side) -> None:
         if ready:
             side.topic_ids = {t["name"]: t["topic_id"] for t in metadata["topics"]}
             side.node = metadata["brokers"][0]["node_id"]
+            side.cluster = metadata["cluster_id"]
             return
         time.sleep(0.2)
     raise SetupFailed(f"{side.name}: topics never got leaders")

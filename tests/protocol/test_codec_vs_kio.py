@@ -63,6 +63,9 @@ ONLY_OURS: dict[int, set[int]] = {
     # Newer than kio 0.6.5: DeleteGroups v3 (Kafka 4.4, a per-group error message), checked against the
     # broker itself by the conformance suite (tests/conformance).
     42: {3},
+    # Also newer than kio 0.6.5: ApiVersions v5 (KIP-1242), TxnOffsetCommit v6 (KIP-1319, topics by id),
+    # StreamsGroupHeartbeat and StreamsGroupDescribe v1 (KIP-1331), Kafka 4.4, checked against the broker likewise.
+    18: {5}, 28: {6}, 88: {1}, 89: {1},
 }
 # APIs kio has and we do not: broker-to-broker and controller (KRaft) RPCs that a client
 # never sends, so the gateway refuses them without parsing.

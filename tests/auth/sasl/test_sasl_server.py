@@ -60,7 +60,7 @@ def _machine(*mechanisms: ScriptedMechanism, tls: bool = True, reauth_ms: int = 
     config = SaslServerConfig({m.name: m for m in mechanisms}, DefaultPrincipalBuilder(),
                               connections_max_reauth_ms=reauth_ms)
     context = SaslContext("SASL_SSL", "127.0.0.1", tls, now_ms=clock or Clock())
-    return SaslServerAuthenticator(config, context, lambda cid, v: struct.pack(">ii", 4, cid))
+    return SaslServerAuthenticator(config, context, lambda _, cid, v: (struct.pack(">ii", 4, cid), True))
 
 
 def _payload(frame: bytes) -> memoryview:
@@ -251,3 +251,18 @@ def test_a_legacy_nonce_login_is_reported_in_the_authenticated_step() -> None:
     m.on_frame(_authenticate(b"client-first"))
     step = m.on_frame(_authenticate(b"client-final"))
     assert isinstance(step, Authenticated) and step.legacy_nonce
+
+
+def test_an_api_versions_answered_with_an_error_leaves_room_for_another() -> None:
+    # KIP-511: a client told UNSUPPORTED_VERSION (or INVALID_REQUEST) asks again on the same connection,
+    # and Kafka's SaslServerAuthenticator still waits for an ApiVersions or a handshake.
+    answers = iter([(struct.pack(">ii", 4, 1), False), (struct.pack(">ii", 4, 2), True)])
+    mechanism = _user("x")
+    config = SaslServerConfig({mechanism.name: mechanism}, DefaultPrincipalBuilder())
+    m = SaslServerAuthenticator(config, SaslContext("SASL_SSL", "127.0.0.1", True), lambda _, cid, v: next(answers))
+    frame = _payload(request_frame(ApiKey.API_VERSIONS, 0, 1, {}))
+    assert isinstance(m.on_frame(frame), Respond)
+    assert m.state is SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+    assert isinstance(m.on_frame(frame), Respond)
+    assert m.state is SaslState.HANDSHAKE_REQUEST
+    assert isinstance(m.on_frame(frame), Refused)

@@ -43,7 +43,7 @@ def _machine(*mechanisms: object) -> SaslServerAuthenticator:
     config = SaslServerConfig({m.name: m for m in mechanisms},  # type: ignore[attr-defined]
                               DefaultPrincipalBuilder())
     return SaslServerAuthenticator(config, SaslContext("SASL_SSL", "192.0.2.7", True),
-                                   lambda cid, v: struct.pack(">ii", 4, cid))
+                                   lambda _, cid, v: (struct.pack(">ii", 4, cid), True))
 
 
 def test_plain_asks_for_verification_and_answers_once_the_result_is_fed_back() -> None:

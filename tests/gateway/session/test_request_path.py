@@ -7,14 +7,18 @@ import socket
 import struct
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.config import ConfigError
+from gateway.session.api_versions import NOT_CHECKED, ServedNode, api_versions_reply
 from gateway.session.routes import Dispatch
 from protocol.api_keys import INTERNAL_APIS, ApiKey
-from protocol.registry import all_apis
+from protocol.header import decode_response_header
+from protocol.kafka_errors import KafkaError
+from protocol.registry import all_apis, api
 from tests.harness import GatewayThread, free_port_block
 from tests.wire_client import WireClient, request_frame
 
@@ -223,3 +227,65 @@ def test_a_task_still_pending_when_a_gateway_thread_stops_is_cancelled_not_destr
     task = gateway.call(lambda: asyncio.ensure_future(asyncio.Event().wait()))
     gateway.stop()
     assert task.cancelled()
+
+
+# --- ApiVersions v5 (KIP-1242), answered from request bytes (gateway/session/api_versions.py) ---------------------
+
+RANGES = {ApiKey.API_VERSIONS: (0, 5), ApiKey.METADATA: (0, 12)}
+FEATURES = {"finalized_features_epoch": 7}
+HERE = ServedNode("cluster-one", 3)
+SOFTWARE = {"client_software_name": "t", "client_software_version": "1"}
+
+
+def _reply(version: int, served: ServedNode, **fields: Any) -> tuple[dict[str, Any], bool]:
+    named = {"cluster_id": None, "node_id": -1} if version >= 5 else {}  # the schema's defaults
+    payload = memoryview(request_frame(ApiKey.API_VERSIONS, version, 9, {**SOFTWARE, **named, **fields}))[4:]
+    answer, answered = api_versions_reply(payload, 9, version, RANGES, FEATURES, served)
+    correlation_id, offset = decode_response_header(memoryview(answer), 0)  # ApiVersions: header v0 always
+    assert correlation_id == 9
+    schema = api(ApiKey.API_VERSIONS)
+    assert schema is not None
+    return schema.response_codec(version).decode(memoryview(answer)[offset:]), answered
+
+
+def test_v5_naming_the_node_the_connection_reaches_gets_the_full_answer() -> None:
+    body, answered = _reply(5, HERE, cluster_id="cluster-one", node_id=3)
+    assert answered and body["error_code"] == KafkaError.NONE
+    assert {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]} == RANGES
+    assert body["finalized_features_epoch"] == 7
+
+
+def test_v5_naming_neither_cluster_nor_node_is_not_checked() -> None:
+    body, answered = _reply(5, HERE)
+    assert answered and body["error_code"] == KafkaError.NONE
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id"), [("cluster-two", 3), ("cluster-one", 4)])
+def test_v5_naming_another_cluster_or_node_must_rebootstrap(cluster_id: str, node_id: int) -> None:
+    body, answered = _reply(5, HERE, cluster_id=cluster_id, node_id=node_id)
+    # KafkaApis answers with the code alone: no API listed, so a stale client cannot carry on here.
+    assert not answered
+    assert (body["error_code"], body["api_keys"]) == (KafkaError.REBOOTSTRAP_REQUIRED, [])
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id"), [(None, 3), ("cluster-one", -1)])
+def test_v5_naming_only_one_of_cluster_and_node_is_an_invalid_request(cluster_id: str | None, node_id: int) -> None:
+    for served in (HERE, NOT_CHECKED):  # ApiVersionsRequest.isValid: checked before, and without, authentication
+        body, answered = _reply(5, served, cluster_id=cluster_id, node_id=node_id)
+        assert not answered
+        assert (body["error_code"], body["api_keys"]) == (KafkaError.INVALID_REQUEST, [])
+
+
+def test_v5_what_the_gateway_does_not_know_it_does_not_refuse() -> None:
+    # Before authentication (Kafka's SASL authenticator does not check), or a bootstrap link to an unlisted broker.
+    body, answered = _reply(5, NOT_CHECKED, cluster_id="cluster-two", node_id=4)
+    assert answered and body["error_code"] == KafkaError.NONE
+    body, answered = _reply(5, ServedNode("cluster-one", None), cluster_id="cluster-one", node_id=4)
+    assert answered and body["error_code"] == KafkaError.NONE
+    body, _ = _reply(5, ServedNode("cluster-one", None), cluster_id="cluster-two", node_id=4)
+    assert body["error_code"] == KafkaError.REBOOTSTRAP_REQUIRED
+
+
+def test_versions_before_v5_are_answered_whatever_the_connection_reaches() -> None:
+    body, answered = _reply(4, HERE)
+    assert answered and body["error_code"] == KafkaError.NONE

@@ -98,6 +98,30 @@ def test_requests_before_the_upstream_is_up_wait_and_go_out_in_order(plaintext: 
     assert not driver.reading_paused
 
 
+# --- ApiVersions v5 (KIP-1242) --------------------------------------------------------------------
+
+def _intends(driver: Driver, cluster_id: str, node_id: int) -> int:
+    driver.send(request_frame(ApiKey.API_VERSIONS, 5, 4, {"client_software_name": "t", "client_software_version": "1",
+                                                         "cluster_id": cluster_id, "node_id": node_id}))
+    ((_, body),) = driver.responses(ApiKey.API_VERSIONS, 5)
+    return int(body["error_code"])
+
+
+def test_a_bootstrap_link_is_checked_against_the_broker_it_reached(plaintext: Gateway) -> None:
+    cluster = plaintext.ctx.cluster
+    cluster.cluster_id, cluster.nodes = "c1", {7: ("10.9.9.9", 9092)}  # the driver's upstream is node 7
+    driver = Driver.connect(plaintext)
+    assert _intends(driver, "c1", 7) == KafkaError.NONE
+    assert _intends(driver, "c1", 8) == KafkaError.REBOOTSTRAP_REQUIRED
+    assert _intends(driver, "c2", 7) == KafkaError.REBOOTSTRAP_REQUIRED
+    assert not driver.upstream_requests()  # answered by the gateway, never relayed
+    # A link to a broker the cluster view does not list: which node it is is unknown, so not checked.
+    cluster.nodes = {7: ("10.9.9.10", 9092)}
+    other = Driver.connect(plaintext)
+    assert _intends(other, "c1", 8) == KafkaError.NONE
+    assert _intends(other, "c2", 8) == KafkaError.REBOOTSTRAP_REQUIRED
+
+
 # --- acks=0 --------------------------------------------------------------------------------------
 
 def test_acks_zero_expects_nothing_and_an_upstream_answer_to_it_is_dropped(plaintext: Gateway) -> None:

@@ -3,6 +3,7 @@ and KIP-848 groups, transactions read back with read_committed, share groups; wi
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -87,3 +88,31 @@ def test_a_share_group_consumes_through_ksgate(java_gateway: JavaGateway) -> Non
     done = java.tool(SHARE_CONSOLE, java_gateway.bootstrap, java_gateway.properties("bob"), "--topic", topic,
                      "--group", group, "--max-messages", "4", "--timeout-ms", WAIT_MS)
     assert sorted(done.stdout.split()) == [f"record-{i}" for i in range(4)]
+
+
+_NETWORK_DEBUG = (  # the client's NetworkClient at DEBUG on stderr: every request header it sends, every answer
+    "status = warn\n"
+    "appender.err.type = Console\nappender.err.name = ERR\nappender.err.target = SYSTEM_ERR\n"
+    "appender.err.layout.type = PatternLayout\nappender.err.layout.pattern = %p %m (%c)%n\n"
+    "rootLogger.level = WARN\nrootLogger.appenderRef.err.ref = ERR\n"
+    "logger.net.name = org.apache.kafka.clients.NetworkClient\nlogger.net.level = DEBUG\n"
+)
+
+
+def test_the_4x_java_client_gets_api_versions_v5_answered_at_once(java_gateway: JavaGateway,
+                                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Kafka 4.4's client asks ApiVersions v5 (KIP-1242) on every connection, naming the cluster and node once it
+    knows them: each is answered at v5 without an error, so no UNSUPPORTED_VERSION round trip and no re-bootstrap."""
+    java = JavaRunner(java_gateway.java.lib, tmp_path_factory.mktemp("java-debug"))
+    (java.directory / "log4j2.properties").write_text(_NETWORK_DEBUG)
+    topic = _topic(java_gateway, "apiv5")
+    done = java.client("produce", java_gateway.properties("alice"), java_gateway.bootstrap, topic, "3")
+    sent = re.findall(r"Sending API_VERSIONS request with header RequestHeader\(apiKey=API_VERSIONS, "
+                      r"apiVersion=(\d+)[^\n]*?: (ApiVersionsRequestData\([^\n]*?\))", done.stderr)
+    answered = re.findall(r"Received API_VERSIONS response from node \S+ for request with header "
+                          r"RequestHeader\(apiKey=API_VERSIONS, apiVersion=(\d+)[^\n]*?: "
+                          r"ApiVersionsResponseData\(errorCode=(-?\d+)", done.stderr)
+    assert sent and {version for version, _ in sent} == {"5"}
+    assert answered and set(answered) == {("5", "0")}, answered
+    # Connections to brokers the metadata named say which cluster and node they mean to reach (KIP-1242).
+    assert any("nodeId=-1" not in body for _, body in sent), sent
