@@ -6,8 +6,10 @@ the gateway can parse and police; anything else is refused rather than relayed b
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.session.routes import Dispatch, RouteTable, VersionRanges
 from protocol.api_keys import ApiKey
@@ -57,7 +59,11 @@ class ServedNode:
 
 
 NOT_CHECKED = ServedNode()
+_SOFTWARE_FROM = 3  # ApiVersions v3 (KIP-511) names the client's software and its version
 _INTENDED_FROM = 5  # ApiVersions v5 (Kafka 4.4) names the cluster and node the client means to reach
+# What Kafka accepts as a software name or version: letters, digits, '-' and '.', starting and ending with a
+# letter or digit (so never empty). The character classes are ASCII, as in Java's default regex flags.
+_SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?")
 
 
 def api_versions_reply(payload: memoryview, correlation_id: int, version: int, ranges: VersionRanges,
@@ -66,15 +72,15 @@ def api_versions_reply(payload: memoryview, correlation_id: int, version: int, r
     was answered without an error (after one, Kafka's SASL authenticator still waits for an ApiVersions).
 
     A version newer than the gateway knows gets Kafka's KIP-511 answer: a v0 response
-    with UNSUPPORTED_VERSION that still lists the supported ApiVersions range. From v5 the
-    request may name the node it means to reach: see ``intended_node_error``.
+    with UNSUPPORTED_VERSION that still lists the supported ApiVersions range. From v3 the
+    request is checked as Kafka checks it: see ``request_error``.
     """
     if version not in ranges_for(ApiKey.API_VERSIONS, ranges):
         low, high = ranges[ApiKey.API_VERSIONS]
         body = {"error_code": KafkaError.UNSUPPORTED_VERSION,
                 "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}]}
         return encode_response_header(correlation_id, 0) + bytes(_codec(0).encode(body)), False
-    error = intended_node_error(payload, version, served)
+    error = request_error(payload, version, served)
     if error is not None:
         # ApiVersionsRequest.getErrorResponse: the code alone, no API listed, at the version asked.
         body = {"error_code": error, "api_keys": [], "throttle_time_ms": 0}
@@ -88,28 +94,44 @@ def api_versions_reply(payload: memoryview, correlation_id: int, version: int, r
     return encode_response_header(correlation_id, 0) + bytes(_codec(version).encode(body)), True
 
 
-def intended_node_error(payload: memoryview, version: int, served: ServedNode) -> KafkaError | None:
-    """Kafka 4.4's checks of the cluster and node an ApiVersions v5+ request names (KIP-1242).
-
-    Both or neither must be given (ApiVersionsRequest.isValid), else INVALID_REQUEST. Given, they must
-    be the cluster and broker the connection reaches, else REBOOTSTRAP_REQUIRED: the client's metadata
-    is stale (KafkaApis.handleApiVersionsRequest). What ``served`` does not know is not checked, so an
-    honest client is never sent to re-bootstrap on a guess. Raises DecodeError on a malformed body.
+def request_error(payload: memoryview, version: int, served: ServedNode) -> KafkaError | None:
+    """The error Kafka 4.4 answers a supported ApiVersions request with, or None: INVALID_REQUEST for
+    what ``is_valid`` refuses, before and after login alike (Kafka's SASL authenticator and KafkaApis both
+    ask it), then REBOOTSTRAP_REQUIRED for a v5+ request naming another node (``names_another_node``).
+    Raises DecodeError on a malformed body.
     """
-    if version < _INTENDED_FROM:
+    if version < _SOFTWARE_FROM:  # nothing to check below v3: the body is empty
         return None
     schema, _, _, header_size, _ = read_request_header(payload, ApiKey.API_VERSIONS, version)
     body, _ = schema.request_codec(version).decode_prefix(payload[header_size:])
-    cluster_id, node_id = body["cluster_id"], body["node_id"]
-    if (cluster_id is None) != (node_id == -1):
+    if not is_valid(body, version):
         return KafkaError.INVALID_REQUEST
-    if cluster_id is None:
-        return None
-    if served.cluster_id is not None and cluster_id != served.cluster_id:
-        return KafkaError.REBOOTSTRAP_REQUIRED
-    if served.node_id is not None and node_id != served.node_id:
+    if names_another_node(body, version, served):
         return KafkaError.REBOOTSTRAP_REQUIRED
     return None
+
+
+def is_valid(body: Mapping[str, Any], version: int) -> bool:
+    """Kafka's ApiVersionsRequest.isValid: from v5, a cluster and a node both or neither (KIP-1242); from
+    v3, a software name and version Kafka would accept (KIP-511), which it keeps per connection for its
+    metrics and client telemetry; a client that sends anything else gets INVALID_REQUEST from Kafka too.
+    """
+    if version >= _INTENDED_FROM and (body["cluster_id"] is None) != (body["node_id"] == -1):
+        return False
+    return version < _SOFTWARE_FROM or (_SOFTWARE_NAME.fullmatch(body["client_software_name"]) is not None
+                                        and _SOFTWARE_NAME.fullmatch(body["client_software_version"]) is not None)
+
+
+def names_another_node(body: Mapping[str, Any], version: int, served: ServedNode) -> bool:
+    """Whether a v5+ request names a cluster or broker other than the one the connection reaches: the
+    client's metadata is stale (KafkaApis.handleApiVersionsRequest). What ``served`` does not know is not
+    checked, so an honest client is never sent to re-bootstrap on a guess.
+    """
+    if version < _INTENDED_FROM or body["cluster_id"] is None:
+        return False
+    if served.cluster_id is not None and body["cluster_id"] != served.cluster_id:
+        return True
+    return served.node_id is not None and body["node_id"] != served.node_id
 
 
 _NOTHING = (0, -1)  # an api key the gateway does not offer: no version is in it

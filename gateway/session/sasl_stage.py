@@ -53,8 +53,9 @@ def new_authenticator(ctx: GatewayContext, listener: ListenerConfig, client_host
 def _api_versions_frame(ctx: GatewayContext, request: memoryview, correlation_id: int,
                         version: int) -> tuple[bytes, bool]:
     """ApiVersions answered during authentication, size-prefixed, and whether it was answered without an error.
-    Kafka's SASL authenticator checks only that a v5 request names both a cluster and a node or neither: which
-    broker it reaches is checked once the client has logged in (request_stage), as Kafka's KafkaApis does."""
+    Kafka's SASL authenticator checks the request as KafkaApis does (ApiVersionsRequest.isValid: the v3+ software
+    name and version, a v5 cluster and node both or neither), but not which broker it reaches: that is checked
+    once the client has logged in (request_stage), where KafkaApis does."""
     payload, answered = api_versions_reply(request, correlation_id, version, ctx.negotiated, ctx.cluster.features)
     return len(payload).to_bytes(4, "big") + payload, answered
 

@@ -289,3 +289,38 @@ def test_v5_what_the_gateway_does_not_know_it_does_not_refuse() -> None:
 def test_versions_before_v5_are_answered_whatever_the_connection_reaches() -> None:
     body, answered = _reply(4, HERE)
     assert answered and body["error_code"] == KafkaError.NONE
+
+
+# --- ApiVersions v3+ software name and version (KIP-511), checked as ApiVersionsRequest.isValid does --------------
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+@pytest.mark.parametrize(("name", "software_version"), [
+    ("apache-kafka-java", "4.4.0"), ("librdkafka", "2.6.1"), ("a", "1"), ("x.y-z", "0-SNAPSHOT"), ("A9", "9a")])
+def test_a_software_name_and_version_kafka_accepts_get_the_full_answer(
+        version: int, name: str, software_version: str) -> None:
+    body, answered = _reply(version, HERE, client_software_name=name, client_software_version=software_version)
+    assert answered and body["error_code"] == KafkaError.NONE
+    assert {k["api_key"] for k in body["api_keys"]} == set(RANGES)
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+@pytest.mark.parametrize("bad", ["", "bad name!", "-lead", "trail.", "under_score", "caf\u00e9", "x\n", "1.0+build"])
+def test_a_software_name_or_version_kafka_refuses_is_an_invalid_request(version: int, bad: str) -> None:
+    for served in (HERE, NOT_CHECKED):  # before authentication too: Kafka's SASL authenticator asks isValid
+        for fields in ({"client_software_name": bad}, {"client_software_version": bad}):
+            body, answered = _reply(version, served, **fields)
+            assert not answered  # the SASL stage still waits for an ApiVersions, as Kafka's authenticator does
+            assert (body["error_code"], body["api_keys"]) == (KafkaError.INVALID_REQUEST, [])
+
+
+def test_an_invalid_software_name_is_refused_before_the_node_it_names_is_checked() -> None:
+    # KafkaApis asks isValid first: INVALID_REQUEST, not REBOOTSTRAP_REQUIRED, for a request wrong on both counts.
+    body, _ = _reply(5, HERE, client_software_name="", cluster_id="cluster-two", node_id=3)
+    assert body["error_code"] == KafkaError.INVALID_REQUEST
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_versions_before_v3_name_no_software_and_are_not_checked(version: int) -> None:
+    payload = memoryview(request_frame(ApiKey.API_VERSIONS, version, 9, {}))[4:]
+    _, answered = api_versions_reply(payload, 9, version, RANGES, FEATURES, HERE)
+    assert answered

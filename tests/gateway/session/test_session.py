@@ -122,6 +122,34 @@ def test_a_bootstrap_link_is_checked_against_the_broker_it_reached(plaintext: Ga
     assert _intends(other, "c2", 8) == KafkaError.REBOOTSTRAP_REQUIRED
 
 
+def _software(driver: Driver, name: str, correlation_id: int) -> dict[str, Any]:
+    driver.send(request_frame(ApiKey.API_VERSIONS, 3, correlation_id, {"client_software_name": name,
+                                                                      "client_software_version": "1"}))
+    ((answered_id, body),) = driver.responses(ApiKey.API_VERSIONS, 3)
+    assert answered_id == correlation_id
+    return body
+
+
+def test_an_invalid_software_name_before_login_is_refused_and_another_api_versions_awaited(
+        alice_sees_a: Gateway) -> None:
+    driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
+    refused = _software(driver, "bad name!", 1)
+    assert (refused["error_code"], refused["api_keys"]) == (KafkaError.INVALID_REQUEST, [])
+    assert driver.closed is None  # Kafka's SASL authenticator answers and waits for a valid ApiVersions
+    assert _software(driver, "fixed-name", 2)["error_code"] == KafkaError.NONE
+    log_in(driver, "alice", "alice-secret", correlation_id=3)
+    assert driver.session.principal is not None and driver.session.principal.name == "alice"
+
+
+def test_an_invalid_software_name_after_login_is_answered_locally_and_the_connection_kept(
+        alice_sees_a: Gateway) -> None:
+    driver = authenticated(alice_sees_a)
+    refused = _software(driver, "", 7)
+    assert (refused["error_code"], refused["api_keys"]) == (KafkaError.INVALID_REQUEST, [])
+    assert _software(driver, "apache-kafka-java", 8)["error_code"] == KafkaError.NONE
+    assert driver.closed is None and driver.upstream_bytes == b""  # never relayed
+
+
 # --- acks=0 --------------------------------------------------------------------------------------
 
 def test_acks_zero_expects_nothing_and_an_upstream_answer_to_it_is_dropped(plaintext: Gateway) -> None:
