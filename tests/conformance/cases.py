@@ -60,6 +60,11 @@ class Case:
     # metadata image has it): a pair that differs is asked again, on both sides, until they agree or a bound
     # runs out.
     eventual: bool = False
+    # Sent as the first request of a fresh connection, before any login (Kafka's SASL authenticator answers it).
+    before_login: bool = False
+    # The top-level response fields compared, where the rest is what each side offers and is compared elsewhere
+    # (a successful ApiVersions: its ranges are the run's version gaps); empty: every field.
+    compared: tuple[str, ...] = ()
 
 
 def _topics_by_name(*names: str) -> Callable[[Names], list[Body]]:
@@ -105,10 +110,25 @@ def _static(body: Body) -> Callable[[Names], Body]:
     return lambda ids: body
 
 
+def _software(name: str, version: str = "1") -> Callable[[Names], Body]:
+    return _static({"client_software_name": name, "client_software_version": version})
+
+
 def _api_versions_cases() -> list[Case]:
-    """ApiVersions v5 (KIP-1242) naming the cluster and node the client means to reach: only the refusals
-    are compared, since a successful answer lists what each side offers (the version gaps, known.py)."""
+    """ApiVersions v3+ naming the client's software (KIP-511), after and before login (Kafka's SASL authenticator
+    checks it too), and v5 (KIP-1242) naming the cluster and node the client means to reach. Of a successful
+    answer only the error code is compared: the rest lists what each side offers (the version gaps, known.py)."""
+    software = [("valid", _software("apache-kafka-java", "4.4.0")), ("invalid_name", _software("bad name!")),
+                ("empty_name", _software("")), ("invalid_version", _software("x", "4.4.0 beta")),
+                ("empty_version", _software("x", ""))]
     return [
+        *(Case(f"api_versions.software_{name}{when}", ApiKey.API_VERSIONS, template, min_version=3,
+               before_login=bool(when), compared=("error_code",) if name == "valid" else ())
+          for name, template in software for when in ("", ".before_login")),
+        # Kafka checks the software name (isValid) before the node named: INVALID_REQUEST, not REBOOTSTRAP_REQUIRED.
+        Case("api_versions.invalid_name_other_cluster", ApiKey.API_VERSIONS, lambda ids: {
+            "client_software_name": "", "client_software_version": "1",
+            "cluster_id": "cf-not-this-cluster", "node_id": ids.node_id}, min_version=5),
         Case("api_versions.node_without_cluster", ApiKey.API_VERSIONS, lambda ids: {
             "client_software_name": "ksgate-conformance", "client_software_version": "1",
             "cluster_id": None, "node_id": ids.node_id}, min_version=5),

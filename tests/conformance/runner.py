@@ -101,6 +101,8 @@ def _compare(kafka: Side, ksgate: Side, case: Case, version: int, principal: str
 
 def _ask(side: Side, case: Case, version: int, principal: str) -> Outcome:
     body = request_body(case.api_key, version, case.template(side))
+    if case.before_login:
+        return side.connection(principal).before_login(case.api_key, version, body)
     return side.connection(principal).exchange(case.api_key, version, body)
 
 
@@ -112,4 +114,6 @@ def _diff(case: Case, version: int, answers: dict[str, Outcome], names: dict[str
     # Fresh placeholders per comparison would hide an id that recurs across requests: keep them per side.
     left = normalize_response(case.api_key, version, kafka.body, names["kafka"])
     right = normalize_response(case.api_key, version, ksgate.body, names["ksgate"])
+    if case.compared:
+        left, right = ({k: v for k, v in side.items() if k in case.compared} for side in (left, right))
     return differences(left, right)

@@ -76,21 +76,37 @@ class Connection:
             return Outcome.closed()
         return Outcome("response", decoded)
 
+    def before_login(self, api_key: int, version: int, body: dict[str, Any]) -> Outcome:
+        """Send one request as the first of a fresh connection, not logged in; its response (or how the
+        connection ended), and the connection closed again."""
+        sock = self._connect()
+        try:
+            sock.sendall(request_frame(api_key, version, 1, body, CLIENT_ID))
+            return Outcome("response", decode_response(self._read_frame(sock), api_key, version)[1])
+        except TimeoutError:
+            return Outcome("timeout")
+        except (ConnectionError, ssl.SSLError, OSError):
+            return Outcome.closed()
+        finally:
+            sock.close()
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
 
     def _open(self) -> socket.socket:
-        host, port = self.endpoint.address.rsplit(":", 1)
-        raw = socket.create_connection((host, int(port)), timeout=self.timeout_s)
-        sock: socket.socket = raw
-        if self.endpoint.tls is not None:
-            sock = self.endpoint.tls.wrap_socket(raw, server_hostname=self.endpoint.server_hostname)
-        self._sock = sock
+        sock = self._sock = self._connect()
         self._api_versions(sock)
         self._login(sock)
         return sock
+
+    def _connect(self) -> socket.socket:
+        host, port = self.endpoint.address.rsplit(":", 1)
+        raw = socket.create_connection((host, int(port)), timeout=self.timeout_s)
+        if self.endpoint.tls is None:
+            return raw
+        return self.endpoint.tls.wrap_socket(raw, server_hostname=self.endpoint.server_hostname)
 
     def _call(self, sock: socket.socket, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
         self._correlation += 1
