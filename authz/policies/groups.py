@@ -574,6 +574,15 @@ def authorize_streams_group_heartbeat(request: Body, version: int, view: AuthzVi
     return Relay()
 
 
+def authorize_streams_group_topology_description_update(request: Body, version: int, view: AuthzView) -> Verdict:
+    """KafkaApis checks READ on the group alone: the topics the description names are not authorized here (the
+    heartbeat's topology was, and StreamsGroupDescribe checks them when the description is read back). The
+    topic guard still refuses a description naming the reserved topic or an illegal name. The refusal carries no
+    message: ApiError.fromThrowable leaves out a message that is the error's default (measured on Kafka 4.4)."""
+    return _gate(_group(view, Op.READ, request["group_id"]), ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE,
+                 version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED, error_message=None)
+
+
 # --- share group offsets (KIP-932, Kafka 4.1) -------------------------------------------------------------------
 
 def authorize_describe_share_group_offsets(request: Body, version: int, view: AuthzView) -> Verdict:
@@ -760,6 +769,7 @@ POLICIES: dict[int, ApiPolicy] = {
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: authorize_delete_share_group_offsets,
     ApiKey.STREAMS_GROUP_HEARTBEAT: authorize_streams_group_heartbeat,
     ApiKey.STREAMS_GROUP_DESCRIBE: authorize_streams_group_describe,
+    ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE: authorize_streams_group_topology_description_update,
     ApiKey.INIT_PRODUCER_ID: authorize_init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: authorize_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: authorize_add_offsets_to_txn,
@@ -821,6 +831,8 @@ TABLE: list[tuple[ApiKey, str, str, str]] = [
     (ApiKey.STREAMS_GROUP_DESCRIBE, "Describe", "Group", "each group; authorized_operations when requested"),
     (ApiKey.STREAMS_GROUP_DESCRIBE, "Describe", "Topic",
      "every topic of the group's topology, else the group fails with TOPIC_AUTHORIZATION_FAILED"),
+    (ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, "Read", "Group",
+     "the group alone: the topics the description names are not authorized (KIP-1331)"),
     (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "Describe", "Group", "each group"),
     (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "Describe", "Topic",
      "each requested topic; with null topics other topics are left out silently"),

@@ -66,6 +66,8 @@ ONLY_OURS: dict[int, set[int]] = {
     # Also newer than kio 0.6.5: ApiVersions v5 (KIP-1242), TxnOffsetCommit v6 (KIP-1319, topics by id),
     # StreamsGroupHeartbeat and StreamsGroupDescribe v1 (KIP-1331), Kafka 4.4, checked against the broker likewise.
     18: {5}, 28: {6}, 88: {1}, 89: {1},
+    # And StreamsGroupTopologyDescriptionUpdate (KIP-1331, Kafka 4.4), an API kio 0.6.5 does not have at all.
+    93: {0},
 }
 # APIs kio has and we do not: broker-to-broker and controller (KRaft) RPCs that a client
 # never sends, so the gateway refuses them without parsing.

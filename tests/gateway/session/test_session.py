@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from authz.model import AclOperation, ResourceType
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.server import Gateway
 from gateway.session import actions as act
@@ -16,6 +17,7 @@ from gateway.stores.file_acls import FileAclStore
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 from protocol.messages import request_frame
+from tests.authz.helpers import acl
 from tests.authz.test_policies_data import entry, request, response
 from tests.gateway.session.session_driver import Driver, ManualClock, gateway_for
 
@@ -148,6 +150,58 @@ def test_an_invalid_software_name_after_login_is_answered_locally_and_the_connec
     assert (refused["error_code"], refused["api_keys"]) == (KafkaError.INVALID_REQUEST, [])
     assert _software(driver, "apache-kafka-java", 8)["error_code"] == KafkaError.NONE
     assert driver.closed is None and driver.upstream_bytes == b""  # never relayed
+
+
+# --- StreamsGroupTopologyDescriptionUpdate (93, KIP-1331) -----------------------------------------------------
+
+STU = ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE
+
+
+@pytest.fixture
+def reads_group_g(tmp_path: Path) -> Gateway:
+    """An authorizer; ANONYMOUS may read group g, and nothing else (no topic at all)."""
+    FileAclStore(tmp_path / "acls.json").add([acl("g", AclOperation.READ, principal="User:ANONYMOUS",
+                                                  resource_type=ResourceType.GROUP)])
+    gateway = gateway_for(tmp_path, **{"authorizer.class.name": "StandardAuthorizer",
+                                       "ksgate.acl.file": str(tmp_path / "acls.json")})
+    assert gateway.ctx.authorization is not None
+    gateway.ctx.authorization.reserved_topics = frozenset({"_ksgate_security"})
+    return gateway
+
+
+def _description_update(group: str, *topics: str) -> bytes:
+    nodes = [{"name": "source", "node_type": 1, "source_topics": list(topics), "sink_topic": None,
+              "stores": [], "successors": []}]
+    return request_frame(STU, 0, 5, request(STU, 0, group_id=group, member_id="m", topology_epoch=1,
+                                            topology_description={"subtopologies": [
+                                                {"subtopology_id": "0", "nodes": nodes}], "global_stores": []}))
+
+
+def test_a_streams_topology_description_is_relayed_with_read_on_the_group_whatever_topics_it_names(
+        reads_group_g: Gateway) -> None:
+    driver = Driver.connect(reads_group_g)
+    assert reads_group_g.ctx.negotiated[STU] == (0, 0)  # offered: a client API, not an inter-broker one
+    driver.send(_description_update("g", "a", "b"))
+    [relayed] = driver.upstream_requests()
+    assert relayed.api_key == STU and relayed.body["group_id"] == "g"
+    driver.answer(relayed, {"throttle_time_ms": 0, "error_code": KafkaError.UNKNOWN_MEMBER_ID, "error_message": None})
+    [(correlation_id, answer)] = driver.responses(STU, 0)
+    assert (correlation_id, answer["error_code"]) == (5, KafkaError.UNKNOWN_MEMBER_ID)
+
+
+def test_a_streams_topology_description_without_read_on_the_group_is_answered_here(reads_group_g: Gateway) -> None:
+    driver = Driver.connect(reads_group_g)
+    driver.send(_description_update("h", "a"))
+    [(_, answer)] = driver.responses(STU, 0)
+    assert answer["error_code"] == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert driver.upstream_bytes == b"" and driver.closed is None
+
+
+def test_a_streams_topology_description_naming_the_reserved_topic_is_never_relayed(reads_group_g: Gateway) -> None:
+    driver = Driver.connect(reads_group_g)
+    driver.send(_description_update("g", "a", "_ksgate_security"))
+    assert driver.closed is not None and "reserved or illegal topic" in str(driver.closed.reason)
+    assert driver.upstream_bytes == b""
 
 
 # --- acks=0 --------------------------------------------------------------------------------------
