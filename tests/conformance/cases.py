@@ -237,6 +237,18 @@ def _topic_admin_cases() -> list[Case]:
     ]
 
 
+def _topology_description(group: str) -> Callable[[Names], Body]:
+    def node(name: str, node_type: int, sources: list[str], sink: str | None) -> Body:
+        return {"name": name, "node_type": node_type, "source_topics": sources, "sink_topic": sink,
+                "stores": [], "successors": []}
+    return _static({"group_id": group, "member_id": "nobody", "topology_epoch": 1, "topology_description": {
+        "subtopologies": [{"subtopology_id": "0", "nodes": [
+            node("KSTREAM-SOURCE-0000000000", 1, ["cf-a", "other"], None),
+            node("KSTREAM-SINK-0000000001", 3, [], "other-out")]}],
+        "global_stores": [{"source": node("KSTREAM-SOURCE-0000000002", 1, ["cf-b"], None),
+                           "processor": node("KTABLE-SOURCE-0000000003", 2, [], None)}]}})
+
+
 def _group_cases() -> list[Case]:
     return [
         Case("find_coordinator.group", ApiKey.FIND_COORDINATOR, _static({
@@ -297,6 +309,9 @@ def _group_cases() -> list[Case]:
                 "subtopology_id": "0", "source_topics": ["cf-a", "other"], "source_topic_regex": [],
                 "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
                 "copartition_groups": []}]}})),
+        # KIP-1331: READ on the group alone authorizes it, whatever topics the description names.
+        *(Case(f"streams_group_topology_description_update.{group}", ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE,
+               _topology_description(group)) for group in ("cf-st", "cf-g", "other-st")),
         Case("describe_share_group_offsets", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, _static({"groups": [
             {"group_id": g, "topics": [{"topic_name": "cf-a", "partitions": [0]}]} for g in ("cf-s", "other-s")]})),
         Case("delete_groups", ApiKey.DELETE_GROUPS, _static({"groups_names": ["cf-empty-g", "other-g", "cf-g"]})),

@@ -57,7 +57,7 @@ VERSION_GAPS: dict[int, str] = {
         ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_QUORUM, ApiKey.UNREGISTER_BROKER, ApiKey.ADD_RAFT_VOTER,
         ApiKey.REMOVE_RAFT_VOTER, ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
         ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
-        93, 94)},  # StreamsGroupTopologyDescriptionUpdate, UnregisterController (Kafka 4.4)
+        94)},  # UnregisterController (Kafka 4.4)
 }
 
 
