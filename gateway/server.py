@@ -159,9 +159,10 @@ class Gateway:
         client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
                                               self.ctx.metrics.upstream_error)
         try:
-            await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
+            versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
             if self.config.upstream.uses_sasl:
                 await client.authenticate(self.config.upstream)
+            self.ctx.cluster.learn_features(await client.latest_api_versions(versions))
             await action(client)
         finally:
             await client.close()
@@ -425,9 +426,11 @@ class Gateway:
 
     async def _logged_in(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
         """The readiness probe after ApiVersions: on a SASL upstream, the gateway's own login too, since
-        ApiVersions needs none and a rotated service credential would otherwise look healthy."""
+        ApiVersions needs none and a rotated service credential would otherwise look healthy. The answer's
+        feature levels replace the known ones: a level changed with kafka-features while the gateway runs."""
         if self.config.upstream.uses_sasl:
             await client.authenticate(self.config.upstream)
+        self.ctx.cluster.learn_features(await client.latest_api_versions(versions))
 
     async def probe_upstream(self) -> None:
         """Learn the upstream's API versions and brokers; fail start-up if none answers."""
@@ -445,6 +448,7 @@ class Gateway:
                                         self.ctx.authorization is not None)
         if self.config.upstream.uses_sasl:
             await client.authenticate(self.config.upstream)
+        self.ctx.cluster.learn_features(await client.latest_api_versions(versions))
         metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
         metadata = await client.request(ApiKey.METADATA, metadata_version, {
             "topics": [], "allow_auto_topic_creation": False,

@@ -61,6 +61,7 @@ class ServedNode:
 NOT_CHECKED = ServedNode()
 _SOFTWARE_FROM = 3  # ApiVersions v3 (KIP-511) names the client's software and its version
 _INTENDED_FROM = 5  # ApiVersions v5 (Kafka 4.4) names the cluster and node the client means to reach
+_LEVEL_0_FROM = 4  # ApiVersions v4 (KAFKA-17011) lists supported features whose lowest level is 0
 # What Kafka accepts as a software name or version: letters, digits, '-' and '.', starting and ending with a
 # letter or digit (so never empty). The character classes are ASCII, as in Java's default regex flags.
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?")
@@ -89,9 +90,25 @@ def api_versions_reply(payload: memoryview, correlation_id: int, version: int, r
         "error_code": KafkaError.NONE,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(ranges.items())],
         "throttle_time_ms": 0,
-        **features,
+        **features_at(features, version),
     }
     return encode_response_header(correlation_id, 0) + bytes(_codec(version).encode(body)), True
+
+
+def features_at(features: Mapping[str, Any], version: int) -> Mapping[str, Any]:
+    """The upstream's feature fields as Kafka 4.4 answers them at ``version`` (ApiVersionsResponse): below v4
+    without the supported features whose lowest level is 0, which older clients failed to read
+    (KAFKA-17011); finalized features at level 0 at no version. Once per connection, a few items."""
+    supported = features.get("supported_features")
+    finalized = features.get("finalized_features")
+    if version >= _LEVEL_0_FROM and not any(f["max_version_level"] == 0 for f in finalized or ()):
+        return features
+    shown = dict(features)
+    if supported is not None and version < _LEVEL_0_FROM:
+        shown["supported_features"] = [f for f in supported if f["min_version"] != 0]
+    if finalized is not None:
+        shown["finalized_features"] = [f for f in finalized if f["max_version_level"] != 0]
+    return shown
 
 
 def request_error(payload: memoryview, version: int, served: ServedNode) -> KafkaError | None:

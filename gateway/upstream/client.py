@@ -22,6 +22,7 @@ from gateway.upstream.login import CLIENT_ID, UpstreamAuthError, reauthenticatio
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.messages import decode_response, request_frame
+from protocol.registry import api
 
 # Why the upstream did not serve the gateway, as logs and /readyz name it: "tls" (the handshake
 # failed: a certificate not trusted, a host name it does not cover, our certificate refused),
@@ -54,6 +55,15 @@ ErrorSink = Callable[[str], None]
 TLS_RECORD_TYPES = frozenset({0x15, 0x16})
 
 
+def highest_common_api_versions(answer: dict[str, Any]) -> int:
+    """The highest ApiVersions version the upstream's answer offers and the gateway's schema knows."""
+    schema = api(ApiKey.API_VERSIONS)
+    assert schema is not None
+    ours = schema.max_version
+    offered = [k["max_version"] for k in answer["api_keys"] if k["api_key"] == ApiKey.API_VERSIONS]
+    return max(_API_VERSIONS_FIRST, min(ours, offered[0])) if offered else _API_VERSIONS_FIRST
+
+
 def tls_failure(exc: BaseException, timeout_s: float) -> str:
     """What a failed TLS handshake with the upstream means, and what to check (never an empty reason)."""
     if isinstance(exc, ssl.SSLCertVerificationError):
@@ -74,6 +84,10 @@ def tls_failure(exc: BaseException, timeout_s: float) -> str:
 
 # Told to the upstream in every ApiVersions of the gateway's own (KIP-511 client software).
 CLIENT_SOFTWARE = {"client_software_name": "ksgate", "client_software_version": "0.1.0"}
+# ApiVersions v3 is what any broker of the last years answers (KIP-511), but from v4 Kafka also lists the
+# features whose lowest supported level is 0 (KAFKA-17011): the gateway asks again (after its login) at the
+# highest version both sides speak when the v3 answer offers one.
+_API_VERSIONS_FIRST = 3
 
 T = TypeVar("T")
 
@@ -130,6 +144,16 @@ class UpstreamClient:
         if self._reauthenticate_at is not None and self._clock() >= self._reauthenticate_at:
             await self._reauthenticate()
         return await self._exchange(api_key, version, body)
+
+    async def latest_api_versions(self, first: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's ApiVersions answer at the highest version both sides speak, given its answer at v3:
+        that one when v3 is the highest, else a second answer. Called after the login on a SASL upstream, as
+        Kafka's SASL authenticator takes a single ApiVersions before the handshake (KafkaApis answers any later)."""
+        version = highest_common_api_versions(first)
+        if version <= _API_VERSIONS_FIRST:
+            return first
+        # v5 may name the cluster and node meant (KIP-1242): the gateway names neither, so no broker refuses it.
+        return await self.request(ApiKey.API_VERSIONS, version, {**CLIENT_SOFTWARE, "cluster_id": None, "node_id": -1})
 
     async def _exchange(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
         correlation_id = self._next_correlation
@@ -287,7 +311,7 @@ async def first_answering_bootstrap(
             continue
         reached = True
         try:
-            versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
+            versions = await client.request(ApiKey.API_VERSIONS, _API_VERSIONS_FIRST, CLIENT_SOFTWARE)
             return await then(client, versions)
         except UpstreamError as exc:
             failed.add(str(exc), exc.cause, exc.retriable)

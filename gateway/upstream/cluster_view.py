@@ -19,7 +19,8 @@ class ClusterView:
     # The upstream cluster's id (Metadata v2+): what an ApiVersions v5 request naming a cluster is checked against.
     cluster_id: str | None = None
     api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
-    # Feature fields of the upstream's ApiVersions response, passed on to clients.
+    # Feature fields of the upstream's ApiVersions response at the highest version both speak (v4+ lists the
+    # features whose lowest level is 0), passed on to clients as Kafka filters them for each client's version.
     features: dict[str, Any] = field(default_factory=dict)
     # Topic ids seen in Metadata/DescribeTopicPartitions responses: how requests naming
     # topics by id are authorized by name. Replaced whole when it changes, never edited, so a
@@ -56,6 +57,11 @@ class ClusterView:
 
     def learn_api_versions(self, response: dict[str, Any]) -> None:
         self.api_ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+        self.learn_features(response)
+
+    def learn_features(self, response: dict[str, Any]) -> None:
+        """The feature fields of an ApiVersions answer (a level changed with kafka-features shows in the next
+        one). Replaced whole, never edited, as topic_names."""
         self.features = {key: response[key] for key in
                          ("supported_features", "finalized_features_epoch", "finalized_features")
                          if key in response}

@@ -324,3 +324,41 @@ def test_versions_before_v3_name_no_software_and_are_not_checked(version: int) -
     payload = memoryview(request_frame(ApiKey.API_VERSIONS, version, 9, {}))[4:]
     _, answered = api_versions_reply(payload, 9, version, RANGES, FEATURES, HERE)
     assert answered
+
+
+# --- The upstream's features as Kafka 4.4 lists them per version (ApiVersionsResponse, KAFKA-17011) ---------------
+
+UPSTREAM_FEATURES = {
+    "supported_features": [{"name": "metadata.version", "min_version": 7, "max_version": 29},
+                           {"name": "group.version", "min_version": 0, "max_version": 1},
+                           {"name": "share.version", "min_version": 0, "max_version": 1}],
+    "finalized_features_epoch": 42,
+    "finalized_features": [{"name": "metadata.version", "max_version_level": 29, "min_version_level": 29},
+                           {"name": "group.version", "max_version_level": 1, "min_version_level": 1},
+                           {"name": "share.version", "max_version_level": 0, "min_version_level": 0}],
+}
+
+
+def _features(version: int) -> dict[str, Any]:
+    named = {"cluster_id": None, "node_id": -1} if version >= 5 else {}
+    payload = memoryview(request_frame(ApiKey.API_VERSIONS, version, 9, {**SOFTWARE, **named}))[4:]
+    answer, _ = api_versions_reply(payload, 9, version, RANGES, UPSTREAM_FEATURES, HERE)
+    _, offset = decode_response_header(memoryview(answer), 0)
+    schema = api(ApiKey.API_VERSIONS)
+    assert schema is not None
+    return schema.response_codec(version).decode(memoryview(answer)[offset:])
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_v4_and_later_list_the_supported_features_whose_lowest_level_is_0(version: int) -> None:
+    body = _features(version)
+    assert [f["name"] for f in body["supported_features"]] == ["metadata.version", "group.version", "share.version"]
+    assert [f["name"] for f in body["finalized_features"]] == ["metadata.version", "group.version"]
+    assert body["finalized_features_epoch"] == 42
+
+
+def test_v3_leaves_out_the_supported_features_whose_lowest_level_is_0() -> None:
+    body = _features(3)
+    assert [f["name"] for f in body["supported_features"]] == ["metadata.version"]
+    # Finalized features are filtered alike at every version: only a level of 0 is left out.
+    assert [f["name"] for f in body["finalized_features"]] == ["metadata.version", "group.version"]

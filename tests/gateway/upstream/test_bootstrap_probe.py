@@ -107,3 +107,58 @@ async def test_the_cause_is_the_refusal_of_the_gateway_rather_than_a_server_that
     assert isinstance(logged_out, NoBootstrapAnswered) and logged_out.cause == "authentication"
     assert isinstance(nobody, NoBootstrapAnswered) and nobody.cause == "unreachable"
     assert isinstance(not_kafka, NoBootstrapAnswered) and not_kafka.cause == "protocol"
+
+
+# --- ApiVersions at the highest version both sides speak (Kafka lists level-0 features from v4) ----------------
+
+def _features_answer(offered_max: int, asked: list[int]) -> Callable[[bytes], bytes]:
+    """A broker offering ApiVersions up to ``offered_max``, answering each request at its version; like Kafka,
+    a supported feature whose lowest level is 0 (group.version) only from v4 (KAFKA-17011)."""
+    def answer(request: bytes) -> bytes:
+        version, correlation_id = struct.unpack(">hi", request[2:8])
+        asked.append(version)
+        supported = [{"name": "metadata.version", "min_version": 7, "max_version": 29}]
+        if version >= 4:
+            supported.append({"name": "group.version", "min_version": 0, "max_version": 1})
+        body = {"error_code": 0, "throttle_time_ms": 0, "supported_features": supported,
+                "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": 0, "max_version": offered_max}]}
+        return response_frame(ApiKey.API_VERSIONS, version, correlation_id, body)
+    return answer
+
+
+@asynccontextmanager
+async def answering_each_request(answer: Callable[[bytes], bytes]) -> AsyncIterator[tuple[str, int]]:
+    """A fake upstream that answers every request frame of a connection, in order."""
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                writer.write(answer(await reader.readexactly(size)))
+                await writer.drain()
+        except asyncio.IncompleteReadError:  # the client closed
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        yield "127.0.0.1", server.sockets[0].getsockname()[1]
+
+
+async def supported_names(client: UpstreamClient, versions: dict[str, Any]) -> list[str]:
+    """What the gateway learns after its login: the answer at the highest version both sides speak."""
+    return [f["name"] for f in (await client.latest_api_versions(versions))["supported_features"]]
+
+
+async def test_api_versions_is_asked_again_at_the_highest_common_version_for_level_0_features() -> None:
+    asked: list[int] = []
+    async with answering_each_request(_features_answer(5, asked)) as server:
+        names = await probe([server], supported_names, [])
+    assert asked == [3, 5]
+    assert names == ["metadata.version", "group.version"]
+
+
+async def test_an_upstream_offering_api_versions_v3_alone_is_asked_once() -> None:
+    asked: list[int] = []
+    async with answering_each_request(_features_answer(3, asked)) as server:
+        names = await probe([server], supported_names, [])
+    assert asked == [3]
+    assert names == ["metadata.version"]
