@@ -114,16 +114,21 @@ def _software(name: str, version: str = "1") -> Callable[[Names], Body]:
     return _static({"client_software_name": name, "client_software_version": version})
 
 
+_API_VERSIONS_COMPARED = ("error_code", "supported_features", "finalized_features_epoch", "finalized_features",
+                          "zk_migration_ready")
+
+
 def _api_versions_cases() -> list[Case]:
     """ApiVersions v3+ naming the client's software (KIP-511), after and before login (Kafka's SASL authenticator
     checks it too), and v5 (KIP-1242) naming the cluster and node the client means to reach. Of a successful
-    answer only the error code is compared: the rest lists what each side offers (the version gaps, known.py)."""
+    answer the error code and the features are compared (as Kafka lists them for each version: from v4 also
+    those whose lowest level is 0); the API ranges list what each side offers (the version gaps, known.py)."""
     software = [("valid", _software("apache-kafka-java", "4.4.0")), ("invalid_name", _software("bad name!")),
                 ("empty_name", _software("")), ("invalid_version", _software("x", "4.4.0 beta")),
                 ("empty_version", _software("x", ""))]
     return [
         *(Case(f"api_versions.software_{name}{when}", ApiKey.API_VERSIONS, template, min_version=3,
-               before_login=bool(when), compared=("error_code",) if name == "valid" else ())
+               before_login=bool(when), compared=_API_VERSIONS_COMPARED if name == "valid" else ())
           for name, template in software for when in ("", ".before_login")),
         # Kafka checks the software name (isValid) before the node named: INVALID_REQUEST, not REBOOTSTRAP_REQUIRED.
         Case("api_versions.invalid_name_other_cluster", ApiKey.API_VERSIONS, lambda ids: {

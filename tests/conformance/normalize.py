@@ -1,8 +1,8 @@
 """What legitimately differs between two servers' answers, taken out before they are compared.
 
 Only these are normalised (docs/kafka-differences.md says why each may differ):
-- where the broker is: node ids, hosts, ports (fields annotated ``entity=brokerId/brokerHost/brokerPort``)
-  and the cluster id;
+- where the broker is: node ids, hosts, ports (fields annotated ``entity=brokerId/brokerHost/brokerPort``),
+  the cluster id, and the epoch of its finalized features (its metadata log's offset when they were read);
 - throttle times, and timestamps the servers take from their clocks;
 - ids the servers generate: topic ids, producer ids, member ids, delegation token ids and HMACs, other UUIDs.
   Each side's ids become placeholders in order of first appearance, so an id that recurs (a topic id in
@@ -26,6 +26,7 @@ from protocol.schema import FieldSpec
 
 ZERO_UUID = uuid.UUID(int=0)
 NODE, HOST, PORT, CLUSTER, TIME, MESSAGE = "<node>", "<host>", "<port>", "<cluster>", "<time>", "<message>"
+FEATURES_EPOCH = "<features-epoch>"
 
 _GENERATED_STRINGS = frozenset({"member_id", "leader", "token_id", "group_instance_id_generated"})
 _GENERATED_BYTES = frozenset({"hmac"})
@@ -73,6 +74,7 @@ UNORDERED: dict[int, frozenset[str]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: frozenset({"groups"}),
     ApiKey.SHARE_GROUP_DESCRIBE: frozenset({"groups"}),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: frozenset({"client_metrics_resources"}),
+    ApiKey.API_VERSIONS: frozenset({"supported_features", "finalized_features"}),  # Kafka's: a map's order
 }
 # Where each side's broker keeps its data, and how full that disk is: the two Kafkas differ there.
 _HOST_FACTS = {"log_dir": "<dir>", "total_bytes": "<bytes>", "usable_bytes": "<bytes>"}
@@ -138,6 +140,8 @@ def _scalar(spec: FieldSpec, value: Any, ids: Placeholders) -> Any:
         return 0
     if name == "cluster_id":
         return CLUSTER
+    if name == "finalized_features_epoch":  # -1 (unknown) stays: a side that knows none differs
+        return FEATURES_EPOCH if isinstance(value, int) and value >= 0 else value
     if name in _HOST_FACTS:
         return _HOST_FACTS[name]
     if isinstance(value, uuid.UUID):

@@ -11,6 +11,7 @@ from pathlib import Path
 from authz.model import AclOperation, ResourceType
 from gateway.commands.java_client_files import java_client_properties
 from gateway.stores.file_acls import FileAclStore
+from tests.apache_kafka import KafkaBroker
 from tests.gateway.upstream.conftest import JavaGateway
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -21,6 +22,8 @@ CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 TOKENS = "org.apache.kafka.tools.DelegationTokenCommand"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
+FEATURES = "org.apache.kafka.tools.FeatureCommand"
+_EPOCH = re.compile(r"\s*Epoch: -?\d+")  # the broker's metadata offset when it read the levels: moves on
 
 
 def _name(prefix: str) -> str:
@@ -161,3 +164,17 @@ def test_a_password_with_quotes_and_backslashes_logs_in_from_the_written_java_fi
         java_gateway.bootstrap, "SASL_SSL", user=user, password=password,
         ca_pem=java_gateway.plan.directory / "ca.pem"))
     java_gateway.java.tool(TOPICS, java_gateway.bootstrap, dave, "--list")  # exits 0 only once logged in
+
+
+def test_kafka_features_describes_through_ksgate_what_kafka_lists_directly(
+        java_gateway: JavaGateway, kafka: KafkaBroker, tmp_path: Path) -> None:
+    """Admin.describeFeatures (ApiVersions v5 from Kafka 4.4's client) sees the features whose lowest level is 0
+    (group.version, share.version...) through ksgate as it sees them at the broker itself."""
+    java = java_gateway.java
+    plain = tmp_path / "plain.properties"
+    plain.write_text("")
+    direct = java.tool(FEATURES, kafka.bootstrap("PLAINTEXT"), plain, "describe").stdout
+    through = java.tool(FEATURES, java_gateway.bootstrap, java_gateway.properties("alice"), "describe").stdout
+    assert "Feature: group.version" in direct  # what this test is about is there to be seen
+    assert sorted(_EPOCH.sub("", line) for line in through.splitlines()) == \
+        sorted(_EPOCH.sub("", line) for line in direct.splitlines())
