@@ -362,3 +362,24 @@ def test_v3_leaves_out_the_supported_features_whose_lowest_level_is_0() -> None:
     assert [f["name"] for f in body["supported_features"]] == ["metadata.version"]
     # Finalized features are filtered alike at every version: only a level of 0 is left out.
     assert [f["name"] for f in body["finalized_features"]] == ["metadata.version", "group.version"]
+
+
+def test_the_readiness_probe_replaces_feature_levels_the_upstream_no_longer_lists(gateway: GatewayThread) -> None:
+    """A level changed with kafka-features while the gateway runs reaches clients at the next probe: here the
+    gateway is made to hold a level Tansu (which finalizes none) never gave, and the probe's answer replaces it."""
+    cluster = gateway.gateway.ctx.cluster
+    learned = cluster.features
+    stale = {**learned, "finalized_features_epoch": 99,
+             "finalized_features": [{"name": "group.version", "max_version_level": 1, "min_version_level": 1}]}
+    gateway.call(setattr, cluster, "features", stale)
+    try:
+        assert gateway.loop is not None
+        failure = asyncio.run_coroutine_threadsafe(gateway.gateway._bootstrap_answers(), gateway.loop).result(10)
+        assert failure is None
+        client = WireClient(gateway.bootstrap)
+        client.send(request_frame(ApiKey.API_VERSIONS, 4, 1, SOFTWARE))
+        _, body = client.read_response(ApiKey.API_VERSIONS, 4)
+        client.close()
+        assert body["finalized_features"] == [] and body["finalized_features_epoch"] == -1
+    finally:
+        gateway.call(setattr, cluster, "features", learned)
