@@ -162,7 +162,7 @@ class Gateway:
             versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
             if self.config.upstream.uses_sasl:
                 await client.authenticate(self.config.upstream)
-            self.ctx.cluster.learn_features(await client.latest_api_versions(versions))
+            await self._learn_features(client, versions)
             await action(client)
         finally:
             await client.close()
@@ -430,7 +430,12 @@ class Gateway:
         feature levels replace the known ones: a level changed with kafka-features while the gateway runs."""
         if self.config.upstream.uses_sasl:
             await client.authenticate(self.config.upstream)
+        await self._learn_features(client, versions)
+
+    async def _learn_features(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
+        """The upstream's feature levels at the highest ApiVersions version both speak (after the login)."""
         self.ctx.cluster.learn_features(await client.latest_api_versions(versions))
+        self.ctx.upstream_health.features_read = asyncio.get_running_loop().time()
 
     async def probe_upstream(self) -> None:
         """Learn the upstream's API versions and brokers; fail start-up if none answers."""
@@ -448,7 +453,7 @@ class Gateway:
                                         self.ctx.authorization is not None)
         if self.config.upstream.uses_sasl:
             await client.authenticate(self.config.upstream)
-        self.ctx.cluster.learn_features(await client.latest_api_versions(versions))
+        await self._learn_features(client, versions)
         metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
         metadata = await client.request(ApiKey.METADATA, metadata_version, {
             "topics": [], "allow_auto_topic_creation": False,

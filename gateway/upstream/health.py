@@ -11,6 +11,9 @@ from dataclasses import dataclass
 # The periodic probe runs at most this often (and at least three times per timeout).
 MAX_PROBE_INTERVAL_S = 5.0
 MIN_PROBE_INTERVAL_S = 0.1
+# The probe also reads the upstream's feature levels (ApiVersions), which clients get from the gateway: under
+# steady client traffic it still runs this often, so a level changed with kafka-features reaches them within it.
+FEATURES_REFRESH_S = 60.0
 
 
 @dataclass(slots=True)
@@ -21,6 +24,8 @@ class UpstreamHealth:
     last_answer: float | None = None  # loop time of the latest answer; None: none yet
     # Why the latest probe failed (cleared by an answer): /readyz names the cause, not only the silence.
     last_failure: str | None = None
+    # Loop time the gateway last read the upstream's feature levels; None: never (start-up reads them).
+    features_read: float | None = None
 
     @property
     def probe_interval_s(self) -> float:
@@ -38,7 +43,10 @@ class UpstreamHealth:
         return None if self.last_answer is None else now - self.last_answer
 
     def needs_probe(self, now: float) -> bool:
-        """False when a client link proved the upstream alive recently enough: no probe needed."""
+        """False when a client link proved the upstream alive recently enough and the feature levels were read
+        less than FEATURES_REFRESH_S ago: no probe needed."""
+        if self.features_read is not None and now - self.features_read >= FEATURES_REFRESH_S:
+            return True
         silent = self.silent_for(now)
         return silent is None or silent >= self.probe_interval_s
 

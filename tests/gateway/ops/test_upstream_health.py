@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.upstream.health import MAX_PROBE_INTERVAL_S, UpstreamHealth
+from gateway.upstream.health import FEATURES_REFRESH_S, MAX_PROBE_INTERVAL_S, UpstreamHealth
 
 
 def test_not_ready_before_any_answer_and_ready_right_after_one() -> None:
@@ -45,3 +45,13 @@ def test_the_problem_names_the_latest_probe_failure_until_an_answer() -> None:
     assert problem.endswith("the latest probe: upstream refused the gateway's credentials: invalid credentials")
     health.answered(102.5)
     assert health.problem(104.0) is not None and "latest probe" not in (health.problem(104.0) or "")
+
+
+def test_under_client_traffic_the_probe_still_rereads_the_feature_levels_once_a_minute() -> None:
+    health = UpstreamHealth(timeout_s=3.0)
+    health.features_read = 0.0
+    for now in (10.0, 30.0, FEATURES_REFRESH_S - 0.5):  # client links keep answering
+        health.answered(now)
+        assert not health.needs_probe(now + 0.1)
+    health.answered(FEATURES_REFRESH_S)
+    assert health.needs_probe(FEATURES_REFRESH_S)
