@@ -153,7 +153,9 @@ class UpstreamClient:
         if version <= _API_VERSIONS_FIRST:
             return first
         # v5 may name the cluster and node meant (KIP-1242): the gateway names neither, so no broker refuses it.
-        return await self.request(ApiKey.API_VERSIONS, version, {**CLIENT_SOFTWARE, "cluster_id": None, "node_id": -1})
+        named = {**CLIENT_SOFTWARE, "cluster_id": None, "node_id": -1}
+        latest = await self.request(ApiKey.API_VERSIONS, version, named)
+        return first if latest["error_code"] else latest  # a refusal lists no features: keep what v3 gave
 
     async def _exchange(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
         correlation_id = self._next_correlation

@@ -111,7 +111,7 @@ async def test_the_cause_is_the_refusal_of_the_gateway_rather_than_a_server_that
 
 # --- ApiVersions at the highest version both sides speak (Kafka lists level-0 features from v4) ----------------
 
-def _features_answer(offered_max: int, asked: list[int]) -> Callable[[bytes], bytes]:
+def _features_answer(offered_max: int, asked: list[int], later_error: int = 0) -> Callable[[bytes], bytes]:
     """A broker offering ApiVersions up to ``offered_max``, answering each request at its version; like Kafka,
     a supported feature whose lowest level is 0 (group.version) only from v4 (KAFKA-17011)."""
     def answer(request: bytes) -> bytes:
@@ -120,7 +120,7 @@ def _features_answer(offered_max: int, asked: list[int]) -> Callable[[bytes], by
         supported = [{"name": "metadata.version", "min_version": 7, "max_version": 29}]
         if version >= 4:
             supported.append({"name": "group.version", "min_version": 0, "max_version": 1})
-        body = {"error_code": 0, "throttle_time_ms": 0, "supported_features": supported,
+        body = {"error_code": later_error if version > 3 else 0, "throttle_time_ms": 0, "supported_features": supported,
                 "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": 0, "max_version": offered_max}]}
         return response_frame(ApiKey.API_VERSIONS, version, correlation_id, body)
     return answer
@@ -161,4 +161,12 @@ async def test_an_upstream_offering_api_versions_v3_alone_is_asked_once() -> Non
     async with answering_each_request(_features_answer(3, asked)) as server:
         names = await probe([server], supported_names, [])
     assert asked == [3]
+    assert names == ["metadata.version"]
+
+
+async def test_a_refused_second_api_versions_keeps_what_v3_listed() -> None:
+    asked: list[int] = []
+    async with answering_each_request(_features_answer(5, asked, later_error=35)) as server:
+        names = await probe([server], supported_names, [])
+    assert asked == [3, 5]
     assert names == ["metadata.version"]
