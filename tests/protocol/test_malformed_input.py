@@ -348,11 +348,17 @@ def test_huge_declared_lengths_raise_without_allocating(site: Site) -> None:
     for n in huge:
         for tail in (b"\x00\x01\x02", site.suffix, filler * min(64 * 1024, n // 2)):
             data = site.prefix + _length_bytes(site, n) + tail
-            started = time.perf_counter()
-            with heap_peak() as peak, pytest.raises(DecodeError):
-                codec.decode(data)
-            assert time.perf_counter() - started < MAX_DECODE_SECONDS
-            assert peak[0] < 16 * 1024, f"{peak[0]} bytes allocated for a {len(data)}-byte input"
+            peaks = []
+            # The least of three tries: tracemalloc counts every thread's allocations (a thread an earlier
+            # test left winding down, in a full run), while a decoder that builds for the declared
+            # length does so on every try.
+            for _ in range(3):
+                started = time.perf_counter()
+                with heap_peak() as peak, pytest.raises(DecodeError):
+                    codec.decode(data)
+                assert time.perf_counter() - started < MAX_DECODE_SECONDS
+                peaks.append(peak[0])
+            assert min(peaks) < 16 * 1024, f"{peaks} bytes allocated for a {len(data)}-byte input"
 
 
 @pytest.mark.parametrize("site", ARRAY_SITES)
