@@ -59,6 +59,7 @@ from gateway.transport.client_connection import ClientConnection
 from gateway.transport.hash_scheduler import HashScheduler
 from gateway.transport.verification_pool import VerificationPool
 from gateway.upstream.client import (
+    API_VERSIONS_FIRST,
     CLIENT_SOFTWARE,
     NoBootstrapAnswered,
     UpstreamClient,
@@ -159,10 +160,8 @@ class Gateway:
         client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
                                               self.ctx.metrics.upstream_error)
         try:
-            versions = await client.request(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE)
-            if self.config.upstream.uses_sasl:
-                await client.authenticate(self.config.upstream)
-            await self._learn_features(client, versions)
+            versions = await client.request(ApiKey.API_VERSIONS, API_VERSIONS_FIRST, CLIENT_SOFTWARE)
+            await self._logged_in(client, versions)
             await action(client)
         finally:
             await client.close()
@@ -425,9 +424,9 @@ class Gateway:
         return outcome if isinstance(outcome, NoBootstrapAnswered) else None
 
     async def _logged_in(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
-        """The readiness probe after ApiVersions: on a SASL upstream, the gateway's own login too, since
-        ApiVersions needs none and a rotated service credential would otherwise look healthy. The answer's
-        feature levels replace the known ones: a level changed with kafka-features while the gateway runs."""
+        """After ApiVersions (start-up, the readiness probe, a topic refresh): on a SASL upstream, the gateway's
+        own login, since ApiVersions needs none and a rotated service credential would otherwise look healthy;
+        then the feature levels, which replace the known ones (a level changed with kafka-features)."""
         if self.config.upstream.uses_sasl:
             await client.authenticate(self.config.upstream)
         await self._learn_features(client, versions)
@@ -451,9 +450,7 @@ class Gateway:
         self.ctx.cluster.learn_api_versions(versions)
         self.ctx.negotiated = negotiate(self.ctx.routes, self.ctx.cluster.api_ranges,
                                         self.ctx.authorization is not None)
-        if self.config.upstream.uses_sasl:
-            await client.authenticate(self.config.upstream)
-        await self._learn_features(client, versions)
+        await self._logged_in(client, versions)
         metadata_version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
         metadata = await client.request(ApiKey.METADATA, metadata_version, {
             "topics": [], "allow_auto_topic_creation": False,

@@ -61,7 +61,7 @@ def highest_common_api_versions(answer: dict[str, Any]) -> int:
     assert schema is not None
     ours = schema.max_version
     offered = [k["max_version"] for k in answer["api_keys"] if k["api_key"] == ApiKey.API_VERSIONS]
-    return max(_API_VERSIONS_FIRST, min(ours, offered[0])) if offered else _API_VERSIONS_FIRST
+    return max(API_VERSIONS_FIRST, min(ours, offered[0])) if offered else API_VERSIONS_FIRST
 
 
 def tls_failure(exc: BaseException, timeout_s: float) -> str:
@@ -87,7 +87,7 @@ CLIENT_SOFTWARE = {"client_software_name": "ksgate", "client_software_version": 
 # ApiVersions v3 is what any broker of the last years answers (KIP-511), but from v4 Kafka also lists the
 # features whose lowest supported level is 0 (KAFKA-17011): the gateway asks again (after its login) at the
 # highest version both sides speak when the v3 answer offers one.
-_API_VERSIONS_FIRST = 3
+API_VERSIONS_FIRST = 3
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ class UpstreamClient:
         that one when v3 is the highest, else a second answer. Called after the login on a SASL upstream, as
         Kafka's SASL authenticator takes a single ApiVersions before the handshake (KafkaApis answers any later)."""
         version = highest_common_api_versions(first)
-        if version <= _API_VERSIONS_FIRST:
+        if version <= API_VERSIONS_FIRST:
             return first
         # v5 may name the cluster and node meant (KIP-1242): the gateway names neither, so no broker refuses it.
         named = {**CLIENT_SOFTWARE, "cluster_id": None, "node_id": -1}
@@ -313,7 +313,7 @@ async def first_answering_bootstrap(
             continue
         reached = True
         try:
-            versions = await client.request(ApiKey.API_VERSIONS, _API_VERSIONS_FIRST, CLIENT_SOFTWARE)
+            versions = await client.request(ApiKey.API_VERSIONS, API_VERSIONS_FIRST, CLIENT_SOFTWARE)
             return await then(client, versions)
         except UpstreamError as exc:
             failed.add(str(exc), exc.cause, exc.retriable)

@@ -56,8 +56,9 @@ class ClusterView:
         return known is None
 
     def learn_api_versions(self, response: dict[str, Any]) -> None:
+        """The API ranges of an ApiVersions answer (its features: ``learn_features``, given the answer at the
+        highest version both sides speak)."""
         self.api_ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
-        self.learn_features(response)
 
     def learn_features(self, response: dict[str, Any]) -> None:
         """The feature fields of an ApiVersions answer (a level changed with kafka-features shows in the next
