@@ -300,6 +300,10 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.upstream.startup.timeout.ms": (_int, 30_000),
     # /readyz is 503 while no upstream broker has answered for this long
     "ksgate.readiness.upstream.timeout.ms": (_int, 15_000),
+    # topics whose id and partition count the gateway keeps (ids: how requests naming topics by id are
+    # authorized; counts: what controller_mutation_rate counts), and how often it lists every topic anew
+    "ksgate.topic.cache.max.topics": (_int, 500_000),
+    "ksgate.topic.cache.refresh.ms": (_int, 300_000),
 }
 # Keys a listener may override with listener.name.<name>.<key>, as Kafka spells them.
 # TLS keys are validated by auth.tls when the listener's context is built.
@@ -437,7 +441,8 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
                     "connection.buffer.max.bytes", "shutdown.timeout.ms", "sasl.server.max.receive.size",
                     "ksgate.authentication.timeout.ms", "ksgate.security.store.load.timeout.ms",
                     "ksgate.security.store.fetch.max.wait.ms",
-                    "ksgate.readiness.upstream.timeout.ms", "quota.window.num", "quota.window.size.seconds")
+                    "ksgate.readiness.upstream.timeout.ms", "quota.window.num", "quota.window.size.seconds",
+                    "ksgate.topic.cache.max.topics", "ksgate.topic.cache.refresh.ms")
     if settings["ksgate.upstream.startup.timeout.ms"] < 0:
         raise ConfigError(f"ksgate.upstream.startup.timeout.ms: must not be negative, "
                           f"got {settings['ksgate.upstream.startup.timeout.ms']}")

@@ -106,6 +106,7 @@ class Gateway:
     ACL_POLL_S = 0.5
     TOPIC_REFRESH_MIN_INTERVAL_S = 1.0
     _last_topic_refresh: float = 0.0
+    _topics_truncated: bool = False  # the latest topic listing had more than ksgate.topic.cache.max.topics
     # Start-up retries of an upstream that does not answer yet: first delay, doubling up to the max.
     STARTUP_RETRY_S = 0.5
     STARTUP_RETRY_MAX_S = 5.0
@@ -122,11 +123,12 @@ class Gateway:
         cluster = self.ctx.cluster
         for node_id, host, port in found.nodes:
             self._learn_node(node_id, host, port)
+        relist = found.refresh_topic_ids
         if found.topic_ids:
-            cluster.learn_topic_ids(found.topic_ids)
+            relist |= cluster.learn_topic_ids(found.topic_ids)
         if found.partition_counts:
-            cluster.learn_partition_counts(found.partition_counts)
-        if found.refresh_topic_ids:
+            relist |= cluster.learn_partition_counts(found.partition_counts)
+        if relist:
             self._request_topic_refresh()
 
     def _learn_node(self, node_id: int, host: str, port: int) -> None:
@@ -139,7 +141,13 @@ class Gateway:
         if self._stopping or now - self._last_topic_refresh < self.TOPIC_REFRESH_MIN_INTERVAL_S:
             return
         self._last_topic_refresh = now
-        self._tasks.append(asyncio.get_running_loop().create_task(self._refresh_topics()))
+        task = asyncio.get_running_loop().create_task(self._refresh_topics())
+        self._tasks.append(task)  # cancelled at shutdown; dropped once done (one a second at most, for ever)
+        task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
 
     async def _refresh_topics(self) -> None:
         try:
@@ -147,12 +155,27 @@ class Gateway:
         except (UpstreamError, UpstreamAuthError) as exc:
             log.warning("topic_refresh_failed", error=str(exc))
 
+    async def _list_topics_periodically(self) -> None:
+        """Every ksgate.topic.cache.refresh.ms, list every topic: the learned maps forget deleted topics."""
+        interval = self.config.settings["ksgate.topic.cache.refresh.ms"] / 1000
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            self._last_topic_refresh = asyncio.get_running_loop().time()
+            await self._refresh_topics()
+
     async def _learn_topics(self, client: UpstreamClient) -> None:
+        """Metadata of every topic, which replaces what the cluster view knows of topics."""
+        cluster = self.ctx.cluster
+        since = cluster.learned_so_far()
         version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
         metadata = await client.request(ApiKey.METADATA, version, {
             "topics": None, "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
-        self.ctx.cluster.learn_topics(metadata["topics"])
+        if cluster.relist(metadata["topics"], since) and not self._topics_truncated:
+            log.warning("topic_cache_full", topics=len(metadata["topics"]), kept=cluster.max_topics,
+                        hint="requests naming the others by topic id get UNKNOWN_TOPIC_ID; raise "
+                             "ksgate.topic.cache.max.topics")
+        self._topics_truncated = len(metadata["topics"]) > cluster.max_topics
 
     async def _with_upstream(self, action: Callable[[UpstreamClient], Awaitable[None]]) -> None:
         timeout = self.config.upstream.connect_timeout_ms / 1000
@@ -209,7 +232,7 @@ class Gateway:
 
     def __post_init__(self) -> None:
         self._on_connection_closed = self._connection_closed  # made once, not per connection
-        cluster = ClusterView()
+        cluster = ClusterView(max_topics=self.config.settings["ksgate.topic.cache.max.topics"])
         self.ctx = GatewayContext(self.config, cluster, upstream_ssl_context(self.config.upstream), {},
                                   metrics=Metrics((listener.name for listener in self.config.listeners), process=True),
                                   upstream_health=UpstreamHealth(
@@ -277,6 +300,7 @@ class Gateway:
             await self._load_security_store(self.security_topic)
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_files()))
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_upstream()))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._list_topics_periodically()))
         self._route_server_names()
         self._fit_connections_to_descriptors()
         if before_listening is not None:

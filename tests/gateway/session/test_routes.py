@@ -255,7 +255,7 @@ def test_the_server_opens_node_listeners_once_per_new_broker(plaintext: Gateway,
 def test_a_decision_reads_the_topic_ids_known_when_its_request_arrived(plaintext: Gateway) -> None:
     cluster = plaintext.ctx.cluster
     snapshot = cluster.topic_names
-    cluster.learn_topics([{"topic_id": uuid.uuid4(), "name": "later"}])
+    cluster.learn_topic_ids([(uuid.uuid4(), "later")])
     assert snapshot == {} and len(cluster.topic_names) == 1  # replaced whole, never edited
 
 
