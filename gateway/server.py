@@ -171,6 +171,7 @@ class Gateway:
         metadata = await client.request(ApiKey.METADATA, version, {
             "topics": None, "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+        self._learn_cluster_id(metadata.get("cluster_id"))
         if cluster.relist(metadata["topics"], since) and not self._topics_truncated:
             log.warning("topic_cache_full", topics=len(metadata["topics"]), kept=cluster.max_topics,
                         hint="requests naming the others by topic id get UNKNOWN_TOPIC_ID; raise "
@@ -432,6 +433,7 @@ class Gateway:
                 health.answered(loop.time())
                 if self._upstream_silent:
                     log.info("upstream_answering_again")
+                    self._request_topic_refresh()  # after an outage: maybe another cluster (its id, its topics)
             else:
                 health.probe_failed(failure.reason)
                 if not self._upstream_silent:  # once per outage, naming its cause
@@ -480,10 +482,21 @@ class Gateway:
             "topics": [], "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False})
-        self.ctx.cluster.cluster_id = metadata.get("cluster_id")
+        self._learn_cluster_id(metadata.get("cluster_id"))
         for broker in metadata["brokers"]:
             self._learn_node(broker["node_id"], broker["host"], broker["port"])
         self.ctx.upstream_health.answered(asyncio.get_running_loop().time())
+
+    def _learn_cluster_id(self, cluster_id: str | None) -> None:
+        """The upstream's cluster id, from start-up's Metadata and each topic listing's: what ApiVersions v5 checks
+        a client's intended cluster against (KIP-1242), so an upstream re-pointed at another cluster sends clients
+        that still name the old one to re-bootstrap."""
+        known = self.ctx.cluster.cluster_id
+        if known is not None and cluster_id != known:
+            log.warning("upstream_cluster_id_changed", previous=known, current=cluster_id,
+                        hint="upstream.bootstrap.servers now reach another cluster; clients naming the previous "
+                             "one in ApiVersions are told to re-bootstrap")
+        self.ctx.cluster.cluster_id = cluster_id
 
     def _route_server_names(self) -> None:
         """One-port listeners: refuse handshakes for names they do not serve, and check the certificate covers

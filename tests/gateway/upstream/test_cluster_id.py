@@ -1,0 +1,90 @@
+"""The upstream's cluster id is re-learned with each topic listing: a gateway whose upstream now reaches another
+cluster sends clients that name the old one to re-bootstrap (ApiVersions v5, KIP-1242), and says so in its log."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from gateway.server import Gateway
+from gateway.upstream.client import NoBootstrapAnswered
+from protocol.api_keys import ApiKey
+from protocol.kafka_errors import KafkaError
+from tests.gateway.session.session_driver import Driver, gateway_for
+from tests.wire_client import request_frame
+
+
+class _Upstream:
+    """An upstream link that answers the listing's Metadata as a cluster with this id and one topic."""
+
+    def __init__(self, cluster_id: str) -> None:
+        self.cluster_id = cluster_id
+        self.asked: list[int] = []
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append(api_key)
+        return {"cluster_id": self.cluster_id, "brokers": [], "topics": [
+            {"error_code": 0, "name": "t", "topic_id": uuid.uuid4(), "partitions": [{}]}]}
+
+
+def _intends(gateway: Gateway, cluster_id: str) -> int:
+    driver = Driver.connect(gateway)
+    driver.send(request_frame(ApiKey.API_VERSIONS, 5, 4, {"client_software_name": "t", "client_software_version": "1",
+                                                         "cluster_id": cluster_id, "node_id": 7}))
+    ((_, body),) = driver.responses(ApiKey.API_VERSIONS, 5)
+    return int(body["error_code"])
+
+
+def test_a_listing_from_another_cluster_sends_clients_of_the_old_one_to_rebootstrap(tmp_path: Path) -> None:
+    gateway = gateway_for(tmp_path)
+    gateway.ctx.cluster.cluster_id, gateway.ctx.cluster.nodes = "old", {7: ("10.9.9.9", 9092)}
+    assert _intends(gateway, "old") == KafkaError.NONE
+    upstream = _Upstream("new")
+    with capture_logs() as logs:
+        asyncio.run(gateway._learn_topics(upstream))  # type: ignore[arg-type]
+    assert upstream.asked == [ApiKey.METADATA]  # the listing's own request, nothing added
+    assert _intends(gateway, "old") == KafkaError.REBOOTSTRAP_REQUIRED
+    assert _intends(gateway, "new") == KafkaError.NONE
+    [changed] = [line for line in logs if line["event"] == "upstream_cluster_id_changed"]
+    assert (changed["log_level"], changed["previous"], changed["current"]) == ("warning", "old", "new")
+
+
+def test_the_same_cluster_listed_again_logs_nothing(tmp_path: Path) -> None:
+    gateway = gateway_for(tmp_path)
+    gateway.ctx.cluster.cluster_id = "same"
+    with capture_logs() as logs:
+        asyncio.run(gateway._learn_topics(_Upstream("same")))  # type: ignore[arg-type]
+    assert gateway.ctx.cluster.cluster_id == "same" and not logs
+
+
+def test_an_upstream_answering_again_after_an_outage_is_listed_again(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-pointed upstream usually comes with an outage: its id (and topics) are read as soon as it answers."""
+    gateway = gateway_for(tmp_path, **{"ksgate.readiness.upstream.timeout.ms": 300})  # probed every 100 ms
+    answers = iter([NoBootstrapAnswered(["refused"]), None])
+    events: list[str] = []
+    asked = asyncio.Event()
+
+    async def probe(_gateway: Gateway) -> NoBootstrapAnswered | None:
+        return next(answers, None)
+
+    def listing(_gateway: Gateway) -> None:
+        events.append("listing")
+        asked.set()
+
+    monkeypatch.setattr(Gateway, "_bootstrap_answers", probe)
+    monkeypatch.setattr(Gateway, "_request_topic_refresh", listing)
+
+    async def watch() -> list[str]:
+        gateway.ctx.upstream_health.answered(asyncio.get_running_loop().time() - 60)  # silent: probe at once
+        watcher = asyncio.get_running_loop().create_task(gateway._watch_upstream())
+        await asyncio.wait_for(asked.wait(), timeout=10)
+        watcher.cancel()
+        return events
+
+    assert asyncio.run(watch()) == ["listing"]
