@@ -141,3 +141,14 @@ def test_the_pipeline_reads_the_acl_model_not_the_gateway() -> None:
     reached = {f"{source} -> {target}" for source, targets in import_graph().items() if source.startswith("pipeline")
                for target in targets if target.startswith("gateway")}
     assert not reached, "pipeline imports the gateway: " + ", ".join(sorted(reached))
+
+
+def test_the_session_takes_the_kip_368_timing_from_auth_not_from_the_upstream_login() -> None:
+    """The re-authentication timing is one rule for both sides (auth/sasl/reauthentication.py): a session
+    schedules its link's logins with it without reaching into the upstream's login module."""
+    graph = import_graph()
+    reached = {source for source, targets in graph.items()
+               if source.startswith("gateway.session") and "gateway.upstream.login" in targets}
+    assert not reached, "gateway.session imports gateway.upstream.login: " + ", ".join(sorted(reached))
+    users = {source for source, targets in graph.items() if "auth.sasl.reauthentication" in targets}
+    assert {"gateway.session.session", "gateway.upstream.client", "auth.sasl.server"} <= users

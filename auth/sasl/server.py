@@ -30,6 +30,7 @@ from auth.sasl.mechanism import (
     SaslMechanismServer,
     Verify,
 )
+from auth.sasl.reauthentication import session_lifetime_ms
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.header import decode_request_header, peek_api
@@ -349,22 +350,13 @@ class SaslServerAuthenticator:
                          refusal_for(principal_change_message(self.principal, principal)),
                          authentication_failure=True, failure_class="reauthentication_refused")
         now = self._context.now_ms()
-        lifetime = self._session_lifetime_ms(done, now)
+        lifetime = session_lifetime_ms(self._config.connections_max_reauth_ms, done.credential_expiry_ms, now)
         self.principal = principal
         self.session_expiry_ms = now + lifetime if lifetime else None
         self.state = SaslState.COMPLETE
         self._server = None
         return Authenticated(frame_for(lifetime), principal, self._mechanism_name, self.session_expiry_ms,
                              reauthenticated, done.legacy_nonce)
-
-    def _session_lifetime_ms(self, done: Done, now_ms: int) -> int:
-        """KIP-368: min(credential expiry, connections.max.reauth.ms); 0 = no limit."""
-        limits = []
-        if self._config.connections_max_reauth_ms > 0:
-            limits.append(self._config.connections_max_reauth_ms)
-        if done.credential_expiry_ms is not None and self._config.connections_max_reauth_ms > 0:
-            limits.append(max(done.credential_expiry_ms - now_ms, 1))
-        return min(limits) if limits else 0
 
     # --- encoding ----------------------------------------------------------------------
 

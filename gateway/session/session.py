@@ -53,6 +53,7 @@ from auth.client_address import ClientAddress
 from auth.principal import KafkaPrincipal
 from auth.sasl.first_frame import diagnose_non_kafka
 from auth.sasl.mechanism import HashClaim
+from auth.sasl.reauthentication import reauthentication_delay_s
 from auth.sasl.server import Authenticated, Refused, Respond, SaslServerAuthenticator, Step, Verifying
 from gateway.admin.handlers import OffLoop
 from gateway.clock import SYSTEM_CLOCK, Clock
@@ -84,7 +85,6 @@ from gateway.session.state.local_answers import LocalAnswers
 from gateway.session.state.off_loop_jobs import JobThen, OffLoopJobs
 from gateway.session.state.phase import Event, Move, Phase, PhaseError, SessionPhase
 from gateway.session.state.read_gate import ReadGate
-from gateway.upstream.login import reauthentication_delay_s
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.frame_receiver import FrameReceiver

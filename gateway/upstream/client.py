@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from auth.sasl.reauthentication import reauthentication_delay_s
 from gateway.config import UpstreamConfig
-from gateway.upstream.login import CLIENT_ID, UpstreamAuthError, reauthentication_delay_s, sasl_exchange
+from gateway.upstream.login import CLIENT_ID, UpstreamAuthError, sasl_exchange
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.messages import decode_response, request_frame

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,14 +45,6 @@ async def sasl_exchange(request: Requester, config: UpstreamConfig, authenticate
     except AuthenticationFailed as exc:
         raise UpstreamAuthError(f"upstream failed to authenticate itself: {exc}") from None
     return max(0, lifetime_ms)
-
-
-def reauthentication_delay_s(lifetime_ms: int, draw: Callable[[], float] = random.random) -> float:
-    """When to log in again on a link granted ``lifetime_ms`` (KIP-368), in seconds from the login.
-
-    As Kafka's Java client does: at a random point between 85 % and 95 % of the lifetime, leaving
-    room for the network and clock drift, and spreading many links' logins apart (no storm)."""
-    return lifetime_ms * (0.85 + 0.10 * draw()) / 1000
 
 
 def _handshake_refused(mechanism: str, handshake: dict[str, Any]) -> str:

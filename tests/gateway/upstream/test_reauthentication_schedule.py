@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from auth.sasl.reauthentication import reauthentication_delay_s
 from gateway.server import Gateway
 from gateway.session import actions as act
-from gateway.upstream.login import reauthentication_delay_s
 from protocol.api_keys import ApiKey
 from protocol.messages import request_frame
 from tests.gateway.session.session_driver import Driver, gateway_for
