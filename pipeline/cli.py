@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.replay.settings import GivenSettings
+    from pipeline.schema import InputSurvey
 
 DEFAULT_MIN_PREFIX_GROUP = 3  # as pipeline.least_privilege.recommend, without importing pyspark here
 PIPELINE_MODULES = frozenset({"pyspark", "py4j", "matplotlib"})  # the pipeline extra
@@ -167,7 +168,7 @@ def _replay(spark: SparkSession, args: argparse.Namespace, progress: Progress) -
     from pipeline.replay.command import replay
 
     summary = replay(spark, args.inputs, args.output, args.acls, args.replay_settings, args.since, args.until,
-                     progress=progress, candidate=args.candidate)
+                     progress=progress, candidate=args.candidate, lines=args.replay_lines)
     return (f"{summary['replayed']:,} decisions replayed: {summary['unchanged']:,} unchanged, "
             f"{summary['would_deny']:,} would be denied, {summary['would_allow']:,} would be allowed; "
             f"see {args.output}/report.md")
@@ -204,10 +205,26 @@ def _analyse(args: argparse.Namespace, run: _Run) -> str:
 
 
 def _surveyed(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
-    from pipeline.schema import SCHEMA_VERSION, survey
+    if args.audit_command != "replay":
+        from pipeline.schema import survey
+
+        return _checked(spark, args, progress, survey(spark, args.inputs, args.since, args.until))
+    from pipeline.replay.job import LINES, read_decision_lines
+    from pipeline.schema import survey_of
+
+    # Replay counts the log's lines into groups in one pass, which its survey and the replay both read.
+    args.replay_lines = lines = read_decision_lines(spark, args.inputs, args.since, args.until)
+    try:
+        return _checked(spark, args, progress, survey_of(lines, times=LINES))
+    finally:
+        lines.unpersist()
+
+
+def _checked(spark: SparkSession, args: argparse.Namespace, progress: Progress, found: InputSurvey) -> str:
+    """Say what the survey found; analyse unless there is nothing to."""
+    from pipeline.schema import SCHEMA_VERSION
 
     where, nothing = ", ".join(args.inputs), _NOTHING_TO[args.audit_command]
-    found = survey(spark, args.inputs, args.since, args.until)
     windowed = f" {_window(args)}" if args.since or args.until else ""
     progress.stage(f"read {found.lines:,} lines: {found.authorizations:,} authorization and "
                    f"{found.authentications:,} authentication events{windowed}")

@@ -165,18 +165,37 @@ class InputSurvey:
         return self.authorizations + self.authentications
 
 
-def survey(spark: SparkSession, paths: Sequence[str], since: datetime | None = None,
-           until: datetime | None = None) -> InputSurvey:
-    """Count, in one pass, what ``read_events`` keeps and what it drops, so the CLI can say so."""
+VALID, KEPT = "_valid", "_kept"  # flagged_lines: a schema-1 event; one in the window (what read_logged keeps)
+
+
+def flagged_lines(spark: SparkSession, paths: Sequence[str], since: datetime | None = None,
+                  until: datetime | None = None) -> DataFrame:
+    """Every line read (within the date pruning), none dropped, flagged VALID and KEPT: what ``survey_of`` counts."""
     valid = _valid()
-    kept = valid & _in_window(F.col("ts"), since, until)
-    row = _pruned_raw(spark, paths, since, until).agg(
-        F.count("*").alias("lines"), F.count(F.when(valid, 1)).alias("events"),
-        F.count(F.when(kept & (F.col("event") == AUTHORIZATION), 1)).alias("authorizations"),
-        F.count(F.when(kept & (F.col("event") == AUTHENTICATION), 1)).alias("authentications"),
-    ).collect()[0]
+    return (_pruned_raw(spark, paths, since, until).withColumn(VALID, valid)
+            .withColumn(KEPT, valid & _in_window(F.col("ts"), since, until)))
+
+
+def survey_of(lines: DataFrame, times: str | None = None) -> InputSurvey:
+    """Count what ``read_logged`` keeps and what it drops, so the CLI can say so: ``lines`` has the flags of
+    ``flagged_lines`` and ``event``; with ``times``, each row stands for that column's number of lines."""
+    weight = F.lit(1) if times is None else F.col(times)
+    kept, event = F.col(KEPT), F.col("event")
+
+    def total(condition: Column | None = None) -> Column:
+        return F.coalesce(F.sum(weight if condition is None else F.when(condition, weight)), F.lit(0))
+
+    row = lines.agg(total().alias("lines"), total(F.col(VALID)).alias("events"),
+                    total(kept & (event == AUTHORIZATION)).alias("authorizations"),
+                    total(kept & (event == AUTHENTICATION)).alias("authentications")).collect()[0]
     return InputSurvey(int(row["lines"]), int(row["events"]), int(row["authorizations"]),
                        int(row["authentications"]))
+
+
+def survey(spark: SparkSession, paths: Sequence[str], since: datetime | None = None,
+           until: datetime | None = None) -> InputSurvey:
+    """``survey_of`` the inputs, in a pass of its own."""
+    return survey_of(flagged_lines(spark, paths, since, until))
 
 
 def authorizations(events: DataFrame) -> DataFrame:

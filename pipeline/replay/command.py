@@ -14,7 +14,7 @@ from pipeline.progress import QUIET, Progress
 from pipeline.replay.settings import GivenSettings
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def read_candidate(path: str) -> list[AclBinding]:
@@ -27,13 +27,15 @@ def read_candidate(path: str) -> list[AclBinding]:
 
 def replay(spark: SparkSession, inputs: Sequence[str], output: str, acl_file: str, given: GivenSettings,
            since: datetime | None = None, until: datetime | None = None, *,
-           progress: Progress = QUIET, candidate: Sequence[AclBinding] | None = None) -> dict[str, Any]:
-    """Run the whole job and write ``output``; returns replay.json's content."""
+           progress: Progress = QUIET, candidate: Sequence[AclBinding] | None = None,
+           lines: DataFrame | None = None) -> dict[str, Any]:
+    """Run the whole job and write ``output``; returns replay.json's content. ``lines``: the inputs'
+    ``job.read_decision_lines`` if the caller read them already (the command line, for its survey)."""
     from pipeline.replay.job import replay_decisions
     from pipeline.replay.output import write_replay
 
     bindings = list(candidate) if candidate is not None else read_candidate(acl_file)
-    result = replay_decisions(spark, inputs, bindings, given, since, until, progress=progress)
+    result = replay_decisions(spark, inputs, bindings, given, since, until, progress=progress, lines=lines)
     try:
         summary = write_replay(result, Path(output), inputs, acl_file, len(bindings))
     finally:

@@ -27,13 +27,23 @@ from pipeline.replay.verdicts import (
     DecisionKey,
     names_hosts,
 )
-from pipeline.schema import AGGREGATE_FIELDS, AUTHORIZATION, DECISIONS, iso_text, one_row_per_name, read_logged
+from pipeline.schema import (
+    AGGREGATE_FIELDS,
+    AUTHORIZATION,
+    DECISIONS,
+    KEPT,
+    VALID,
+    flagged_lines,
+    iso_text,
+    one_row_per_name,
+)
 
 UNCHANGED, WOULD_DENY, WOULD_ALLOW, NOT_REPLAYED = "unchanged", "would_deny", "would_allow", "not_replayed"
 OUTCOMES = (UNCHANGED, WOULD_DENY, WOULD_ALLOW, NOT_REPLAYED)
 KEY = ("principal", "client_host", "operation", "resource_type", "resource_name", "guarded")
 CHANGE_COLUMNS = ("principal", "operation", "resource_type", "resource_name", "live", "candidate", "count",
                   "first_seen", "last_seen")
+LINES, REPLAYABLE = "_lines", "_replayable"  # decision_lines: lines per group; an ALLOWED/DENIED decision in the window
 TOP_CHANGES = 20  # the busiest changes, listed in report.md
 SUPER_USER_RULE = DecisionRule.SUPER_USER.value
 NO_ACL_DEFAULT_RULE = DecisionRule.NO_ACL_DEFAULT.value
@@ -64,21 +74,42 @@ class ReplayResult:
             frame.unpersist()
 
 
-def decision_groups(logged: DataFrame) -> DataFrame:
+def decision_lines(flagged: DataFrame) -> DataFrame:
+    """The one pass over the log: its lines (schema.flagged_lines) counted into groups, ``_lines`` each.
+
+    A replayable line (an ALLOWED or DENIED authorization in the window) is grouped by what its verdict and
+    its sums need; any other line only by what ``schema.survey_of`` counts (its flags, and its event when in
+    the window). So the groups are as few as the distinct decisions, whatever the log's size, and both the
+    survey and the replay read them instead of the log.
+    """
+    replayable = F.coalesce(F.col(KEPT) & (F.col("event") == AUTHORIZATION) & F.col("decision").isin(ALLOWED, DENIED),
+                            F.lit(False))
+    rule = F.col("rule")
+
+    def when_replayable(column: Column, name: str) -> Column:
+        return F.when(replayable, column).alias(name)
+
+    lines = flagged.select(
+        F.col(VALID), F.col(KEPT), F.when(F.col(KEPT), F.col("event")).alias("event"), replayable.alias(REPLAYABLE),
+        *(when_replayable(F.col(c), c) for c in (*KEY[:-1], "decision", *AGGREGATE_FIELDS, "ts")),
+        when_replayable(F.coalesce(rule.isin(*sorted(GUARD_RULES)), F.lit(False)), "guarded"),
+        when_replayable(F.coalesce(rule == SUPER_USER_RULE, F.lit(False)), "super_user"),
+        when_replayable(F.coalesce(rule == NO_ACL_DEFAULT_RULE, F.lit(False)), "no_acl_default"))
+    return (lines.groupBy(VALID, KEPT, REPLAYABLE, *KEY, "decision", "super_user", "no_acl_default", "event",
+                          *AGGREGATE_FIELDS)
+            .agg(F.count(F.lit(1)).alias(LINES), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+
+
+def decision_groups(lines: DataFrame) -> DataFrame:
     """One row per (KEY, live decision): decisions, first and last seen, and what the live rules reveal.
 
-    ``logged`` is schema.read_logged: identical lines are counted first, and only those groups are
+    ``lines`` is ``decision_lines``: identical lines were counted first, and only those groups are
     expanded by name (one_row_per_name), not every line.
     """
-    rule = F.col("rule")
-    lines = (logged.filter((F.col("event") == AUTHORIZATION) & F.col("decision").isin(ALLOWED, DENIED))
-             .withColumn("guarded", F.coalesce(rule.isin(*sorted(GUARD_RULES)), F.lit(False)))
-             .withColumn("super_user", F.coalesce(rule == SUPER_USER_RULE, F.lit(False)))
-             .withColumn("no_acl_default", F.coalesce(rule == NO_ACL_DEFAULT_RULE, F.lit(False)))
-             .groupBy(*KEY, "decision", "super_user", "no_acl_default", "event", *AGGREGATE_FIELDS)
-             .agg(F.count(F.lit(1)).alias("_lines"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+    replayable = (lines.filter(F.col(REPLAYABLE))
+                  .drop(VALID, KEPT, REPLAYABLE))
     allowed = F.col("decision") == ALLOWED
-    return (one_row_per_name(lines, times="_lines").groupBy(*KEY, "decision")
+    return (one_row_per_name(replayable, times=LINES).groupBy(*KEY, "decision")
             .agg(F.sum(DECISIONS).alias("count"), F.min("first_seen").alias("first_seen"),
                  F.max("last_seen").alias("last_seen"), F.max("super_user").alias("super_user"),
                  F.max(F.col("no_acl_default") & allowed).alias("nad_allowed"),
@@ -151,15 +182,26 @@ def _sums(outcomes: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]
     return totals, dict(sorted(principals.items())), reasons
 
 
+def read_decision_lines(spark: SparkSession, inputs: Sequence[str], since: datetime | None = None,
+                        until: datetime | None = None) -> DataFrame:
+    """``decision_lines`` of ``inputs``, persisted (the caller unpersists it): the survey and the replay read it."""
+    return decision_lines(flagged_lines(spark, inputs, since, until)).persist()
+
+
 def replay_decisions(spark: SparkSession, inputs: Sequence[str], candidate: Sequence[AclBinding],
                      given: GivenSettings, since: datetime | None = None, until: datetime | None = None,
-                     *, progress: Progress = QUIET) -> ReplayResult:
-    """Replay every authorization decision of ``inputs`` against ``candidate``.
+                     *, progress: Progress = QUIET, lines: DataFrame | None = None) -> ReplayResult:
+    """Replay every authorization decision of ``inputs`` against ``candidate``; ``lines``: their
+    ``read_decision_lines``, when the caller has read them already (it keeps them; else read here).
 
     The result's ``changes`` frame reads persisted data: call ``ReplayResult.release`` once it is written.
     """
-    groups = decision_groups(read_logged(spark, inputs, since, until)).persist()
-    evidence = log_evidence(groups)  # the one pass over the log: everything after reads the groups
+    owned: tuple[DataFrame, ...] = ()
+    if lines is None:
+        lines = read_decision_lines(spark, inputs, since, until)
+        owned = (lines,)
+    groups = decision_groups(lines).persist()
+    evidence = log_evidence(groups)  # the one pass over the log (unless done already): the rest reads the groups
     settings = resolve(given, evidence)
     with_host = names_hosts(candidate)
     authorizer = CandidateAuthorizer(candidate, settings.super_users, settings.allow_everyone_if_no_acl_found)
@@ -174,4 +216,4 @@ def replay_decisions(spark: SparkSession, inputs: Sequence[str], candidate: Sequ
             int(r["count"])) for r in changed.orderBy(F.desc("count"), *CHANGE_COLUMNS[:5]).limit(TOP_CHANGES)
            .collect()]
     return ReplayResult(settings, totals, reasons, principals, distinct, (window["first"], window["last"]),
-                        changed, top, (outcomes, groups))
+                        changed, top, (outcomes, groups, *owned))
