@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name in (["ports", "sni"] if rep % 2 == 0 else ["sni", "ports"]):
                     def progress(text: str, rep: int = rep, name: str = name) -> None:
                         print(f"  [{rep + 1}/{args.repeat}] {name:<6} {text}", file=sys.stderr)
-                    runs[name].append(throughput.run_path(name, paths[name], admin, args, rep, pids[name],
-                                                          progress))
+                    runs[name].append(throughput.run_path(name, {"bootstrap.servers": paths[name]}, admin, args, rep,
+                                                          pids[name], progress))
             del admin
     print(f"\n{args.records} x {args.size} B records, {args.partitions} partition(s), TLS, "
           f"median of {args.repeat} alternating pairs")

@@ -117,7 +117,7 @@ def consume(spec: Spec, ready: Event, out: SimpleQueue[dict[str, Any]]) -> None:
                 if message.error().code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(f"consumer: {message.error()}")
                 continue
-            sent, index = STAMP.unpack_from(message.value())
+            sent, index = STAMP.unpack_from(message.value() or b"")
             if sent == 0:  # the producer's warm-up record
                 continue
             seen += 1

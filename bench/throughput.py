@@ -575,7 +575,7 @@ def fetch_throughput(client: Mapping[str, Any], topic: str, warm_topic: str, par
             for msg in consume(min(10_000, records - got), 1.0):
                 if msg.error() is None:
                     got += 1
-                    nbytes += len(msg.value())
+                    nbytes += len(msg.value() or b"")
                 elif msg.error().code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(f"fetch: {msg.error()}")
             if got and not first_batch:

@@ -339,7 +339,7 @@ def comparison_lines(report: Report, paths: list[str], rates: list[int]) -> list
     pairs += [("ksgate", "haproxy")] if {"ksgate", "haproxy"} <= set(paths) else []
     if not pairs:
         return []
-    rows = [(label, field_, None, ratio) for label, field_, ratio in COMPARED]
+    rows: list[tuple[str, str, int | None, bool]] = [(label, field_, None, ratio) for label, field_, ratio in COMPARED]
     rows += [(f"{rate}/s {label}", figure, rate, False) for rate in rates for label, figure in FIXED_RATE_COMPARED]
     lines = [f"{'':<20}" + "".join(f"{f'{a} vs {b}':>26}" for a, b in pairs),
              "(throughput: proxy/direct; latency: proxy - direct, ms; of the medians [median of each repeat's own];"

@@ -233,7 +233,7 @@ def opcodes_mode(args: argparse.Namespace) -> None:
             frame.f_trace_opcodes = True
             if event == "opcode":
                 own[frame.f_code.co_qualname] += 1
-                names, caller = set(), frame
+                names, caller = set(), frame  # type: set[str], FrameType | None
                 while caller is not None:
                     names.add(caller.f_code.co_qualname)
                     caller = caller.f_back

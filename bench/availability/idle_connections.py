@@ -151,7 +151,8 @@ async def _login(address: str, context: ssl.SSLContext | None) -> asyncio.Stream
 
 
 async def _hold(address: str, tls: TlsFiles | None, control: Connection) -> None:
-    context, held, failures = client_tls(tls), [], 0
+    context, failures = client_tls(tls), 0
+    held: list[asyncio.StreamWriter] = []
     loop, gate = asyncio.get_running_loop(), asyncio.Semaphore(LOGINS_AT_ONCE)
 
     async def one() -> asyncio.StreamWriter | None:

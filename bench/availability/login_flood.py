@@ -87,9 +87,10 @@ class SmallClient:
 
     def round_trips(self, seconds: float, pace_s: float) -> list[float]:
         """Alternating ApiVersions (answered by the gateway) and Metadata (relayed): ms each."""
-        requests = [(ApiKey.API_VERSIONS, 3, {"client_software_name": "bench", "client_software_version": "1"}),
-                    (ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
-                                           "include_topic_authorized_operations": False})]
+        requests: list[tuple[ApiKey, int, dict[str, Any]]] = [
+            (ApiKey.API_VERSIONS, 3, {"client_software_name": "bench", "client_software_version": "1"}),
+            (ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})]
         times: list[float] = []
         deadline = time.perf_counter() + seconds
         i = 0

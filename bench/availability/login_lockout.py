@@ -33,7 +33,7 @@ from tests.harness import GatewayThread  # noqa: E402
 from tests.login_attempts import MECHANISMS, PASSWORDS, client_settings, fail_once, gateway_settings  # noqa: E402
 
 
-def login_ms(settings: dict[str, object], timeout_s: float) -> float | None:
+def login_ms(settings: dict[str, str | int | float | bool], timeout_s: float) -> float | None:
     """A fresh client's time to Metadata (ms), or None if it did not get in within the timeout."""
     start = time.perf_counter()
     try:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from gateway.admin.client_quotas import alter_client_quotas, describe_client_quotas  # noqa: E402
 from gateway.quotas.book import QuotaBook  # noqa: E402
-from gateway.quotas.model import QuotaEntity  # noqa: E402
+from gateway.quotas.model import Part, QuotaEntity  # noqa: E402
 from gateway.quotas.state import QuotaState  # noqa: E402
 from gateway.stores.file_quotas import FileQuotaStore  # noqa: E402
 
@@ -36,7 +36,7 @@ def state_of(n: int) -> dict[QuotaEntity, dict[str, float]]:
     state: dict[QuotaEntity, dict[str, float]] = {}
     for i in range(n):
         if i % 2 == 0:
-            parts = [("user", f"u{i}"), ("client-id", f"c{i % 97}")]
+            parts: list[Part] = [("user", f"u{i}"), ("client-id", f"c{i % 97}")]
         elif i % 4 == 1:
             parts = [("user", f"u{i}")]
         elif i % 8 == 3:
