@@ -71,6 +71,7 @@ from gateway.upstream.health import UpstreamHealth
 from gateway.upstream.login import UpstreamAuthError
 from gateway.upstream.tls import upstream_ssl_context
 from protocol.api_keys import ApiKey
+from protocol.errors import DecodeError
 
 log = get_logger(component="server")
 
@@ -152,7 +153,7 @@ class Gateway:
     async def _refresh_topics(self) -> None:
         try:
             await self._with_upstream(self._learn_topics)
-        except (UpstreamError, UpstreamAuthError) as exc:
+        except (UpstreamError, UpstreamAuthError, DecodeError) as exc:  # the periodic listing goes on
             log.warning("topic_refresh_failed", error=str(exc))
 
     async def _list_topics_periodically(self) -> None:

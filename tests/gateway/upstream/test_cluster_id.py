@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
+from gateway import server
 from gateway.server import Gateway
 from gateway.upstream.client import NoBootstrapAnswered
 from protocol.api_keys import ApiKey
@@ -40,26 +40,45 @@ def _intends(gateway: Gateway, cluster_id: str) -> int:
     return int(body["error_code"])
 
 
-def test_a_listing_from_another_cluster_sends_clients_of_the_old_one_to_rebootstrap(tmp_path: Path) -> None:
+class _Log:
+    """Stands in for the server's logger (structlog caches a logger once a gateway has run in this process)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, Any]]] = []
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.lines.append(("warning", event, fields))
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.lines.append(("info", event, fields))
+
+
+@pytest.fixture
+def logged(monkeypatch: pytest.MonkeyPatch) -> _Log:
+    log = _Log()
+    monkeypatch.setattr(server, "log", log)
+    return log
+
+
+def test_a_listing_from_another_cluster_sends_clients_of_the_old_one_to_rebootstrap(tmp_path: Path,
+                                                                                     logged: _Log) -> None:
     gateway = gateway_for(tmp_path)
     gateway.ctx.cluster.cluster_id, gateway.ctx.cluster.nodes = "old", {7: ("10.9.9.9", 9092)}
     assert _intends(gateway, "old") == KafkaError.NONE
     upstream = _Upstream("new")
-    with capture_logs() as logs:
-        asyncio.run(gateway._learn_topics(upstream))  # type: ignore[arg-type]
+    asyncio.run(gateway._learn_topics(upstream))  # type: ignore[arg-type]
     assert upstream.asked == [ApiKey.METADATA]  # the listing's own request, nothing added
     assert _intends(gateway, "old") == KafkaError.REBOOTSTRAP_REQUIRED
     assert _intends(gateway, "new") == KafkaError.NONE
-    [changed] = [line for line in logs if line["event"] == "upstream_cluster_id_changed"]
-    assert (changed["log_level"], changed["previous"], changed["current"]) == ("warning", "old", "new")
+    [(level, _, fields)] = [line for line in logged.lines if line[1] == "upstream_cluster_id_changed"]
+    assert (level, fields["previous"], fields["current"]) == ("warning", "old", "new")
 
 
-def test_the_same_cluster_listed_again_logs_nothing(tmp_path: Path) -> None:
+def test_the_same_cluster_listed_again_logs_nothing(tmp_path: Path, logged: _Log) -> None:
     gateway = gateway_for(tmp_path)
     gateway.ctx.cluster.cluster_id = "same"
-    with capture_logs() as logs:
-        asyncio.run(gateway._learn_topics(_Upstream("same")))  # type: ignore[arg-type]
-    assert gateway.ctx.cluster.cluster_id == "same" and not logs
+    asyncio.run(gateway._learn_topics(_Upstream("same")))  # type: ignore[arg-type]
+    assert gateway.ctx.cluster.cluster_id == "same" and not logged.lines
 
 
 def test_an_upstream_answering_again_after_an_outage_is_listed_again(tmp_path: Path,
