@@ -171,7 +171,8 @@ class Gateway:
         version = min(12, self.ctx.negotiated.get(ApiKey.METADATA, (0, 0))[1])
         metadata = await client.request(ApiKey.METADATA, version, {
             "topics": None, "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False},
+            decode_off_loop=True)
         self._learn_cluster_id(metadata.get("cluster_id"))
         if cluster.relist(metadata["topics"], since) and not self._topics_truncated:
             log.warning("topic_cache_full", topics=len(metadata["topics"]), kept=cluster.max_topics,

@@ -139,12 +139,15 @@ class UpstreamClient:
                                     retriable=retriable, cause="unreachable" if retriable else "tls") from None
         return cls(reader, writer, timeout_s, on_error)
 
-    async def request(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, api_key: ApiKey, version: int, body: dict[str, Any],
+                      decode_off_loop: bool = False) -> dict[str, Any]:
         """``body``'s answer; after a login that was granted a lifetime, the SASL exchange runs again
-        first once its re-authentication point has passed (one request at a time: nothing else in flight)."""
+        first once its re-authentication point has passed (one request at a time: nothing else in flight).
+        ``decode_off_loop``: the answer may be large (every topic's Metadata: ~0.5 s of decoding for 10,000
+        topics of 10 partitions), so it is decoded in a worker thread, not on the event loop that serves clients."""
         if self._reauthenticate_at is not None and self._clock() >= self._reauthenticate_at:
             await self._reauthenticate()
-        return await self._exchange(api_key, version, body)
+        return await self._exchange(api_key, version, body, decode_off_loop)
 
     async def latest_api_versions(self, first: dict[str, Any]) -> dict[str, Any]:
         """The upstream's ApiVersions answer at the highest version both sides speak, given its answer at v3:
@@ -158,7 +161,8 @@ class UpstreamClient:
         latest = await self.request(ApiKey.API_VERSIONS, version, named)
         return first if latest["error_code"] else latest  # a refusal lists no features: keep what v3 gave
 
-    async def _exchange(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def _exchange(self, api_key: ApiKey, version: int, body: dict[str, Any],
+                        decode_off_loop: bool = False) -> dict[str, Any]:
         correlation_id = self._next_correlation
         self._next_correlation += 1
         self._writer.write(request_frame(api_key, version, correlation_id, body, CLIENT_ID))
@@ -174,7 +178,10 @@ class UpstreamClient:
                                 cause="protocol")
         data = memoryview(await self._read(size, api_key))
         try:
-            got, response = decode_response(data, api_key, version)
+            if decode_off_loop:
+                got, response = await asyncio.to_thread(decode_response, data, api_key, version)
+            else:
+                got, response = decode_response(data, api_key, version)
         except DecodeError:
             self._on_error("protocol")
             raise

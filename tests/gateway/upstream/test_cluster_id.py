@@ -26,7 +26,8 @@ class _Upstream:
         self.cluster_id = cluster_id
         self.asked: list[int] = []
 
-    async def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, api_key: int, version: int, body: dict[str, Any],
+                      decode_off_loop: bool = False) -> dict[str, Any]:
         self.asked.append(api_key)
         return {"cluster_id": self.cluster_id, "brokers": [], "topics": [
             {"error_code": 0, "name": "t", "topic_id": uuid.uuid4(), "partitions": [{}]}]}

@@ -5,15 +5,20 @@ ksgate.topic.cache.max.topics are known."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.commands.embedded_broker import EmbeddedBroker
+from gateway.upstream import client as upstream_client
 from gateway.upstream.cluster_view import RELIST_AFTER_LEARNING, ClusterView
+from protocol.api_keys import ApiKey
+from protocol.messages import decode_response
 from tests.harness import GatewayThread
 
 
@@ -117,6 +122,21 @@ def test_a_topic_deleted_on_the_cluster_is_forgotten_at_the_next_listing(gateway
     upstream.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=10)  # recreated, fewer partitions
     _topic_refreshed(gateway)
     assert gateway.call(lambda: gateway.gateway.ctx.cluster.partition_counts.get(name)) == 1
+
+
+def test_the_listing_is_decoded_off_the_event_loop(gateway: GatewayThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every topic's Metadata can take a large cluster half a second to decode: never on the loop serving clients."""
+    decoded_on: list[int] = []
+
+    def recording(payload: memoryview, api_key: int, version: int) -> tuple[int, dict[str, Any]]:
+        if api_key == ApiKey.METADATA:
+            decoded_on.append(threading.get_ident())
+        return decode_response(payload, api_key, version)
+
+    monkeypatch.setattr(upstream_client, "decode_response", recording)
+    loop_thread = gateway.call(threading.get_ident)
+    _topic_refreshed(gateway)
+    assert decoded_on and loop_thread not in decoded_on
 
 
 def test_the_gateway_lists_every_topic_each_refresh_interval(refreshing: GatewayThread,
