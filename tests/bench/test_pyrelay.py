@@ -7,8 +7,12 @@ In-process, on uvloop and on asyncio's own loop, against an asyncio upstream on 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -119,3 +123,20 @@ def test_the_client_is_closed_when_its_upstream_refuses(kind: str) -> None:
         writer.close()
         relay.close()
     run_on(kind, test)
+
+
+
+@pytest.mark.broker
+def test_relay_ab_measures_ksgate_against_the_floor_through_a_broker_that_advertises_the_relay() -> None:
+    """A smoke run (2 blocks of 50 requests), not a measurement: every request went through each proxy, so each
+    used some CPU per request; had the client left the relay after bootstrap, B's CPU per request would be ~0."""
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(repo / "bench" / "anchors" / "relay_ab.py"), "--tree-a", str(repo),
+                           "--floor", "uvloop", "--blocks", "2", "--block", "50"],
+                          capture_output=True, text=True, timeout=180, cwd=repo, check=False,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = {line.split(" ", 1)[0]: line for line in done.stdout.splitlines() if " CPU per request median " in line}
+    assert "(pyrelay on uvloop)" in lines["B"] and str(repo) in lines["A"]
+    for line in lines.values():
+        assert float(line.split(" CPU per request median ")[1].split()[0]) > 5.0
