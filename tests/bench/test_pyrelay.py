@@ -32,18 +32,16 @@ def run_on(kind: str, test: Callable[[], Awaitable[None]]) -> None:
 
 
 class Upstream(asyncio.Protocol):
-    """Echoes, or on connection writes ``flood`` bytes at once and records when its buffer stops draining."""
+    """Echoes, or on connection writes ``flood`` bytes at once (kept in its buffer while the relay does not read)."""
 
     def __init__(self, flood: bytes = b"") -> None:
         self.flood = flood
         self.transport: asyncio.Transport | None = None
-        self.connected = asyncio.Event()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
-        self.connected.set()
         if self.flood:
-            transport.write(self.flood)
+            self.transport.write(self.flood)
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
