@@ -18,15 +18,18 @@ each proxy negotiates with an OpenSSL client are printed: both listeners use the
 
 ``--plain``: the floor, what the cheapest relay costs (issue #23's latency and fetch goals).  PLAINTEXT on every
 leg, paths ``direct`` (the client to the broker ksgate uses), ``ksgate`` (``ksgate run``, no authorizer: the bare
-relay), ``haproxy`` (``mode tcp``, plain ``bind``, nothing tuned) and ``haproxy-splice`` (the same with
+relay), ``haproxy`` (``mode tcp``, plain ``bind``, nothing tuned), ``haproxy-splice`` (the same with
 ``option splice-request`` and ``splice-response``: the kernel moves the bytes through a pipe, never copying them
-into HAProxy), in a rotated order; each also gets bench/latency.py's fixed-rate runs (``--rates``, default
-5,000 and 50,000 records/s there), and the table adds each proxy against direct and ksgate against haproxy.
+into HAProxy), and ``pyrelay-uvloop`` / ``pyrelay-asyncio`` (bench/anchors/pyrelay.py: a do-nothing CPython relay,
+no Kafka logic, on uvloop or on asyncio's own loop: the floor of any Python relay), in a rotated order; each also
+gets bench/latency.py's fixed-rate runs (``--rates``, default 5,000 and 50,000 records/s there), and the table adds
+each proxy against direct, ksgate against haproxy and against pyrelay-uvloop, and each proxy's CPU per
+single-record round trip.
 
     .venv/bin/python bench/anchors/haproxy_tls.py [--upstream tansu|kafka] [--repeat 5] [--records 200000]
         [--haproxy-threads 0] [--paths haproxy,ksgate,ksgate-ssl] [--json]
     .venv/bin/python bench/anchors/haproxy_tls.py --plain [--repeat 3] [--rates 5000,50000]
-        [--paths direct,ksgate,haproxy,haproxy-splice]
+        [--paths direct,ksgate,haproxy,haproxy-splice,pyrelay-uvloop,pyrelay-asyncio]
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: 
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 
 PATHS = ("haproxy", "ksgate", "ksgate-ssl")
-PLAIN_PATHS = ("direct", "ksgate", "haproxy", "haproxy-splice")
+PLAIN_PATHS = ("direct", "ksgate", "haproxy", "haproxy-splice", "pyrelay-uvloop", "pyrelay-asyncio")
+PYRELAY = Path(__file__).resolve().with_name("pyrelay.py")
 BENCH_USER = "bench"
 
 
@@ -139,6 +143,36 @@ class HAProxyProcess(ListeningProcess):
         return [self.binary, "-db", "-f", str(self.config_path)]
 
 
+class PyRelayProcess(ListeningProcess):
+    """bench/anchors/pyrelay.py (a do-nothing CPython relay, on ``loop``) on 127.0.0.1:port in front of
+    ``upstream``; a context manager.  It runs this interpreter, as ``ksgate run`` does."""
+
+    name = "pyrelay"
+
+    def __init__(self, workdir: Path, path: str, loop: str) -> None:
+        super().__init__(workdir, f"{path}.args", f"{path}.log", 10.0)
+        self.loop, self.upstream = loop, ""
+
+    def config_text(self) -> str:  # no configuration file: its arguments, for the record
+        return " ".join(self.command()) + "\n"
+
+    def command(self) -> list[str]:
+        return [sys.executable, str(PYRELAY), "--port", str(self.port), "--upstream", self.upstream,
+                "--loop", self.loop]
+
+
+def relays(paths: list[str], binary: str, workdir: Path, tls: TlsFiles | None,
+           threads: int) -> dict[str, HAProxyProcess | PyRelayProcess]:
+    """The Kafka-blind proxies of ``paths`` (HAProxy, pyrelay), not started: each needs a broker advertising it."""
+    found: dict[str, HAProxyProcess | PyRelayProcess] = {}
+    for path in paths:
+        if path.startswith("haproxy"):
+            found[path] = HAProxyProcess(binary, workdir, tls, threads, path, splice=path == "haproxy-splice")
+        elif path.startswith("pyrelay-"):
+            found[path] = PyRelayProcess(workdir, path, path.removeprefix("pyrelay-"))
+    return found
+
+
 def pipe_counters(show_info: str) -> str:
     """``PipesUsed=N PipesFree=M`` from the text of HAProxy's ``show info``."""
     found = dict(line.split(": ", 1) for line in show_info.splitlines() if line.startswith("Pipes"))
@@ -189,14 +223,15 @@ class BrokerEnd:
 
 def tansu_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str],
                tls: TlsFiles | None) -> tuple[dict[str, BrokerEnd], BrokerEnd]:
-    """Identical Tansu processes: one per HAProxy path advertising that HAProxy's address, one itself (ksgate).
+    """Identical Tansu processes: one per relay path (HAProxy, pyrelay) advertising that relay's address, one
+    itself (direct, ksgate).
 
-    Tansu has one listener, so one process cannot advertise HAProxy to one path and itself to the other.
+    Tansu has one listener, so one process cannot advertise a relay to one path and itself to the other.
     """
     behind: dict[str, BrokerEnd] = {}
     for path, front in fronts.items():
         broker = stack.enter_context(EmbeddedBroker(log_path=workdir / f"tansu-{path}.log", advertised=front))
-        # This broker's metadata names HAProxy's port only: set-up goes through HAProxy too.
+        # This broker's metadata names the relay's port only: set-up goes through the relay too.
         behind[path] = BrokerEnd(broker.process, broker.bootstrap, tls_client(plain_client(front), tls))
     plain = stack.enter_context(EmbeddedBroker(log_path=workdir / "tansu-ksgate.log"))
     return behind, BrokerEnd(plain.process, plain.bootstrap, plain_client(plain.bootstrap),
@@ -208,8 +243,8 @@ def listener_name(path: str) -> str:
 
 
 def kafka_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str]) -> tuple[dict[str, BrokerEnd], BrokerEnd]:
-    """One Apache Kafka with an extra PLAINTEXT listener per HAProxy path (HAPROXY, HAPROXY_SPLICE) that
-    advertises that HAProxy's address."""
+    """One Apache Kafka with an extra PLAINTEXT listener per relay path (HAPROXY, HAPROXY_SPLICE, PYRELAY_UVLOOP...)
+    that advertises that relay's address."""
     from bench.kafka_upstream import SERVER_JVM_OPTIONS
     from tests.apache_kafka import KafkaBroker, kafka_lib
     from tests.apache_kafka.properties import LISTENERS, NODE_ID
@@ -221,7 +256,7 @@ def kafka_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str]) -> tuple
     broker = KafkaBroker(lib, workdir / "kafka", jvm_options=SERVER_JVM_OPTIONS)
     behind = {listener_name(path): f"127.0.0.1:{free_port()}" for path in fronts}
     named = [name for name in LISTENERS if name != "CONTROLLER"]
-    # Later lines of server.properties win: the kit's three keys again, plus the HAProxy listeners.
+    # Later lines of server.properties win: the kit's three keys again, plus the relays' listeners.
     broker.set_properties({
         "listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in LISTENERS),
                                *(f"{n}://{a}" for n, a in behind.items())]),
@@ -263,20 +298,18 @@ def legs(args: argparse.Namespace, workdir: Path, tls: TlsFiles | None, binary: 
     """Start the brokers and proxies of ``args.paths`` (``tls`` None: PLAINTEXT everywhere); stopped at the end,
     proxies first."""
     with ExitStack() as stack:
-        haproxies = {path: HAProxyProcess(binary, workdir, tls, args.haproxy_threads, path,
-                                          splice=path == "haproxy-splice")
-                     for path in args.paths if path.startswith("haproxy")}
-        fronts = {path: haproxy.bootstrap for path, haproxy in haproxies.items()}
-        # The broker advertises HAProxy's address to HAProxy's path, or clients would bypass it after bootstrap.
+        proxies = relays(args.paths, binary, workdir, tls, args.haproxy_threads)
+        fronts = {path: proxy.bootstrap for path, proxy in proxies.items()}
+        # The broker advertises the relay's address to its path, or clients would bypass it after bootstrap.
         if args.upstream == "kafka":
             behind, plain = kafka_ends(stack, workdir, fronts)
         else:
             behind, plain = tansu_ends(stack, workdir, fronts, tls)
         found: dict[str, Leg] = {}
-        for path, haproxy in haproxies.items():
-            haproxy.upstream = behind[path].address
-            stack.enter_context(haproxy)
-            found[path] = Leg(tls_client(plain_client(haproxy.bootstrap), tls), haproxy, behind[path],
+        for path, proxy in proxies.items():
+            proxy.upstream = behind[path].address
+            stack.enter_context(proxy)
+            found[path] = Leg(tls_client(plain_client(proxy.bootstrap), tls), proxy, behind[path],
                               AdminClient(behind[path].admin))
         if "direct" in args.paths:
             found["direct"] = Leg(plain_client(plain.address), None, plain, AdminClient(plain.admin))
@@ -336,7 +369,7 @@ FIXED_RATE_COMPARED = (("pub p50 ms", "publish p50"), ("pub p99 ms", "publish p9
 def comparison_lines(report: Report, paths: list[str], rates: list[int]) -> list[str]:
     """Each proxy against direct, and ksgate against haproxy: a row per figure, a column per pair."""
     pairs = [(p, "direct") for p in paths if p != "direct" and "direct" in paths]
-    pairs += [("ksgate", "haproxy")] if {"ksgate", "haproxy"} <= set(paths) else []
+    pairs += [("ksgate", base) for base in ("haproxy", "pyrelay-uvloop") if {"ksgate", base} <= set(paths)]
     if not pairs:
         return []
     rows: list[tuple[str, str, int | None, bool]] = [(label, field_, None, ratio) for label, field_, ratio in COMPARED]
@@ -352,11 +385,26 @@ def comparison_lines(report: Report, paths: list[str], rates: list[int]) -> list
     return lines
 
 
+def cpu_us_per_round_trip(run: PathRun) -> float:
+    """The proxy's CPU per single-record produce + flush, µs: its CPU share over the phase times the mean round
+    trip (the phase is the round trips back to back).  /proc ticks of 10 ms: ±10 ms over the phase's CPU."""
+    return run.cpu_latency.get("gateway", float("nan")) / 100 * run.latency_mean_ms * 1000
+
+
+def round_trip_cpu_lines(report: Report, paths: list[str]) -> list[str]:
+    lines = ["proxy CPU per single-record round trip, us: median [each repeat]"]
+    for path in [p for p in paths if p != "direct"]:
+        each = [cpu_us_per_round_trip(r) for r in report.runs if r.path == path]
+        if each:
+            lines.append(f"  {path:<16}{median(each):>7.1f}  [{' '.join(f'{v:.1f}' for v in each)}]")
+    return lines
+
+
 def plain_table(report: Report, paths: list[str], rates: list[int]) -> str:
     lines = throughput_lines(report.runs, paths)
     if rates:
         lines += ["", *fixed_rate_lines(report.latency, paths, rates)]
-    return "\n".join([*lines, "", *comparison_lines(report, paths, rates)])
+    return "\n".join([*lines, "", *round_trip_cpu_lines(report, paths), "", *comparison_lines(report, paths, rates)])
 
 
 def cpu_ms_per_mb(run: PathRun, phase: str) -> float:
@@ -457,8 +505,8 @@ def tls_header(args: argparse.Namespace, haproxy: str, report: Report) -> str:
 
 
 def plain_header(args: argparse.Namespace, haproxy: str, report: Report) -> str:
-    upstream = ("Apache Kafka (one node, a listener per HAProxy path)" if args.upstream == "kafka"
-                else "Tansu (in-memory, one per HAProxy path and one for direct and ksgate)")
+    upstream = ("Apache Kafka (one node, a listener per relay path)" if args.upstream == "kafka"
+                else "Tansu (in-memory, one per relay path and one for direct and ksgate)")
     return (f"upstream: {upstream}; PLAINTEXT on every leg; {args.records:,} x {args.size} B, median of "
             f"{args.repeat} repeats (order rotated); {haproxy}; ksgate: bare relay (no authorizer)\n"
             "HAProxy pipes after the runs (show info; splice draws its pipes from this pool): "

@@ -8,11 +8,17 @@ of blocks, so that both see the same minutes of a shared machine.  Prints each g
 request (ns-resolution schedstat of every thread, median over blocks), its user/system ticks per
 request and the round trip's p50/p99, then B − A per pair of blocks.
 
+``--floor uvloop|asyncio`` puts bench/anchors/pyrelay.py (a do-nothing CPython relay: no Kafka logic) as B
+instead of a second gateway, in front of its own Tansu that advertises the relay's address (a relay that rewrites
+nothing must be the broker's advertised address, or the client leaves it after bootstrap): what of A's CPU per
+request any CPython relay on this machine pays, and what is A's own.
+
 Why not two runs of relay_cost.py produce: on the shared 2-vCPU VM its per-request figure moves by
 ±25 µs between runs (which core the gateway shares, with what), which hides a 5–10 % change; blocks
 interleaved within one run put both gateways under the same conditions (bench/README.md, mypyc).
 
     PYTHONPATH=$PWD .venv/bin/python bench/anchors/relay_ab.py --tree-a /path/to/main --tree-b $PWD [--blocks 12]
+    PYTHONPATH=$PWD .venv/bin/python bench/anchors/relay_ab.py --tree-a $PWD --floor uvloop
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +39,13 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
+from bench.anchors.haproxy_tls import PyRelayProcess  # noqa: E402
+from bench.anchors.pyrelay import LOOPS  # noqa: E402
 from bench.anchors.relay_cost import TOPIC, cpu_s, user_system_ticks  # noqa: E402
 from bench.throughput import (  # noqa: E402
     LATENCY_SETTINGS,
     GatewayProcess,
+    ListeningProcess,
     create_topic,
     only_node,
     percentile,
@@ -72,7 +82,7 @@ class Tally:
     system_ticks: int = 0
 
 
-def run_block(gateway: TreeGateway, producer: Producer, value: bytes, requests: int, tally: Tally) -> None:
+def run_block(gateway: ListeningProcess, producer: Producer, value: bytes, requests: int, tally: Tally) -> None:
     cpu, (user, system) = cpu_s(gateway.pid), user_system_ticks(gateway.pid)
     for _ in range(requests):
         start = time.perf_counter()
@@ -86,47 +96,66 @@ def run_block(gateway: TreeGateway, producer: Producer, value: bytes, requests: 
     tally.system_ticks += system_after - system
 
 
-def report(name: str, tree: Path, tally: Tally, requests: int) -> None:
+def report(name: str, what: str, tally: Tally, requests: int) -> None:
     cpu = tally.cpu_us
-    print(f"{name} ({tree}): gateway CPU per request median {statistics.median(cpu):.1f} us "
+    print(f"{name} ({what}): proxy CPU per request median {statistics.median(cpu):.1f} us "
           f"(blocks {min(cpu):.1f}-{max(cpu):.1f}); user/system {1e4 * tally.user_ticks / requests:.1f}/"
           f"{1e4 * tally.system_ticks / requests:.1f} us per request (10 ms ticks); round trip "
           f"p50 {percentile(tally.round_trip_ms, 50):.3f} ms, p99 {percentile(tally.round_trip_ms, 99):.3f} ms")
 
 
+def proxies(stack: ExitStack, args: argparse.Namespace, tmp: Path) -> dict[str, ListeningProcess]:
+    """Tansu, gateway A (and B) in front of it, each started, the topic created on every broker; with ``--floor``,
+    B is pyrelay in front of a second Tansu that advertises it."""
+    broker = stack.enter_context(EmbeddedBroker(log_path=tmp / "tansu.log"))
+    extra = {"authorizer.class.name": "", **only_node(plain_client(broker.bootstrap))}
+    found: dict[str, ListeningProcess] = {
+        "A": stack.enter_context(TreeGateway(args.tree_a.resolve(), broker.bootstrap, tmp / "a", extra))}
+    create_topic(AdminClient({"bootstrap.servers": broker.bootstrap}), TOPIC, 1)
+    if args.floor is None:
+        found["B"] = stack.enter_context(TreeGateway(args.tree_b.resolve(), broker.bootstrap, tmp / "b", extra))
+        return found
+    relay = PyRelayProcess(tmp, "pyrelay", args.floor)
+    behind = stack.enter_context(EmbeddedBroker(log_path=tmp / "tansu-relay.log", advertised=relay.bootstrap))
+    relay.upstream = behind.bootstrap
+    found["B"] = stack.enter_context(relay)
+    create_topic(AdminClient({"bootstrap.servers": relay.bootstrap}), TOPIC, 1)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree-a", type=Path, required=True, help="checkout imported by gateway A")
-    parser.add_argument("--tree-b", type=Path, required=True, help="checkout imported by gateway B")
+    parser.add_argument("--tree-b", type=Path, help="checkout imported by gateway B")
+    parser.add_argument("--floor", choices=LOOPS,
+                        help="B is bench/anchors/pyrelay.py on this event loop (no Kafka logic), not a gateway")
     parser.add_argument("--blocks", type=int, default=12, help="blocks per gateway")
     parser.add_argument("--block", type=int, default=1000, help="requests per block")
     parser.add_argument("--size", type=int, default=100, help="record value bytes")
     args = parser.parse_args(argv)
-    trees = {"A": args.tree_a.resolve(), "B": args.tree_b.resolve()}
-    tallies = {name: Tally() for name in trees}
-    with tempfile.TemporaryDirectory(prefix="ksgate-ab-") as tmp, \
-            EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker:
-        create_topic(AdminClient({"bootstrap.servers": broker.bootstrap}), TOPIC, 1)
-        extra = {"authorizer.class.name": "", **only_node(plain_client(broker.bootstrap))}
-        with TreeGateway(trees["A"], broker.bootstrap, Path(tmp) / "a", extra) as gateway_a, \
-                TreeGateway(trees["B"], broker.bootstrap, Path(tmp) / "b", extra) as gateway_b:
-            gateways = {"A": gateway_a, "B": gateway_b}
-            for name, gateway in gateways.items():
-                print(f"{name}: pid {gateway.pid}, {gateway.compiled_files()} extension files mapped from its tree",
-                      flush=True)
-            producers = {name: Producer({"bootstrap.servers": g.bootstrap, **LATENCY_SETTINGS})
-                         for name, g in gateways.items()}
-            value = b"x" * args.size
-            for producer in producers.values():  # warm: connections, metadata, lazily compiled codecs
-                for _ in range(WARM_REQUESTS):
-                    producer.produce(TOPIC, value=value)
-                    producer.flush(10)
-            for block in range(args.blocks):
-                for name in ("A", "B") if block % 2 == 0 else ("B", "A"):
-                    run_block(gateways[name], producers[name], value, args.block, tallies[name])
+    if (args.tree_b is None) == (args.floor is None):
+        parser.error("name one of --tree-b and --floor")
+    what = {"A": str(args.tree_a.resolve()),
+            "B": f"pyrelay on {args.floor}" if args.floor else str(args.tree_b.resolve())}
+    tallies = {name: Tally() for name in what}
+    with tempfile.TemporaryDirectory(prefix="ksgate-ab-") as tmp, ExitStack() as stack:
+        gateways = proxies(stack, args, Path(tmp))
+        for name, gateway in gateways.items():
+            mapped = gateway.compiled_files() if isinstance(gateway, TreeGateway) else 0
+            print(f"{name}: pid {gateway.pid}, {mapped} extension files mapped from its tree", flush=True)
+        producers = {name: Producer({"bootstrap.servers": g.bootstrap, **LATENCY_SETTINGS})
+                     for name, g in gateways.items()}
+        value = b"x" * args.size
+        for producer in producers.values():  # warm: connections, metadata, lazily compiled codecs
+            for _ in range(WARM_REQUESTS):
+                producer.produce(TOPIC, value=value)
+                producer.flush(10)
+        for block in range(args.blocks):
+            for name in ("A", "B") if block % 2 == 0 else ("B", "A"):
+                run_block(gateways[name], producers[name], value, args.block, tallies[name])
     requests = args.blocks * args.block
-    for name, tree in trees.items():
-        report(name, tree, tallies[name], requests)
+    for name, text in what.items():
+        report(name, text, tallies[name], requests)
     diffs = [b - a for a, b in zip(tallies["A"].cpu_us, tallies["B"].cpu_us, strict=True)]
     print(f"B - A per block pair: median {statistics.median(diffs):+.1f} us per request, "
           f"B lower in {sum(d < 0 for d in diffs)} of {len(diffs)}")

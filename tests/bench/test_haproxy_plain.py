@@ -16,12 +16,16 @@ from bench import throughput
 from bench.anchors.haproxy_tls import (
     PATHS,
     PLAIN_PATHS,
+    PYRELAY,
     HAProxyProcess,
+    PyRelayProcess,
     Report,
     comparison_lines,
+    cpu_us_per_round_trip,
     haproxy_binary,
     parse_args,
     pipe_counters,
+    relays,
 )
 from bench.latency import Run
 from bench.throughput import PathRun
@@ -109,3 +113,37 @@ def test_other_cpu_is_known_on_a_path_without_a_proxy(monkeypatch: pytest.Monkey
     used = throughput.CpuMeter(throughput.Pids(broker=10, gateway=-1)).stop()
     assert used["client"] == 50.0 and used["broker"] == 20.0
     assert used["other"] == 30.0  # 100 % of one core busy, less the client's 50 and the broker's 20
+
+
+def test_each_pyrelay_path_runs_the_do_nothing_relay_on_its_own_loop(tmp_path: Path) -> None:
+    found = relays(["direct", "ksgate", "haproxy", "pyrelay-uvloop", "pyrelay-asyncio"], "haproxy", tmp_path, None, 0)
+    assert sorted(found) == ["haproxy", "pyrelay-asyncio", "pyrelay-uvloop"]  # direct and ksgate are no relays
+    assert isinstance(found["haproxy"], HAProxyProcess)
+    for path, loop in (("pyrelay-uvloop", "uvloop"), ("pyrelay-asyncio", "asyncio")):
+        relay = found[path]
+        assert isinstance(relay, PyRelayProcess)
+        relay.upstream = "127.0.0.1:9092"
+        command = relay.command()
+        assert command[1] == str(PYRELAY) and PYRELAY.exists()
+        assert command[2:] == ["--port", str(relay.port), "--upstream", "127.0.0.1:9092", "--loop", loop]
+
+
+def test_ksgate_is_also_compared_with_the_python_floor() -> None:
+    report = Report()
+    publish = {"direct": (3.0, 3.5, 4.0), "pyrelay-uvloop": (3.1, 3.6, 4.3), "ksgate": (3.5, 3.9, 4.2)}
+    for repeat in range(3):
+        for path in publish:
+            report.runs.append(PathRun(path, repeat, produce_mb_s=100.0, fetch_mb_s=100.0))
+            report.latency.append(Run(path, 5000, repeat, publish={"p50": publish[path][repeat], "p99": 9.0},
+                                      end_to_end={"p50": 5.0, "p99": 9.0}))
+    lines = comparison_lines(report, ["direct", "ksgate", "pyrelay-uvloop"], [5000])
+    assert lines[0].split()[-3:] == ["ksgate", "vs", "pyrelay-uvloop"]
+    row = {line[:20].strip(): line[20:] for line in lines[2:]}
+    # medians 3.9 - 3.6; each repeat's own ksgate - pyrelay: 0.4 0.3 -0.1
+    assert row["5000/s pub p50 ms"].split()[-2:] == ["+0.30", "[+0.30]"]
+
+
+def test_cpu_per_round_trip_is_the_proxy_share_of_the_back_to_back_round_trips() -> None:
+    run = PathRun("ksgate", 0, latency_mean_ms=0.4, cpu_latency={"gateway": 25.0})
+    assert cpu_us_per_round_trip(run) == pytest.approx(100.0)  # a quarter of a core over 400 us each
+    assert cpu_us_per_round_trip(PathRun("direct", 0, latency_mean_ms=0.4)) != cpu_us_per_round_trip(run)

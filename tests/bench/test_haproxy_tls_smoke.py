@@ -62,9 +62,9 @@ def test_haproxy_tls_bench_runs_against_apache_kafka() -> None:
 
 @pytest.mark.broker
 @pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)")
-def test_haproxy_plain_bench_reports_direct_ksgate_and_both_haproxy_paths() -> None:
+def test_haproxy_plain_bench_reports_direct_ksgate_both_haproxy_and_both_pyrelay_paths() -> None:
     report, stdout = run_bench("--plain", "--rates", "200", "--seconds", "1", "--warmup", "0.5")
-    paths = ["direct", "haproxy", "haproxy-splice", "ksgate"]
+    paths = ["direct", "haproxy", "haproxy-splice", "ksgate", "pyrelay-asyncio", "pyrelay-uvloop"]
     assert sorted(run["path"] for run in report["runs"]) == paths  # type: ignore[union-attr]
     for run in report["runs"]:  # type: ignore[union-attr]
         assert run["produce_mb_s"] > 0 and run["fetch_mb_s"] > 0 and run["latency_p50_ms"] > 0
@@ -76,3 +76,4 @@ def test_haproxy_plain_bench_reports_direct_ksgate_and_both_haproxy_paths() -> N
     assert pipes["haproxy"] == "PipesUsed=0 PipesFree=0"  # no splice, no pipe ever taken
     assert pipes["haproxy-splice"] != pipes["haproxy"]
     assert "haproxy-splice vs direct" in stdout and "ksgate vs haproxy" in stdout
+    assert "pyrelay-uvloop vs direct" in stdout and "ksgate vs pyrelay-uvloop" in stdout
