@@ -445,43 +445,43 @@ class ProxySession:
     def stream_ended(self) -> list[act.Action]:
         if self._outbox.streaming is None or not self._accepts(Event.STREAM):
             return self._take()
-        if (streamed := self._trailer) is not None:
-            if streamed.failed:  # the stream stays open, unfinished: nothing more may follow it on the socket
-                return self._take()
-            try:
-                rewritten = streamed.finish(self._learned)
-            except Exception as exc:  # a malformed trailer, or a node no listener serves: the frame stays unfinished
+        if (streamed := self._trailer) is not None:  # the frame ended before its trailer did: refused
+            if not streamed.failed:
                 streamed.failed = True
-                self._response_failed(exc)
-                return self._take()
-            self._trailer = None
-            if rewritten.dropped:
-                self.ctx.metrics.endpoints_dropped(streamed.api_key)
-                self.log.info("streamed_endpoints_dropped", api_key=streamed.api_key, version=streamed.api_version,
-                              trailer_bytes=len(rewritten.trailer))
-            self.traffic.response(streamed.api_key, len(rewritten.trailer))
-            self._out.append(act.SendToClient([rewritten.trailer]))
+                self._response_failed(DecodeError("a streamed response ended before its tag section"))
+            return self._take()  # the stream stays open, unfinished: nothing more may follow it on the socket
         self._outbox.streaming = None
         self._after_responses()
         return self._take()
 
     def _stream_on(self, prefix: memoryview, chunk: memoryview) -> list[act.Action]:
-        """Forward what of a walked response's chunk precedes its trailer (``prefix`` goes first, unwalked)."""
+        """Forward what of a walked response's chunk precedes its trailer (``prefix`` goes first, unwalked);
+        with its last chunk, the trailer rewritten (in the same write: usually one byte, the empty section)."""
         streamed = self._trailer
         assert streamed is not None
         if streamed.failed:  # refused already (the connection closes): not one more byte of it goes out
             return []
+        pieces: list[WireBytes] = [prefix] if prefix else []
         try:
-            forward = streamed.forwardable(chunk)
-        except Exception as exc:  # the upstream's response cannot be followed: nothing more of it may go out
+            if forward := streamed.forwardable(chunk):
+                pieces.append(forward)
+            if streamed.complete:
+                rewritten = streamed.finish(self._learned)
+                pieces.append(rewritten.trailer)
+                self._trailer = None
+                if rewritten.dropped:
+                    self.ctx.metrics.endpoints_dropped(streamed.api_key)
+                    self.log.info("streamed_endpoints_dropped", api_key=streamed.api_key,
+                                  version=streamed.api_version, trailer_bytes=len(rewritten.trailer))
+        except Exception as exc:  # the response cannot be followed, or its trailer rewritten: nothing more goes out
             streamed.failed = True
             self._response_failed(exc)
             return self._take()
-        pieces: list[WireBytes] = [piece for piece in (prefix, forward) if piece]
         if not pieces:
             return []
-        self.traffic.response(streamed.api_key, len(prefix) + len(forward))
-        return [act.SendToClient(pieces)]
+        self.traffic.response(streamed.api_key, sum(map(len, pieces)))
+        self._out.append(act.SendToClient(pieces))
+        return self._take()
 
     # --- events: jobs and timers ------------------------------------------------------------
 

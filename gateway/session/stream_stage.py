@@ -44,6 +44,11 @@ class StreamedTrailer:
         """What of the next chunk may go to the client now (DecodeError: the connection must close)."""
         return self.walker.feed(chunk)
 
+    @property
+    def complete(self) -> bool:
+        """The whole response was fed: its trailer can be rewritten and sent with the last chunk."""
+        return self.walker.complete
+
     def finish(self, book: NodeAddressBook) -> TrailerRewrite:
         """The trailer to send last, as long as the upstream's (DecodeError or PipelineRefusal: close)."""
         try:

@@ -117,6 +117,11 @@ class TrailerWalker:
         """Bytes kept (the trailer so far): never any records."""
         return len(self._trailer) if self._trailer is not None else 0
 
+    @property
+    def complete(self) -> bool:
+        """Every payload byte was fed and the trailer found: ``trailer()`` may be called."""
+        return not self._left and self._trailer is not None
+
     def feed(self, chunk: memoryview) -> memoryview:
         """The leading part of ``chunk`` that may be forwarded now; the rest (the trailer) is kept."""
         if len(chunk) > self._left:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.server import Gateway
+from gateway.session import actions as act
 from gateway.session.session import STREAM_MIN_BYTES
 from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame, response_frame
@@ -59,14 +60,17 @@ def with_client_id(wire: bytes, correlation_id: int) -> bytes:
 
 
 @pytest.mark.parametrize("version", [16, 17, 18])
-def test_a_large_fetch_v16_up_streams_and_only_its_one_byte_tag_section_waits_for_the_end(
+def test_a_large_fetch_v16_up_streams_and_its_tag_section_goes_out_with_the_last_chunk(
         plaintext: Gateway, version: int) -> None:
     driver = Driver.connect(plaintext)
     relayed = fetched(driver, version)
     wire = response_frame(ApiKey.FETCH, version, relayed.upstream_id, fetch_answer(None))
     assert driver.session.may_stream(relayed.upstream_id, len(wire) - 4)
-    stream(driver, relayed.upstream_id, wire, end=False)
-    assert bytes(driver.client_bytes) == with_client_id(wire, 5)[:-1]  # all but the empty tag section, sent
+    stream(driver, relayed.upstream_id, wire[:-10], end=False)
+    assert bytes(driver.client_bytes) == with_client_id(wire, 5)[:-10]  # every byte so far, sent as it came
+    last = driver.session.stream_chunk(memoryview(wire)[-10:])
+    assert [b"".join(bytes(p) for p in a.pieces) for a in last if isinstance(a, act.SendToClient)] == [wire[-10:]]
+    driver.record(last)
     driver.record(driver.session.stream_ended())
     assert bytes(driver.client_bytes) == with_client_id(wire, 5) and driver.closed is None
     assert plaintext.ctx.counters.streamed_responses == 1
