@@ -463,7 +463,13 @@ class ProxySession:
             return []
         pieces: list[WireBytes] = [prefix] if prefix else []
         try:
-            if forward := streamed.forwardable(chunk):
+            forward = streamed.forwardable(chunk)
+            if not pieces and not streamed.complete:  # the usual chunk: records passing through
+                if not forward:
+                    return []
+                self.traffic.response(streamed.api_key, len(forward))
+                return [act.SendToClient([forward])]
+            if forward:
                 pieces.append(forward)
             if streamed.complete:
                 rewritten = streamed.finish(self._learned)

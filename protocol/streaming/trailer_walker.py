@@ -101,7 +101,7 @@ class TrailerWalker:
     then ``trailer()`` gives the kept top-level tag section. Raises DecodeError where the structure cannot
     be followed (the caller closes the connection: nothing after that point may be forwarded)."""
 
-    __slots__ = ("_chunk", "_left", "_limit", "_name", "_pos", "_trailer", "_walk")
+    __slots__ = ("_chunk", "_left", "_limit", "_name", "_pos", "_skipping", "_trailer", "_walk")
 
     def __init__(self, plan: WalkPlan, payload_size: int, limit: int = TRAILER_LIMIT) -> None:
         self._name = plan.name
@@ -109,6 +109,7 @@ class TrailerWalker:
         self._limit = limit
         self._chunk: memoryview = memoryview(b"")
         self._pos = 0
+        self._skipping = 0  # bytes of a skipped field (records, mostly) still to pass, counted down by feed
         self._trailer: bytearray | None = None  # set once the walk reached the body's tag section
         self._walk = self._run(plan.program)
 
@@ -130,6 +131,9 @@ class TrailerWalker:
         if self._trailer is not None:
             self._trailer += chunk
             return chunk[:0]
+        if self._skipping > len(chunk):  # inside a records field: nothing to read
+            self._skipping -= len(chunk)
+            return chunk
         self._chunk, self._pos = chunk, 0
         try:
             self._walk.send(None)
@@ -260,14 +264,16 @@ class TrailerWalker:
     def _skip(self, n: int) -> Generator[None, None, None]:
         if n > self._room():
             raise DecodeError(f"{self._name}: need {n} bytes, {self._room()} left in the frame")
-        while True:
-            avail = len(self._chunk) - self._pos
-            if n <= avail:
-                self._pos += n
-                return
-            n -= avail
-            self._pos = len(self._chunk)
-            yield
+        avail = len(self._chunk) - self._pos
+        if n <= avail:
+            self._pos += n
+            return
+        # The rest is counted down by feed itself (whole chunks of records pass without resuming the walk);
+        # the walk resumes with the chunk that holds the skip's end.
+        self._skipping = n - avail
+        self._pos = len(self._chunk)
+        yield
+        self._pos, self._skipping = self._skipping, 0
 
     def _byte(self) -> _Wait:
         while self._pos >= len(self._chunk):
