@@ -70,7 +70,15 @@ from gateway.session.request_context import RequestContext
 from gateway.session.request_memory import MemoryWaiter, ReceiveGate
 from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
 from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
-from gateway.session.response_stage import Learned, PipelineRefusal, match_response, needs_decoding, response_pieces
+from gateway.session.response_stage import (
+    Learned,
+    PipelineRefusal,
+    endpoints_only_in_trailer,
+    match_response,
+    names_no_endpoints,
+    needs_decoding,
+    response_pieces,
+)
 from gateway.session.routes import Dispatch
 from gateway.session.sasl_stage import (
     looks_like_kafka,
@@ -85,7 +93,7 @@ from gateway.session.state.local_answers import LocalAnswers
 from gateway.session.state.off_loop_jobs import JobThen, OffLoopJobs
 from gateway.session.state.phase import Event, Move, Phase, PhaseError, SessionPhase
 from gateway.session.state.read_gate import ReadGate
-from gateway.session.stream_stage import StreamedTrailer, start_trailer_walk, streams_with_rewritten_trailer
+from gateway.session.stream_stage import StreamedTrailer, start_trailer_walk
 from gateway.upstream.login import reauthentication_delay_s
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
@@ -381,8 +389,9 @@ class ProxySession:
                 slot = match_response(self.responses, frame)
                 if slot is None:
                     continue
-                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes):
-                    self._fill_large(slot, frame)
+                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes) \
+                        and not (endpoints_only_in_trailer(slot, routes) and names_no_endpoints(slot, frame)):
+                    self._fill_large(slot, frame)  # (a Fetch v16+ without node_endpoints stays here: relayed as is)
                 else:
                     cpu = cpu_clock_ns() if self.quota.active is not None else 0
                     slot.response = response_pieces(slot, frame, routes, learned)
@@ -417,7 +426,7 @@ class ProxySession:
             return False
         slot = self.responses.streamable(upstream_id)
         return slot is not None and (not needs_decoding(slot, self.ctx.routes)
-                                     or streams_with_rewritten_trailer(slot, self.ctx.routes))
+                                     or endpoints_only_in_trailer(slot, self.ctx.routes))
 
     def stream_started(self, upstream_id: int, head: bytearray) -> list[act.Action]:
         if not self._accepts(Event.STREAM):

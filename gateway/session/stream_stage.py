@@ -12,23 +12,14 @@ import struct
 from dataclasses import dataclass
 
 from gateway.config import ConfigError
-from gateway.session.address_rewrite import NodeAddressBook, TrailerRewrite, rewrite_trailer, streams_with_trailer
+from gateway.session.address_rewrite import NodeAddressBook, TrailerRewrite, rewrite_trailer
 from gateway.session.response_queue import ResponseSlot
 from gateway.session.response_stage import PipelineRefusal
-from gateway.session.routes import RouteTable
 from protocol.header import response_header_version
 from protocol.registry import api
 from protocol.streaming.trailer_walker import TrailerWalker, walk_plan
 
 _SIZE = struct.Struct(">i")
-
-
-def streams_with_rewritten_trailer(slot: ResponseSlot, routes: RouteTable) -> bool:
-    """Whether the slot's response may stream although it can name brokers: they can only be in its trailer,
-    and nothing else (an authorization hook, topic ids to learn) needs the whole response."""
-    route = routes.get(slot.api_key)
-    return slot.hook is None and route is not None and route.rewrites_endpoints and not route.learns_topic_ids \
-        and streams_with_trailer(slot.api_key, slot.api_version)
 
 
 @dataclass(slots=True)

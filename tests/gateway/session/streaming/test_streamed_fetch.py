@@ -12,8 +12,9 @@ import pytest
 
 from gateway.server import Gateway
 from gateway.session import actions as act
-from gateway.session.session import STREAM_MIN_BYTES
+from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
 from protocol.api_keys import ApiKey
+from protocol.framing import Frame
 from protocol.messages import decode_response, request_frame, response_frame
 from tests.authz.test_policies_data import request
 from tests.gateway.session.session_driver import Driver, UpstreamRequest, gateway_for
@@ -138,3 +139,21 @@ def test_a_small_fetch_v16_response_is_held_and_rewritten_whole(plaintext: Gatew
     driver.answer(relayed, answer)
     [(correlation_id, body)] = driver.responses(ApiKey.FETCH, 16)
     assert correlation_id == 5 and [e["host"] for e in body["node_endpoints"]] == ["gw.example"]
+
+
+@pytest.mark.parametrize("host", [None, LONG_UPSTREAM_HOST], ids=["no-endpoints", "endpoints"])
+def test_a_held_large_fetch_v16_goes_to_the_worker_only_when_it_names_brokers(
+        plaintext: Gateway, host: str | None) -> None:
+    driver = Driver.connect(plaintext)
+    relayed = fetched(driver, 16)
+    answer = fetch_answer(host)
+    answer["responses"][0]["partitions"][0]["records"] = RECORDS[: LARGE_BYTES + 1000]  # large, below streaming
+    wire = response_frame(ApiKey.FETCH, 16, relayed.upstream_id, answer)
+    assert LARGE_BYTES < len(wire) - 4 < STREAM_MIN_BYTES
+    driver.record(driver.session.upstream_frames([Frame(memoryview(wire))]))
+    assert bool(driver.jobs) == (host is not None)  # a tag scan on the loop; decoding, when needed, off it
+    if driver.jobs:
+        driver.run_job(act.JobKind.LARGE)
+    [(correlation_id, body)] = driver.responses(ApiKey.FETCH, 16)
+    assert correlation_id == 5
+    assert [e["host"] for e in body["node_endpoints"]] == ([] if host is None else ["gw.example"])
