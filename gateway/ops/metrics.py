@@ -378,6 +378,10 @@ class Metrics:
             "How far the ACL/credential store is behind its source (0 for a local store).")
         self.relayed_requests = r.counter(
             "ksgate_relayed_requests_total", "Requests relayed to the upstream, by API.", ("api",))
+        self.streamed_endpoints_dropped = r.counter(
+            "ksgate_streamed_endpoints_dropped_total",
+            "Streamed responses (Fetch v16+) whose rewritten node_endpoints would not fit the length already "
+            "sent: left out, so the client asks Metadata instead, by API.", ("api",))
         self._traffic: dict[str, ListenerTraffic] = {}
         r.collected("counter", "ksgate_request_bytes_total",
                     "Kafka request bytes received from clients (whole frames), by listener and API.",
@@ -528,6 +532,10 @@ class Metrics:
     def relayed(self, api_key: int) -> None:
         api = self._api
         self.relayed_requests.inc(api[api_key] if 0 <= api_key < len(api) else self._api_unknown)
+
+    def endpoints_dropped(self, api_key: int) -> None:
+        api = self._api
+        self.streamed_endpoints_dropped.inc(api[api_key] if 0 <= api_key < len(api) else self._api_unknown)
 
     def upstream_error(self, kind: str) -> None:
         """``kind`` is one of UPSTREAM_ERROR_KINDS (anything else is counted as "other")."""

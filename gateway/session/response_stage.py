@@ -16,7 +16,13 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from gateway.config import ConfigError
-from gateway.session.address_rewrite import ListenerAddresses, body_names_endpoints, needs_rewrite, rewrite_endpoints
+from gateway.session.address_rewrite import (
+    ListenerAddresses,
+    body_names_endpoints,
+    needs_rewrite,
+    rewrite_endpoints,
+    streams_with_trailer,
+)
 from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
 from gateway.session.routes import RouteTable
 from protocol.api_keys import ApiKey
@@ -124,6 +130,23 @@ def _layout(api_key: int, version: int) -> tuple[ApiSchema, int, bool]:
     schema = api(api_key)
     assert schema is not None  # a slot is only opened for a request the schemas parsed
     return schema, response_header_version(api_key, schema.is_flexible(version)), needs_rewrite(api_key, version)
+
+
+def endpoints_only_in_trailer(slot: ResponseSlot, routes: RouteTable) -> bool:
+    """Whether the slot's response can name brokers only in its top-level tag section (Fetch v16+'s
+    node_endpoints, KIP-951) and nothing else needs it whole (an authorization hook, topic ids to learn):
+    a large one may stream with only that section held back (gateway/session/stream_stage.py), a held one is
+    relayed untouched, on the loop, unless a scan of its tags finds endpoints."""
+    route = routes.get(slot.api_key)
+    return slot.hook is None and route is not None and route.rewrites_endpoints and not route.learns_topic_ids \
+        and streams_with_trailer(slot.api_key, slot.api_version)
+
+
+def names_no_endpoints(slot: ResponseSlot, frame: Frame) -> bool:
+    """Whether a response of endpoints_only_in_trailer names none (found by skipping it, not decoding it)."""
+    _, header_version, _ = _layout(slot.api_key, slot.api_version)
+    _, header_size = decode_response_header(frame.payload, header_version)
+    return not body_names_endpoints(slot.api_key, slot.api_version, frame.payload[header_size:])
 
 
 def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:

@@ -60,11 +60,9 @@ _DISPATCH: dict[int, Dispatch] = {
     ApiKey.SASL_HANDSHAKE: Dispatch.SASL, ApiKey.SASL_AUTHENTICATE: Dispatch.SASL,
     **{key: Dispatch.LOCAL for key in LOCAL_HANDLERS},
 }
-# Fetch v16+ responses may end with node_endpoints (broker addresses, KIP-951): a gateway
-# must then hold and decode every Fetch response to rewrite them. v15 differs only in lacking
-# them, so offering at most v15 lets Fetch responses stream through untouched, and no broker
-# address can ride along in them. Clients fall back to a Metadata refresh on NOT_LEADER.
-_CAPS: dict[int, int] = {ApiKey.FETCH: 15}
+# The highest version offered to clients, where below the schema's. None today: Fetch v16+ responses, whose
+# node_endpoints (KIP-951) name brokers, stream with only their trailer held back (gateway/session/stream_stage.py).
+_CAPS: dict[int, int] = {}
 # Versions Kafka 4 removed (KIP-896) from APIs the gateway answers itself: offered from here, as the broker does.
 _FLOORS: dict[int, int] = {key: 1 for key in (
     ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.CREATE_DELEGATION_TOKEN,

@@ -42,6 +42,7 @@ input: the session reads the injected clock, never the system's.
 from __future__ import annotations
 
 import itertools
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -70,7 +71,15 @@ from gateway.session.request_context import RequestContext
 from gateway.session.request_memory import MemoryWaiter, ReceiveGate
 from gateway.session.request_stage import AnswerLocally, Decision, RelayRequest, ReplyNow, decide, upstream_pieces
 from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireBytes, with_correlation_id
-from gateway.session.response_stage import Learned, PipelineRefusal, match_response, needs_decoding, response_pieces
+from gateway.session.response_stage import (
+    Learned,
+    PipelineRefusal,
+    endpoints_only_in_trailer,
+    match_response,
+    names_no_endpoints,
+    needs_decoding,
+    response_pieces,
+)
 from gateway.session.routes import Dispatch
 from gateway.session.sasl_stage import (
     looks_like_kafka,
@@ -85,6 +94,7 @@ from gateway.session.state.local_answers import LocalAnswers
 from gateway.session.state.off_loop_jobs import JobThen, OffLoopJobs
 from gateway.session.state.phase import Event, Move, Phase, PhaseError, SessionPhase
 from gateway.session.state.read_gate import ReadGate
+from gateway.session.stream_stage import StreamedTrailer, start_trailer_walk
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.frame_receiver import FrameReceiver
@@ -97,6 +107,7 @@ from protocol.registry import api
 Body = dict[str, Any]
 _NOT_CONNECTED = ClientAddress("?", 0)  # a session's client until connected() says who it is
 _ids = itertools.count(1)
+_CORRELATION = struct.Struct(">i")
 # Before authentication a receive buffer is reserved at most this far ahead of the bytes a
 # peer actually sent (SASL frames are small; larger ones grow as they arrive).
 PREALLOC_BEFORE_AUTHENTICATION = 4 * 1024
@@ -125,9 +136,9 @@ class ProxySession:
 
     # Slots: one session per open connection, thousands of them idle; no instance dict each.
     __slots__ = ("_backlog", "_counted", "_farewell", "_gate", "_jobs", "_learned", "_local", "_memory", "_out",
-                 "_outbox", "_outgoing", "_phase", "_served", "_topic_id_misses", "_upstream_address", "_upstream_up",
-                 "authenticator", "client", "clock", "ctx", "id", "listener", "node_id", "principal", "quota",
-                 "receiver", "responses", "security", "traffic")
+                 "_outbox", "_outgoing", "_phase", "_served", "_topic_id_misses", "_trailer", "_upstream_address",
+                 "_upstream_up", "authenticator", "client", "clock", "ctx", "id", "listener", "node_id", "principal",
+                 "quota", "receiver", "responses", "security", "traffic")
 
     def __init__(self, ctx: GatewayContext, listener_name: str, node_id: int | None,
                  waiter: MemoryWaiter | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -160,6 +171,7 @@ class ProxySession:
         self._jobs = OffLoopJobs()
         self._local: LocalAnswers[AnswerLocally] = LocalAnswers()
         self._outbox = ClientOutbox()  # answers on their way to the client
+        self._trailer: StreamedTrailer | None = None  # the streamed response's held-back tag section, if it has one
         self._farewell: WireBytes | None = None  # the refusal of a failed login, written after the delay
         # What traffic taught about the cluster, reported as one Discovered action per event.
         self._learned = Learned(ctx.address_book(self.listener), ctx)
@@ -377,8 +389,9 @@ class ProxySession:
                 slot = match_response(self.responses, frame)
                 if slot is None:
                     continue
-                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes):
-                    self._fill_large(slot, frame)
+                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes) \
+                        and not (endpoints_only_in_trailer(slot, routes) and names_no_endpoints(slot, frame)):
+                    self._fill_large(slot, frame)  # (a Fetch v16+ without node_endpoints stays here: relayed as is)
                 else:
                     cpu = cpu_clock_ns() if self.quota.active is not None else 0
                     slot.response = response_pieces(slot, frame, routes, learned)
@@ -412,29 +425,77 @@ class ProxySession:
         if size < STREAM_MIN_BYTES or self._outbox.busy or self.closing or self.quota.active is not None:
             return False
         slot = self.responses.streamable(upstream_id)
-        return slot is not None and not needs_decoding(slot, self.ctx.routes)
+        return slot is not None and (not needs_decoding(slot, self.ctx.routes)
+                                     or endpoints_only_in_trailer(slot, self.ctx.routes))
 
     def stream_started(self, upstream_id: int, head: bytearray) -> list[act.Action]:
         if not self._accepts(Event.STREAM):
             return self._take()
         slot = self.responses.start_streaming(upstream_id)
         self._outbox.streaming = slot.api_key
-        self.traffic.response(slot.api_key, len(head))
         self.ctx.counters.streamed_responses += 1
-        return [act.SendToClient(with_correlation_id(memoryview(head), 4, slot.correlation_id))]
+        if not needs_decoding(slot, self.ctx.routes):
+            self.traffic.response(slot.api_key, len(head))
+            return [act.SendToClient(with_correlation_id(memoryview(head), 4, slot.correlation_id))]
+        # Its broker endpoints can only be in its trailer: the walk holds that back (gateway/session/stream_stage.py).
+        self._trailer = start_trailer_walk(slot, head)
+        _CORRELATION.pack_into(head, 4, slot.correlation_id)  # the head is the session's to change
+        return self._stream_on(memoryview(head)[:4], memoryview(head)[4:])
 
     def stream_chunk(self, chunk: memoryview) -> list[act.Action]:
         api_key = self._outbox.streaming
         if api_key is None or not self._accepts(Event.STREAM):  # None: its start was ignored (it came late)
             return self._take()
+        if self._trailer is not None:
+            return self._stream_on(chunk[:0], chunk)
         self.traffic.response(api_key, len(chunk))
         return [act.SendToClient([chunk])]
 
     def stream_ended(self) -> list[act.Action]:
         if self._outbox.streaming is None or not self._accepts(Event.STREAM):
             return self._take()
+        if (streamed := self._trailer) is not None:  # the frame ended before its trailer did: refused
+            if not streamed.failed:
+                streamed.failed = True
+                self._response_failed(DecodeError("a streamed response ended before its tag section"))
+            return self._take()  # the stream stays open, unfinished: nothing more may follow it on the socket
         self._outbox.streaming = None
         self._after_responses()
+        return self._take()
+
+    def _stream_on(self, prefix: memoryview, chunk: memoryview) -> list[act.Action]:
+        """Forward what of a walked response's chunk precedes its trailer (``prefix`` goes first, unwalked);
+        with its last chunk, the trailer rewritten (in the same write: usually one byte, the empty section)."""
+        streamed = self._trailer
+        assert streamed is not None
+        if streamed.failed:  # refused already (the connection closes): not one more byte of it goes out
+            return []
+        pieces: list[WireBytes] = [prefix] if prefix else []
+        try:
+            forward = streamed.forwardable(chunk)
+            if not pieces and not streamed.complete:  # the usual chunk: records passing through
+                if not forward:
+                    return []
+                self.traffic.response(streamed.api_key, len(forward))
+                return [act.SendToClient([forward])]
+            if forward:
+                pieces.append(forward)
+            if streamed.complete:
+                rewritten = streamed.finish(self._learned)
+                pieces.append(rewritten.trailer)
+                self._trailer = None
+                if rewritten.dropped:
+                    self.ctx.metrics.endpoints_dropped(streamed.api_key)
+                    self.log.info("streamed_endpoints_dropped", api_key=streamed.api_key,
+                                  version=streamed.api_version, trailer_bytes=len(rewritten.trailer))
+        except Exception as exc:  # the response cannot be followed, or its trailer rewritten: nothing more goes out
+            streamed.failed = True
+            self._response_failed(exc)
+            return self._take()
+        if not pieces:
+            return []
+        self.traffic.response(streamed.api_key, sum(map(len, pieces)))
+        self._out.append(act.SendToClient(pieces))
         return self._take()
 
     # --- events: jobs and timers ------------------------------------------------------------

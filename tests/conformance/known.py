@@ -52,7 +52,6 @@ DELIBERATE: tuple[Deliberate, ...] = (
 
 # API version ranges ksgate offers differently from Kafka, by API key, each with the doc's id.
 VERSION_GAPS: dict[int, str] = {
-    ApiKey.FETCH: "fetch-v15-cap",
     **{key: "inter-broker-apis" for key in (
         ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_QUORUM, ApiKey.UNREGISTER_BROKER, ApiKey.ADD_RAFT_VOTER,
         ApiKey.REMOVE_RAFT_VOTER, ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,

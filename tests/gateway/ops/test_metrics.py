@@ -101,6 +101,7 @@ def test_every_product_series_is_exposed_with_its_type() -> None:
         "ksgate_authentications_total": "counter", "ksgate_authorization_decisions_total": "counter",
         "ksgate_request_latency_seconds": "histogram", "ksgate_upstream_errors_total": "counter",
         "ksgate_store_lag_seconds": "gauge", "ksgate_relayed_requests_total": "counter",
+        "ksgate_streamed_endpoints_dropped_total": "counter",
         "ksgate_request_bytes_total": "counter", "ksgate_response_bytes_total": "counter",
         "ksgate_build_info": "gauge",
         "ksgate_sasl_scram_legacy_nonce_total": "counter",

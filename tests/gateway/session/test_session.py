@@ -254,9 +254,16 @@ def test_an_admin_api_is_never_relayed_without_the_gateway_serving_it(plaintext:
     assert "only served by the gateway" in str(driver.closed and driver.closed.reason)
 
 
-def test_a_follower_fetch_is_refused(plaintext: Gateway) -> None:
-    body = request(ApiKey.FETCH, FETCH_V, replica_state={"replica_id": 1, "replica_epoch": 0}, topics=[])
-    driver = _refused(plaintext, request_frame(ApiKey.FETCH, FETCH_V, 1, body))
+@pytest.mark.parametrize("version", [FETCH_V, 16, 17, 18])
+def test_a_follower_fetch_is_refused(plaintext: Gateway, version: int) -> None:
+    # v17 adds the follower's replica_directory_id, v18 its high watermark (tagged, per partition): still a replica.
+    extra = {**({"replica_directory_id": uuid.uuid4()} if version >= 17 else {}),
+             **({"high_watermark": 7} if version >= 18 else {})}
+    partition = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1024, **extra}
+    body = request(ApiKey.FETCH, version, replica_state={"replica_id": 1, "replica_epoch": 0},
+                   topics=[{"topic_id": uuid.uuid4(), "partitions": [partition]}])
+    driver = _refused(plaintext, request_frame(ApiKey.FETCH, version, 1, body))
     assert "follower" in str(driver.closed and driver.closed.reason)
 
 

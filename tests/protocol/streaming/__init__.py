@@ -1,0 +1,1 @@
+"""Tests of protocol/streaming: a streamed response walked to its tag section, and that section padded."""
