@@ -157,6 +157,11 @@ def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:
     return route is None or not route.streams(slot.api_version)
 
 
+def relayed_as_is(slot: ResponseSlot, frame: Frame) -> list[WireBytes]:
+    """The upstream's bytes untouched, under the client's correlation id."""
+    return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+
+
 def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learned: Learned) -> list[WireBytes]:
     """The slot's response: the upstream's bytes, or (when needed) decoded, rewritten and re-encoded.
 
@@ -165,7 +170,7 @@ def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learne
     """
     payload = frame.payload
     if not needs_decoding(slot, routes):  # the fast path: relay the bytes untouched
-        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+        return relayed_as_is(slot, frame)
     schema, header_version, may_name_endpoints = _layout(slot.api_key, slot.api_version)
     _, header_size = decode_response_header(payload, header_version)
     raw_body = payload[header_size:]
@@ -174,7 +179,7 @@ def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learne
     rewrite = may_name_endpoints and body_names_endpoints(slot.api_key, slot.api_version, raw_body)
     if slot.hook is None and not rewrite and not learns:
         # e.g. a Produce or Fetch response without node_endpoints: nothing to change
-        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+        return relayed_as_is(slot, frame)
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(raw_body)
     if learns:
@@ -191,7 +196,7 @@ def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learne
         body = slot.hook(body)
         changed = True
     if not changed:
-        return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+        return relayed_as_is(slot, frame)
     new_header = _SIZE.pack(slot.correlation_id) + bytes(payload[4:header_size])
     return [framed(new_header + codec.encode(body))]
 

@@ -78,6 +78,7 @@ from gateway.session.response_stage import (
     match_response,
     names_no_endpoints,
     needs_decoding,
+    relayed_as_is,
     response_pieces,
 )
 from gateway.session.routes import Dispatch
@@ -389,15 +390,18 @@ class ProxySession:
                 slot = match_response(self.responses, frame)
                 if slot is None:
                     continue
-                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes) \
-                        and not (endpoints_only_in_trailer(slot, routes) and names_no_endpoints(slot, frame)):
-                    self._fill_large(slot, frame)  # (a Fetch v16+ without node_endpoints stays here: relayed as is)
-                else:
-                    cpu = cpu_clock_ns() if self.quota.active is not None else 0
-                    slot.response = response_pieces(slot, frame, routes, learned)
-                    slot.ready = True
-                    if cpu or slot.throttle_ms:
-                        self._mute(self.quota.response_ready(slot, len(frame.wire), cpu and cpu_clock_ns() - cpu))
+                as_is = False  # a large Fetch v16+ whose scan found no node_endpoints: relayed untouched
+                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes):
+                    as_is = endpoints_only_in_trailer(slot, routes) and names_no_endpoints(slot, frame)
+                    if not as_is:
+                        self._fill_large(slot, frame)
+                        continue
+                cpu = cpu_clock_ns() if self.quota.active is not None else 0
+                # Scanned once: response_pieces would scan a relayed-as-is response again.
+                slot.response = relayed_as_is(slot, frame) if as_is else response_pieces(slot, frame, routes, learned)
+                slot.ready = True
+                if cpu or slot.throttle_ms:
+                    self._mute(self.quota.response_ready(slot, len(frame.wire), cpu and cpu_clock_ns() - cpu))
             except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
                 self._response_failed(exc)
                 return self._take()
