@@ -159,16 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     pairs = list(zip(tallies["A"].cpu_us, tallies["B"].cpu_us, strict=True))
     diffs = [b - a for a, b in pairs]
     print(f"B - A per block pair: median {statistics.median(diffs):+.1f} us per request "
-          f"(quartiles {_quartiles(diffs, '+.1f')}), B lower in {sum(d < 0 for d in diffs)} of {len(diffs)}")
+          f"(quartiles {quartiles(diffs, '+.1f')}), B lower in {sum(d < 0 for d in diffs)} of {len(diffs)}")
     # The same code's CPU per request moves by up to 2x between minutes of this VM (which core, shared with
     # what), so a pair's ratio says more than its difference when runs taken at different moments are compared.
     ratios = [b / a for a, b in pairs]
-    print(f"B / A per block pair: median {statistics.median(ratios):.2f} (quartiles {_quartiles(ratios, '.2f')})")
+    print(f"B / A per block pair: median {statistics.median(ratios):.2f} (quartiles {quartiles(ratios, '.2f')})")
     return 0
 
 
-def _quartiles(values: list[float], spec: str) -> str:
-    q1, _, q3 = statistics.quantiles(values, n=4)
+def quartiles(values: list[float], spec: str) -> str:
+    """The first and third quartiles (one pair of blocks: its value twice; quantiles() needs two)."""
+    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
     return f"{q1:{spec}} to {q3:{spec}}"
 
 

@@ -138,3 +138,14 @@ def test_relay_ab_measures_ksgate_against_the_floor_through_a_broker_that_advert
     assert "(pyrelay on uvloop)" in lines["B"] and str(repo) in lines["A"]
     for line in lines.values():
         assert float(line.split(" CPU per request median ")[1].split()[0]) > 5.0
+    # Each pair's ratio, the figure that compares runs taken in different minutes: below 1, pyrelay doing less.
+    ratio = next(line for line in done.stdout.splitlines() if line.startswith("B / A per block pair: median "))
+    assert 0.0 < float(ratio.split("median ")[1].split()[0]) < 1.0
+
+
+def test_relay_ab_quartiles_of_one_pair_of_blocks_are_that_pair() -> None:
+    """``--blocks 1`` gives one pair, which statistics.quantiles refuses; the summary must still print."""
+    from bench.anchors.relay_ab import quartiles
+
+    assert quartiles([-3.25], "+.1f") == "-3.2 to -3.2"
+    assert quartiles([1.0, 2.0, 3.0, 4.0, 5.0], ".2f") == "1.50 to 4.50"  # Python's default (exclusive) method
