@@ -13,7 +13,6 @@ from authz.acl_json import encode_acl_file
 from authz.model import AclOperation
 from authz.model import ResourceType as RT
 from pipeline.cli import add_audit_parser, run_audit
-from pipeline.progress import Progress
 from tests.pipeline.events import authentication, authorization, binding, mixed_log, ts, write_events
 
 if TYPE_CHECKING:
@@ -108,21 +107,13 @@ def test_the_survey_read_with_the_replay_counts_what_the_survey_alone_counts(spa
 
 
 def test_replay_reads_the_log_once(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                   log_gone_once_surveyed: Path) -> None:
     """The log is gone as soon as the survey has been said: a replay that read it again would fail."""
-    log = mixed_log(tmp_path / "in")
     (tmp_path / "acls.json").write_bytes(encode_acl_file([]))
-    said = Progress.stage
-
-    def stage(progress: Progress, text: str) -> None:
-        said(progress, text)
-        if text.startswith("read "):
-            Path(log).unlink()
-
-    monkeypatch.setattr(Progress, "stage", stage)
-    code, out, err = _run(capsys, "--input", log, "--acls", str(tmp_path / "acls.json"), "--output",
-                          str(tmp_path / "out"), "--allow-everyone-if-no-acl-found", "false", "--until", ts(60))
-    assert not Path(log).exists()
+    code, out, err = _run(capsys, "--input", str(log_gone_once_surveyed), "--acls", str(tmp_path / "acls.json"),
+                          "--output", str(tmp_path / "out"), "--allow-everyone-if-no-acl-found", "false",
+                          "--until", ts(60))
+    assert not log_gone_once_surveyed.exists()
     assert (code, out) == (0, "ksgate audit replay: 4 decisions replayed: 1 unchanged, 3 would be denied, "
                               f"0 would be allowed; see {tmp_path / 'out'}/report.md\n"), err
     assert "read 7 lines: 3 authorization and 1 authentication events" in err
