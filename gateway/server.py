@@ -186,8 +186,10 @@ class Gateway:
         client = await UpstreamClient.connect(host, port, self.ctx.upstream_ssl, timeout,
                                               self.ctx.metrics.upstream_error)
         try:
-            versions = await client.request(ApiKey.API_VERSIONS, API_VERSIONS_FIRST, CLIENT_SOFTWARE)
-            await self._logged_in(client, versions)
+            # ApiVersions v3 first, as any client (it names the gateway's software to the broker), then the login:
+            # not the feature levels, which the readiness probe re-reads (FEATURES_REFRESH_S) and ``action`` needs not.
+            await client.request(ApiKey.API_VERSIONS, API_VERSIONS_FIRST, CLIENT_SOFTWARE)
+            await self._log_in(client)
             await action(client)
         finally:
             await client.close()
@@ -452,12 +454,16 @@ class Gateway:
         return outcome if isinstance(outcome, NoBootstrapAnswered) else None
 
     async def _logged_in(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
-        """After ApiVersions (start-up, the readiness probe, a topic refresh): on a SASL upstream, the gateway's
-        own login, since ApiVersions needs none and a rotated service credential would otherwise look healthy;
-        then the feature levels, which replace the known ones (a level changed with kafka-features)."""
+        """After ApiVersions (start-up, the readiness probe): the gateway's own login, then the feature levels,
+        which replace the known ones (a level changed with kafka-features)."""
+        await self._log_in(client)
+        await self._learn_features(client, versions)
+
+    async def _log_in(self, client: UpstreamClient) -> None:
+        """On a SASL upstream, the gateway's own login, since ApiVersions needs none and a rotated service
+        credential would otherwise look healthy."""
         if self.config.upstream.uses_sasl:
             await client.authenticate(self.config.upstream)
-        await self._learn_features(client, versions)
 
     async def _learn_features(self, client: UpstreamClient, versions: dict[str, Any]) -> None:
         """The upstream's feature levels at the highest ApiVersions version both speak (after the login)."""

@@ -18,7 +18,19 @@ from pyspark.sql import functions as F
 from pipeline.errors import PipelineError
 from pipeline.markdown import code, document, table
 from pipeline.progress import QUIET, Progress
-from pipeline.schema import AUTHENTICATION, AUTHORIZATION, DECISIONS, UNSAMPLED, decisions, iso_text, read_events
+from pipeline.schema import (
+    AGGREGATE_FIELDS,
+    AUTHENTICATION,
+    AUTHORIZATION,
+    DECISIONS,
+    UNSAMPLED,
+    LinesRead,
+    decisions,
+    flagged_lines,
+    iso_text,
+    kept_only,
+    one_row_per_name,
+)
 
 ALERT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "operation", "resource_type",
                  "resource_name", "decision", DECISIONS)
@@ -212,18 +224,29 @@ def _detail(value: object) -> str:
     return str(value)
 
 
+def read_alert_lines(spark: SparkSession, inputs: Sequence[str], since: datetime | None = None,
+                     until: datetime | None = None) -> LinesRead:
+    """The one pass over the log: each line (schema.flagged_lines) with what the alerts read of it, persisted (the
+    caller releases it); a line out of the window or no event keeps only what the survey counts."""
+    flagged = flagged_lines(spark, inputs, since, until)
+    read = [c for c in ALERT_COLUMNS if c != DECISIONS]
+    return LinesRead(flagged.select(*kept_only(flagged, [*read, *AGGREGATE_FIELDS])).persist())
+
+
 def run_alerts(spark: SparkSession, inputs: Sequence[str], output: str, limits: AlertThresholds | None = None,
                since: datetime | None = None, until: datetime | None = None, *,
-               progress: Progress = QUIET) -> list[Alert]:
-    """Run the whole job: ``alerts.jsonl`` and ``alerts.md`` under ``output``."""
+               progress: Progress = QUIET, lines: LinesRead | None = None) -> list[Alert]:
+    """Run the whole job: ``alerts.jsonl`` and ``alerts.md`` under ``output``. ``lines``: the inputs'
+    ``read_alert_lines`` if the caller read them already (it releases them)."""
     limits = limits or AlertThresholds()
     limits.window_steps()
-    events = read_events(spark, inputs, since, until).select(*ALERT_COLUMNS).persist()
+    read = lines if lines is not None else read_alert_lines(spark, inputs, since, until)
     try:
-        alerts = find_alerts(events, limits)
+        alerts = find_alerts(one_row_per_name(read.kept()).select(*ALERT_COLUMNS), limits)
         progress.stage(f"{len(alerts):,} alerts found")
     finally:
-        events.unpersist()
+        if lines is None:
+            read.release()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "alerts.jsonl").write_text("".join(json.dumps(asdict(a), separators=(",", ":")) + "\n" for a in alerts),

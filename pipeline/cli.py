@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.replay.settings import GivenSettings
-    from pipeline.schema import InputSurvey
+    from pipeline.schema import LinesRead
 
 DEFAULT_MIN_PREFIX_GROUP = 3  # as pipeline.least_privilege.recommend, without importing pyspark here
 PIPELINE_MODULES = frozenset({"pyspark", "py4j", "matplotlib"})  # the pipeline extra
@@ -127,32 +127,51 @@ class _Run:
     spark_log: Path
 
 
-def _report(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
+def _read_report(spark: SparkSession, args: argparse.Namespace) -> LinesRead:
+    from pipeline.report import read_report_lines
+
+    return read_report_lines(spark, args.inputs, args.since, args.until)
+
+
+def _report(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead) -> str:
     from pipeline.report import build_report
 
-    summary = build_report(spark, args.inputs, args.output, args.since, args.until, progress=progress)
+    summary = build_report(spark, args.inputs, args.output, args.since, args.until, progress=progress, lines=lines)
     return f"{summary.totals['events']:,} events; see {summary.output / 'summary.md'}"
 
 
-def _recommend(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
+def _read_recommend(spark: SparkSession, args: argparse.Namespace) -> LinesRead:
+    from pipeline.least_privilege.recommend import read_recommend_lines
+
+    return read_recommend_lines(spark, args.inputs, args.since, args.until)
+
+
+def _recommend(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead) -> str:
     from pipeline.least_privilege.recommend import recommend
 
     result = recommend(spark, args.inputs, args.output, args.acls, args.min_prefix_group, args.since, args.until,
-                       progress=progress)
+                       progress=progress, lines=lines)
     diff = result.diff
     extra = (f", {len(diff.to_add)} to add, {len(diff.covered)} narrower than existing ones, "
              f"{len(diff.unused)} existing unused" if diff else "")
     return f"{len(result.grants)} bindings{extra}; see {args.output}/recommendations.md"
 
 
-def _alerts(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
+def _read_alerts(spark: SparkSession, args: argparse.Namespace) -> LinesRead:
+    from pipeline.alerts import read_alert_lines
+
+    return read_alert_lines(spark, args.inputs, args.since, args.until)
+
+
+def _alerts(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead) -> str:
     from pipeline.alerts import AlertThresholds, run_alerts
 
     limits = AlertThresholds(window=timedelta(minutes=args.window_minutes),
                              brute_force_failures=args.brute_force_failures, stuffing_users=args.stuffing_users,
                              new_pair_period=timedelta(days=args.new_access_days), spike_factor=args.spike_factor,
                              spike_min_denials=args.spike_min_denials)
-    found = run_alerts(spark, args.inputs, args.output, limits, args.since, args.until, progress=progress)
+    found = run_alerts(spark, args.inputs, args.output, limits, args.since, args.until, progress=progress,
+                       lines=lines)
     return f"{len(found)} alerts; see {args.output}/alerts.md"
 
 
@@ -164,17 +183,27 @@ def _replay_settings(args: argparse.Namespace) -> GivenSettings:
                          None if everyone is None else everyone == "true")
 
 
-def _replay(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
+def _read_replay(spark: SparkSession, args: argparse.Namespace) -> LinesRead:
+    from pipeline.replay.job import read_decision_lines
+
+    return read_decision_lines(spark, args.inputs, args.since, args.until)
+
+
+def _replay(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead) -> str:
     from pipeline.replay.command import replay
 
     summary = replay(spark, args.inputs, args.output, args.acls, args.replay_settings, args.since, args.until,
-                     progress=progress, candidate=args.candidate, lines=args.replay_lines)
+                     progress=progress, candidate=args.candidate, lines=lines)
     return (f"{summary['replayed']:,} decisions replayed: {summary['unchanged']:,} unchanged, "
             f"{summary['would_deny']:,} would be denied, {summary['would_allow']:,} would be allowed; "
             f"see {args.output}/report.md")
 
 
-_ANALYSES: dict[str, Callable[[SparkSession, argparse.Namespace, Progress], str]] = {
+# Each command reads the log once, in its own form (LinesRead): its survey and its analysis both read that.
+_READS: dict[str, Callable[[SparkSession, argparse.Namespace], LinesRead]] = {
+    "report": _read_report, "recommend": _read_recommend, "replay": _read_replay, "alerts": _read_alerts,
+}
+_ANALYSES: dict[str, Callable[[SparkSession, argparse.Namespace, Progress, LinesRead], str]] = {
     "report": _report, "recommend": _recommend, "replay": _replay, "alerts": _alerts,
 }
 _NOTHING_TO = {"report": "nothing to report", "recommend": "nothing to recommend", "replay": "nothing to replay",
@@ -205,26 +234,19 @@ def _analyse(args: argparse.Namespace, run: _Run) -> str:
 
 
 def _surveyed(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
-    if args.audit_command != "replay":
-        from pipeline.schema import survey
-
-        return _checked(spark, args, progress, survey(spark, args.inputs, args.since, args.until))
-    from pipeline.replay.job import LINES, read_decision_lines
-    from pipeline.schema import survey_of
-
-    # Replay counts the log's lines into groups in one pass, which its survey and the replay both read.
-    args.replay_lines = lines = read_decision_lines(spark, args.inputs, args.since, args.until)
+    lines = _READS[args.audit_command](spark, args)
     try:
-        return _checked(spark, args, progress, survey_of(lines, times=LINES))
+        return _checked(spark, args, progress, lines)
     finally:
-        lines.unpersist()
+        lines.release()
 
 
-def _checked(spark: SparkSession, args: argparse.Namespace, progress: Progress, found: InputSurvey) -> str:
-    """Say what the survey found; analyse unless there is nothing to."""
+def _checked(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead) -> str:
+    """Say what the survey of ``lines`` found; analyse them unless there is nothing to."""
     from pipeline.schema import SCHEMA_VERSION
 
     where, nothing = ", ".join(args.inputs), _NOTHING_TO[args.audit_command]
+    found = lines.survey()
     windowed = f" {_window(args)}" if args.since or args.until else ""
     progress.stage(f"read {found.lines:,} lines: {found.authorizations:,} authorization and "
                    f"{found.authentications:,} authentication events{windowed}")
@@ -242,7 +264,7 @@ def _checked(spark: SparkSession, args: argparse.Namespace, progress: Progress, 
         if args.audit_command in _NEEDS_AUTHORIZATIONS:
             return f"{missing} {nothing.capitalize()}"
         progress.note(missing)
-    return _ANALYSES[args.audit_command](spark, args, progress)
+    return _ANALYSES[args.audit_command](spark, args, progress, lines)
 
 
 def _generate(args: argparse.Namespace, run: _Run) -> str:

@@ -22,12 +22,17 @@ from pipeline.schema import (
     AUTHENTICATION,
     AUTHORIZATION,
     DECISIONS,
+    KEPT,
+    VALID,
+    LinesRead,
     decisions,
+    flagged_lines,
     iso_text,
+    kept_only,
     one_row_per_name,
-    read_logged,
 )
 
+LINES = "_lines"  # identical lines a group stands for
 REPORT_COLUMNS = ("event", "ts", "principal", "attempted_user", "client_host", "api_name", "operation",
                   "resource_type", "resource_name", "decision", "rule", *AGGREGATE_FIELDS)
 # Everything the report groups by: decisions repeat massively, so one pass sums the log into a row per
@@ -59,6 +64,21 @@ def _denied() -> Column:
     return F.col("decision") == "DENIED"
 
 
+def _line_groups(lines: DataFrame, *flags: str) -> DataFrame:
+    """Identical lines counted (LINES each), per CUBE_KEYS and sample, and per ``flags`` (schema.flagged_lines')."""
+    super_user = F.coalesce(F.col("rule") == "SuperUser", F.lit(False))
+    keys = [k for k in CUBE_KEYS if k != "resource_name"]
+    return (lines.withColumn("super_user", super_user).withColumn("hour", F.date_trunc("hour", "ts"))
+            .groupBy(*flags, *keys, "resource_name", *AGGREGATE_FIELDS)
+            .agg(F.count(F.lit(1)).alias(LINES), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
+
+
+def _cube_of(groups: DataFrame) -> DataFrame:
+    return (one_row_per_name(groups, times=LINES).groupBy(*CUBE_KEYS)
+            .agg(F.sum(DECISIONS).alias(DECISIONS), F.min("first_seen").alias("first_seen"),
+                 F.max("last_seen").alias("last_seen")))
+
+
 def decision_cube(logged: DataFrame) -> DataFrame:
     """One row per distinct CUBE_KEYS: ``decisions`` summed, ``first_seen`` and ``last_seen``.
 
@@ -66,14 +86,17 @@ def decision_cube(logged: DataFrame) -> DataFrame:
     expanded by name (one_row_per_name), not every line.  The tables below take this cube (or its
     authorization/authentication part), never raw events.
     """
-    super_user = F.coalesce(F.col("rule") == "SuperUser", F.lit(False))
-    keys = [k for k in CUBE_KEYS if k != "resource_name"]
-    lines = (logged.withColumn("super_user", super_user).withColumn("hour", F.date_trunc("hour", "ts"))
-             .groupBy(*keys, "resource_name", *AGGREGATE_FIELDS)
-             .agg(F.count(F.lit(1)).alias("_lines"), F.min("ts").alias("first_seen"), F.max("ts").alias("last_seen")))
-    return (one_row_per_name(lines, times="_lines").groupBy(*CUBE_KEYS)
-            .agg(F.sum(DECISIONS).alias(DECISIONS), F.min("first_seen").alias("first_seen"),
-                 F.max("last_seen").alias("last_seen")))
+    return _cube_of(_line_groups(logged))
+
+
+def read_report_lines(spark: SparkSession, inputs: Sequence[str], since: datetime | None = None,
+                      until: datetime | None = None) -> LinesRead:
+    """The one pass over the log: its lines (schema.flagged_lines) counted into the groups ``decision_cube``
+    starts from, persisted (the caller releases them); a line out of the window or no event only by its flags,
+    so the survey reads the same groups."""
+    flagged = flagged_lines(spark, inputs, since, until)
+    return LinesRead(_line_groups(flagged.select(*kept_only(flagged, REPORT_COLUMNS)), VALID, KEPT).persist(),
+                     times=LINES)
 
 
 def access_matrix(authz: DataFrame) -> DataFrame:
@@ -181,12 +204,24 @@ def _span(first: str | None, last: str | None) -> timedelta:
 
 
 def build_report(spark: SparkSession, inputs: Sequence[str], output: str, since: datetime | None = None,
-                 until: datetime | None = None, *, progress: Progress = QUIET) -> ReportSummary:
-    """Run the whole job and write everything under ``output`` (empty tables when there is nothing to show)."""
+                 until: datetime | None = None, *, progress: Progress = QUIET,
+                 lines: LinesRead | None = None) -> ReportSummary:
+    """Run the whole job and write everything under ``output`` (empty tables when there is nothing to show).
+    ``lines``: the inputs' ``read_report_lines`` if the caller read them already (it releases them)."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    # The one pass over the log; the cube is small (distinct combinations per hour), so it is kept.
-    cube = decision_cube(read_logged(spark, inputs, since, until).select(*REPORT_COLUMNS)).persist()
+    read = lines if lines is not None else read_report_lines(spark, inputs, since, until)
+    try:
+        return _write_report(spark, inputs, out, _cube_of(read.kept()).persist(), progress)
+    finally:
+        if lines is None:
+            read.release()
+
+
+def _write_report(spark: SparkSession, inputs: Sequence[str], out: Path, cube: DataFrame,
+                  progress: Progress) -> ReportSummary:
+    """Every table, chart and summary.md from the ``cube``: small (distinct combinations per hour), so persisted
+    by the caller, and released here once the tables are written."""
     try:
         counts, first, last = totals(cube)
         authz = cube.filter(F.col("event") == AUTHORIZATION)

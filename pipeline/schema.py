@@ -198,6 +198,34 @@ def survey(spark: SparkSession, paths: Sequence[str], since: datetime | None = N
     return survey_of(flagged_lines(spark, paths, since, until))
 
 
+@dataclass(slots=True, frozen=True)
+class LinesRead:
+    """A command's one read of the inputs: every line of ``flagged_lines`` (its flags and ``event`` kept) in the
+    form the command analyses, persisted, so that the survey and the analysis both read it instead of the log.
+    ``times``: the column saying how many identical lines a row stands for (None: one each)."""
+
+    frame: DataFrame
+    times: str | None = None
+
+    def survey(self) -> InputSurvey:
+        return survey_of(self.frame, times=self.times)
+
+    def kept(self) -> DataFrame:
+        """The rows ``read_logged`` keeps (schema-1 events in the window)."""
+        return self.frame.filter(F.col(KEPT))
+
+    def release(self) -> None:
+        self.frame.unpersist()
+
+
+def kept_only(flagged: DataFrame, columns: Sequence[str], kept: Column | None = None) -> list[Column]:
+    """The flags, ``event`` (in the window) and ``columns`` (null outside ``kept``, by default the window) of
+    ``flagged``: a line the analysis does not read keeps only what ``survey_of`` counts."""
+    kept = F.col(KEPT) if kept is None else kept
+    return [F.col(VALID), F.col(KEPT), F.when(F.col(KEPT), F.col("event")).alias("event"),
+            *(F.when(kept, F.col(c)).alias(c) for c in columns if c != "event")]
+
+
 def authorizations(events: DataFrame) -> DataFrame:
     """Authorization decisions only, with the fields that kind defines (plus ``date``)."""
     return events.filter(F.col("event") == AUTHORIZATION).select(*AUTHORIZATION_FIELDS, DECISIONS, "date")

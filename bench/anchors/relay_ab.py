@@ -54,6 +54,7 @@ from bench.throughput import (  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
 
 WARM_REQUESTS = 500
+TREE_PACKAGES = ("protocol", "auth", "authz", "gateway", "pipeline")  # ksgate's own code in a tree
 
 
 class TreeGateway(GatewayProcess):
@@ -67,11 +68,17 @@ class TreeGateway(GatewayProcess):
         return ["env", f"PYTHONPATH={self.tree}", *super().command()]
 
     def compiled_files(self) -> int:
-        """Extension files mapped from the tree (mypyc output; 0: all interpreted): which code the process
-        runs. A lower bound on the modules (the loader maps files of one inode once, under one name)."""
-        lines = Path(f"/proc/{self.pid}/maps").read_text().splitlines()
-        return len({line.split()[-1] for line in lines
-                    if line.endswith(".so") and line.split()[-1].startswith(str(self.tree))})
+        """Extension files mapped from the tree's packages (mypyc output; 0: all interpreted): which code the
+        process runs. A lower bound on the modules (the loader maps files of one inode once, under one name)."""
+        return compiled_in(Path(f"/proc/{self.pid}/maps").read_text(), self.tree)
+
+
+def compiled_in(maps: str, tree: Path) -> int:
+    """Distinct extension files in ``maps`` (a /proc/PID/maps) under the tree's own package folders: not those of a
+    venv kept inside the checkout (/work/main/.venv), which every gateway maps, compiled or not."""
+    folders = tuple(f"{tree / package}/" for package in TREE_PACKAGES)
+    paths = (line.split()[-1] for line in maps.splitlines() if line.endswith(".so"))
+    return len({path for path in paths if path.startswith(folders)})
 
 
 @dataclass(slots=True)

@@ -44,7 +44,19 @@ from pipeline.least_privilege.recommendation import (
     TypeWideCheck,
 )
 from pipeline.progress import QUIET, Progress
-from pipeline.schema import DECISIONS, UNSAMPLED, authorizations, decisions, iso_text, read_events
+from pipeline.schema import (
+    AGGREGATE_FIELDS,
+    AUTHORIZATION,
+    DECISIONS,
+    KEPT,
+    UNSAMPLED,
+    LinesRead,
+    decisions,
+    flagged_lines,
+    iso_text,
+    kept_only,
+    one_row_per_name,
+)
 
 SUPER_USER_RULE = "SuperUser"
 DEFAULT_MIN_PREFIX_GROUP = 3
@@ -213,12 +225,25 @@ def read_acl_file(path: str) -> list[AclBinding]:
         raise PipelineError(f"cannot read ACL file {path}: {exc}") from None
 
 
+def read_recommend_lines(spark: SparkSession, inputs: Sequence[str], since: datetime | None = None,
+                         until: datetime | None = None) -> LinesRead:
+    """The one pass over the log: each line (schema.flagged_lines), with what the recommendation reads of an
+    authorization in the window, persisted (the caller releases it); any other line keeps what the survey counts."""
+    flagged = flagged_lines(spark, inputs, since, until)
+    read = [c for c in ANALYSED_COLUMNS if c != DECISIONS]
+    authorization = F.col(KEPT) & (F.col("event") == AUTHORIZATION)
+    return LinesRead(flagged.select(*kept_only(flagged, [*read, *AGGREGATE_FIELDS], authorization)).persist())
+
+
 def recommend(spark: SparkSession, inputs: Sequence[str], output: str, acl_file: str | None = None,
               min_group: int = DEFAULT_MIN_PREFIX_GROUP, since: datetime | None = None,
-              until: datetime | None = None, *, progress: Progress = QUIET) -> Recommendation:
-    """Run the whole job: read, learn, diff against ``acl_file`` if given, write ``output``."""
+              until: datetime | None = None, *, progress: Progress = QUIET,
+              lines: LinesRead | None = None) -> Recommendation:
+    """Run the whole job: read, learn, diff against ``acl_file`` if given, write ``output``. ``lines``: the
+    inputs' ``read_recommend_lines`` if the caller read them already (it releases them)."""
     current = read_acl_file(acl_file) if acl_file is not None else None
-    authz = authorizations(read_events(spark, inputs, since, until)).select(*ANALYSED_COLUMNS).persist()
+    read = lines if lines is not None else read_recommend_lines(spark, inputs, since, until)
+    authz = one_row_per_name(read.kept().filter(F.col("event") == AUTHORIZATION)).select(*ANALYSED_COLUMNS)
     try:
         result = learn(authz, min_group)
         progress.stage(f"{len(result.grants):,} bindings learned from {result.totals['allowed']:,} allowed "
@@ -228,7 +253,8 @@ def recommend(spark: SparkSession, inputs: Sequence[str], output: str, acl_file:
             result.diff = diff_acls(current, [g.binding for g in result.grants], used)
             progress.stage(f"compared with the {len(current):,} bindings of {acl_file}")
     finally:
-        authz.unpersist()
+        if lines is None:
+            read.release()
     write_recommendation(result, Path(output), inputs, acl_file, min_group)
     progress.stage(f"written to {output}")
     return result

@@ -14,7 +14,9 @@ from pipeline.progress import QUIET, Progress
 from pipeline.replay.settings import GivenSettings
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
+
+    from pipeline.schema import LinesRead
 
 
 def read_candidate(path: str) -> list[AclBinding]:
@@ -28,7 +30,7 @@ def read_candidate(path: str) -> list[AclBinding]:
 def replay(spark: SparkSession, inputs: Sequence[str], output: str, acl_file: str, given: GivenSettings,
            since: datetime | None = None, until: datetime | None = None, *,
            progress: Progress = QUIET, candidate: Sequence[AclBinding] | None = None,
-           lines: DataFrame | None = None) -> dict[str, Any]:
+           lines: LinesRead | None = None) -> dict[str, Any]:
     """Run the whole job and write ``output``; returns replay.json's content. ``lines``: the inputs'
     ``job.read_decision_lines`` if the caller read them already (the command line, for its survey)."""
     from pipeline.replay.job import replay_decisions

@@ -33,6 +33,7 @@ from pipeline.schema import (
     DECISIONS,
     KEPT,
     VALID,
+    LinesRead,
     flagged_lines,
     iso_text,
     one_row_per_name,
@@ -183,24 +184,24 @@ def _sums(outcomes: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]
 
 
 def read_decision_lines(spark: SparkSession, inputs: Sequence[str], since: datetime | None = None,
-                        until: datetime | None = None) -> DataFrame:
-    """``decision_lines`` of ``inputs``, persisted (the caller unpersists it): the survey and the replay read it."""
-    return decision_lines(flagged_lines(spark, inputs, since, until)).persist()
+                        until: datetime | None = None) -> LinesRead:
+    """``decision_lines`` of ``inputs``, persisted (the caller releases them): the survey and the replay read them."""
+    return LinesRead(decision_lines(flagged_lines(spark, inputs, since, until)).persist(), times=LINES)
 
 
 def replay_decisions(spark: SparkSession, inputs: Sequence[str], candidate: Sequence[AclBinding],
                      given: GivenSettings, since: datetime | None = None, until: datetime | None = None,
-                     *, progress: Progress = QUIET, lines: DataFrame | None = None) -> ReplayResult:
+                     *, progress: Progress = QUIET, lines: LinesRead | None = None) -> ReplayResult:
     """Replay every authorization decision of ``inputs`` against ``candidate``; ``lines``: their
-    ``read_decision_lines``, when the caller has read them already (it keeps them; else read here).
+    ``read_decision_lines``, when the caller has read them already (it releases them; else read here).
 
     The result's ``changes`` frame reads persisted data: call ``ReplayResult.release`` once it is written.
     """
     owned: tuple[DataFrame, ...] = ()
     if lines is None:
         lines = read_decision_lines(spark, inputs, since, until)
-        owned = (lines,)
-    groups = decision_groups(lines).persist()
+        owned = (lines.frame,)
+    groups = decision_groups(lines.frame).persist()
     evidence = log_evidence(groups)  # the one pass over the log (unless done already): the rest reads the groups
     settings = resolve(given, evidence)
     with_host = names_hosts(candidate)

@@ -11,7 +11,8 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import cast
 
@@ -48,26 +49,35 @@ class Upstream(asyncio.Protocol):
         self.transport.write(data)
 
 
-async def relay_in_front_of(factory: Callable[[], asyncio.Protocol]) -> tuple[asyncio.Server, asyncio.Server, int]:
+@asynccontextmanager
+async def relayed(upstream_side: Callable[[], asyncio.Protocol],
+                  half: type[pyrelay.ClientHalf] | None = None) -> AsyncIterator[int]:
+    """The port of a relay (pyrelay.start's, or one of ``half``s) in front of an upstream on loopback; both servers
+    are closed afterwards, also when the test fails."""
     loop = asyncio.get_running_loop()
-    upstream = await loop.create_server(factory, "127.0.0.1", 0)
-    upstream_port = upstream.sockets[0].getsockname()[1]
-    port = free_port()
-    relay = await pyrelay.start(port, ("127.0.0.1", upstream_port))
-    return upstream, relay, port
+    upstream = await loop.create_server(upstream_side, "127.0.0.1", 0)
+    target, port = ("127.0.0.1", upstream.sockets[0].getsockname()[1]), free_port()
+    if half is None:
+        relay = await pyrelay.start(port, target)
+    else:
+        make = half
+        relay = await loop.create_server(lambda: make(target), "127.0.0.1", port)
+    try:
+        yield port
+    finally:
+        relay.close()
+        upstream.close()
 
 
 @pytest.mark.parametrize("kind", pyrelay.LOOPS)
 def test_bytes_cross_the_relay_unchanged_both_ways(kind: str) -> None:
     async def test() -> None:
-        upstream, relay, port = await relay_in_front_of(Upstream)
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        payload = bytes(range(256)) * 4096  # 1 MiB, more than one read
-        writer.write(payload)
-        assert await reader.readexactly(len(payload)) == payload
-        writer.close()
-        relay.close()
-        upstream.close()
+        async with relayed(Upstream) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            payload = bytes(range(256)) * 4096  # 1 MiB, more than one read
+            writer.write(payload)
+            assert await reader.readexactly(len(payload)) == payload
+            writer.close()
     run_on(kind, test)
 
 
@@ -91,23 +101,19 @@ def test_a_client_that_stops_reading_stops_the_relay_reading_its_upstream(kind: 
         paused.append(asyncio.Event())
         loop = asyncio.get_running_loop()
         upstream_side = Upstream(flood)
-        upstream = await loop.create_server(lambda: upstream_side, "127.0.0.1", 0)
-        upstream_port, port = upstream.sockets[0].getsockname()[1], free_port()
-        relay = await loop.create_server(lambda: Watched(("127.0.0.1", upstream_port)), "127.0.0.1", port)
-        client = socket.create_connection(("127.0.0.1", port))
-        await paused[0].wait()  # the relay -> client buffer is full
-        half = halves[0]
-        assert half.peer is not None and half.peer.transport is not None and half.transport is not None
-        assert not half.peer.transport.is_reading()  # the upstream is no longer read
-        assert upstream_side.transport is not None and upstream_side.transport.get_write_buffer_size() > 0
-        client.setblocking(False)
-        received = bytearray()
-        while len(received) < len(flood):
-            received += await loop.sock_recv(client, 1 << 20)
-        assert received == flood  # nothing lost or reordered across the pause and resume
-        client.close()
-        relay.close()
-        upstream.close()
+        async with relayed(lambda: upstream_side, Watched) as port:
+            client = socket.create_connection(("127.0.0.1", port))
+            await paused[0].wait()  # the relay -> client buffer is full
+            half = halves[0]
+            assert half.peer is not None and half.peer.transport is not None and half.transport is not None
+            assert not half.peer.transport.is_reading()  # the upstream is no longer read
+            assert upstream_side.transport is not None and upstream_side.transport.get_write_buffer_size() > 0
+            client.setblocking(False)
+            received = bytearray()
+            while len(received) < len(flood):
+                received += await loop.sock_recv(client, 1 << 20)
+            assert received == flood  # nothing lost or reordered across the pause and resume
+            client.close()
     run_on(kind, test)
 
 

@@ -1,5 +1,7 @@
 """Differences from Apache Kafka that ksgate makes on purpose: each one is written down, with its reason,
-in docs/kafka-differences.md under its id (a test checks that the two lists agree).
+in docs/kafka-differences.md under its id (a test checks that every id here has its heading there). Those the
+suite cannot show, its upstream being a single Kafka 4.4 broker (e.g. ``streamed-fetch-endpoints-dropped``,
+``features-behind-a-v3-upstream``), are in the doc alone.
 
 A difference is matched by its case, the path of the field (list indices left out) and optionally the
 versions or principals it is limited to.  Anything not matched here is an undocumented difference: a

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,3 +27,22 @@ def spark() -> Iterator[SparkSession]:
     session = build_session("local[2]", TEST_CONF)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def log_gone_once_surveyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``events.mixed_log``, deleted as soon as a command has said what its survey found ("read N lines: …"):
+    a command that read the log again after its survey fails."""
+    from pipeline.progress import Progress
+    from tests.pipeline.events import mixed_log
+
+    log = Path(mixed_log(tmp_path / "in"))
+    said = Progress.stage
+
+    def stage(progress: Progress, text: str) -> None:
+        said(progress, text)
+        if text.startswith("read "):
+            log.unlink()
+
+    monkeypatch.setattr(Progress, "stage", stage)
+    return log

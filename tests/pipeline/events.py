@@ -57,3 +57,17 @@ def write_events(directory: Path, events: Iterable[dict[str, Any]], name: str = 
     path = directory / name
     path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events), encoding="utf-8")
     return str(path)
+
+
+def mixed_log(directory: Path) -> str:
+    """Decisions (one aggregated) in and out of a window, an authentication, and lines that are no events."""
+    read_audit = binding("User:app", RT.TOPIC, "audit", AclOperation.READ)
+    aggregated = {**authorization("User:app", "READ", "TOPIC", "audit", rule=read_audit, at=1), "count": 5,
+                  "sample": ["audit", "audit-2"]}
+    log = Path(write_events(directory, [
+        authorization("User:app", "READ", "TOPIC", "audit", rule=read_audit), aggregated,
+        authorization("User:app", "READ", "TOPIC", "other", decision="DENIED", rule="NoMatchingAcl", at=2),
+        authorization("User:app", "READ", "TOPIC", "late", decision="DENIED", rule="NoMatchingAcl", at=90),
+        authentication(decision="SUCCEEDED", host="10.0.0.1", principal="User:app", at=3)]))
+    log.write_text(log.read_text() + "garbage\n" + json.dumps({"schema": 2, "event": "authorization"}) + "\n")
+    return str(log)

@@ -17,7 +17,7 @@ import pytest
 from pipeline.cli import add_audit_parser, run_audit
 from pipeline.errors import INSTALL_HINT, PipelineError
 from pipeline.inputs import inspect_local
-from tests.pipeline.events import authentication, failure, write_events
+from tests.pipeline.events import authentication, failure, mixed_log, ts, write_events
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -222,3 +222,50 @@ def test_without_the_pipeline_extra_the_readme_install_command_is_named(tmp_path
     assert done.stderr == ("ksgate audit report: needs the pipeline extra (pyspark, matplotlib; Java 17+): "
                            f"{INSTALL_HINT}\n")
     assert f"`{INSTALL_HINT}`" in (Path(__file__).parents[2] / "README.md").read_text()
+
+
+# --- one read of the log per command (its survey and its analysis read the same persisted lines) -------------
+
+READERS = {"report": ("pipeline.report", "read_report_lines"),
+           "recommend": ("pipeline.least_privilege.recommend", "read_recommend_lines"),
+           "alerts": ("pipeline.alerts", "read_alert_lines"),
+           "replay": ("pipeline.replay.job", "read_decision_lines")}
+
+
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_each_command_s_one_read_surveys_what_the_survey_alone_counts(command: str, spark: SparkSession,
+                                                                      tmp_path: Path) -> None:
+    import importlib
+
+    from pipeline.schema import survey
+
+    module, name = READERS[command]
+    log, until = mixed_log(tmp_path / "in"), datetime.fromisoformat(ts(60))
+    lines = getattr(importlib.import_module(module), name)(spark, [log], None, until)
+    try:
+        assert lines.survey() == survey(spark, [log], None, until)
+        assert (lines.survey().lines, lines.survey().authorizations, lines.survey().authentications) == (7, 3, 1)
+    finally:
+        lines.release()
+
+
+# What each command says of mixed_log before ts(60): 3 authorization events standing for 7 decisions (the
+# aggregated one counts 5) and the authentication; READ allowed on topics audit and audit-2 (the unsampled rest
+# names no topic), two names: below the prefix group of 3, so two LITERAL bindings; no alert.
+READ_ONCE = {
+    "report": "8 events; see {out}/summary.md",
+    "recommend": "2 bindings; see {out}/recommendations.md",
+    "alerts": "0 alerts; see {out}/alerts.md",
+}
+
+
+@pytest.mark.parametrize("command", sorted(READ_ONCE))
+def test_each_command_reads_the_log_once(command: str, spark: SparkSession, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str], log_gone_once_surveyed: Path) -> None:
+    """The log is gone as soon as the survey has been said: an analysis that read it again would fail."""
+    out = tmp_path / "out"
+    code, stdout, err = _run(capsys, command, "--input", str(log_gone_once_surveyed), "--output", str(out),
+                             "--until", ts(60))
+    assert not log_gone_once_surveyed.exists()
+    assert (code, stdout) == (0, f"ksgate audit {command}: {READ_ONCE[command].format(out=out)}\n"), err
+    assert "read 7 lines: 3 authorization and 1 authentication events" in err and "2 of 7 lines skipped" in err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,8 +13,7 @@ from authz.acl_json import encode_acl_file
 from authz.model import AclOperation
 from authz.model import ResourceType as RT
 from pipeline.cli import add_audit_parser, run_audit
-from pipeline.progress import Progress
-from tests.pipeline.events import authentication, authorization, binding, ts, write_events
+from tests.pipeline.events import authentication, authorization, binding, mixed_log, ts, write_events
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,50 +91,29 @@ def test_an_authentication_only_log_has_nothing_to_replay(spark: SparkSession, t
                               "without an authorizer? Nothing to replay\n")
 
 
-def _mixed_log(directory: Path) -> str:
-    """Decisions (one aggregated) in and out of a window, an authentication, and lines that are no events."""
-    aggregated = {**authorization("User:app", "READ", "TOPIC", "audit", rule=READ_AUDIT, at=1), "count": 5,
-                  "sample": ["audit", "audit-2"]}
-    log = Path(write_events(directory, [
-        authorization("User:app", "READ", "TOPIC", "audit", rule=READ_AUDIT), aggregated,
-        authorization("User:app", "READ", "TOPIC", "other", decision="DENIED", rule="NoMatchingAcl", at=2),
-        authorization("User:app", "READ", "TOPIC", "late", decision="DENIED", rule="NoMatchingAcl", at=90),
-        authentication(decision="SUCCEEDED", host="10.0.0.1", principal="User:app", at=3)]))
-    log.write_text(log.read_text() + "garbage\n" + json.dumps({"schema": 2, "event": "authorization"}) + "\n")
-    return str(log)
-
-
 def test_the_survey_read_with_the_replay_counts_what_the_survey_alone_counts(spark: SparkSession,
                                                                             tmp_path: Path) -> None:
-    from pipeline.replay.job import LINES, read_decision_lines
-    from pipeline.schema import survey, survey_of
+    from pipeline.replay.job import read_decision_lines
+    from pipeline.schema import survey
 
-    log = _mixed_log(tmp_path / "in")
+    log = mixed_log(tmp_path / "in")
     until = datetime.fromisoformat(ts(60))
     lines = read_decision_lines(spark, [log], None, until)
     try:
-        assert survey_of(lines, times=LINES) == survey(spark, [log], None, until)
-        assert survey_of(lines, times=LINES).authorizations == 3 and survey_of(lines, times=LINES).lines == 7
+        assert lines.survey() == survey(spark, [log], None, until)
+        assert lines.survey().authorizations == 3 and lines.survey().lines == 7
     finally:
-        lines.unpersist()
+        lines.release()
 
 
 def test_replay_reads_the_log_once(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                   log_gone_once_surveyed: Path) -> None:
     """The log is gone as soon as the survey has been said: a replay that read it again would fail."""
-    log = _mixed_log(tmp_path / "in")
     (tmp_path / "acls.json").write_bytes(encode_acl_file([]))
-    said = Progress.stage
-
-    def stage(progress: Progress, text: str) -> None:
-        said(progress, text)
-        if text.startswith("read "):
-            Path(log).unlink()
-
-    monkeypatch.setattr(Progress, "stage", stage)
-    code, out, err = _run(capsys, "--input", log, "--acls", str(tmp_path / "acls.json"), "--output",
-                          str(tmp_path / "out"), "--allow-everyone-if-no-acl-found", "false", "--until", ts(60))
-    assert not Path(log).exists()
+    code, out, err = _run(capsys, "--input", str(log_gone_once_surveyed), "--acls", str(tmp_path / "acls.json"),
+                          "--output", str(tmp_path / "out"), "--allow-everyone-if-no-acl-found", "false",
+                          "--until", ts(60))
+    assert not log_gone_once_surveyed.exists()
     assert (code, out) == (0, "ksgate audit replay: 4 decisions replayed: 1 unchanged, 3 would be denied, "
                               f"0 would be allowed; see {tmp_path / 'out'}/report.md\n"), err
     assert "read 7 lines: 3 authorization and 1 authentication events" in err

@@ -4,7 +4,9 @@ cluster sends clients that name the old one to re-bootstrap (ApiVersions v5, KIP
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,9 @@ from gateway import server
 from gateway.server import Gateway
 from gateway.upstream.client import NoBootstrapAnswered
 from protocol.api_keys import ApiKey
+from protocol.header import decode_request_header
 from protocol.kafka_errors import KafkaError
+from protocol.messages import response_frame
 from tests.gateway.session.session_driver import Driver, gateway_for
 from tests.wire_client import request_frame
 
@@ -108,3 +112,50 @@ def test_an_upstream_answering_again_after_an_outage_is_listed_again(tmp_path: P
         return events
 
     assert asyncio.run(watch()) == ["listing"]
+
+
+# What the loopback upstream answers: ApiVersions up to v4 (so a feature re-read would be a second ApiVersions).
+_ANSWERS: dict[int, dict[str, Any]] = {
+    ApiKey.API_VERSIONS: {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+        {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 4},
+        {"api_key": ApiKey.METADATA, "min_version": 0, "max_version": 12}]},
+    ApiKey.METADATA: {"throttle_time_ms": 0, "cluster_id": "c1", "controller_id": 1, "brokers": [],
+                      "topics": [{"error_code": 0, "name": "t", "topic_id": uuid.uuid4(), "is_internal": False,
+                                  "partitions": [], "topic_authorized_operations": 0}]},
+}
+
+
+class _LoopbackUpstream:
+    """A loopback broker answering ApiVersions and Metadata; records each request's API and version."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[int, int]] = []
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                header, _ = decode_request_header(memoryview(await reader.readexactly(size)))
+                self.received.append((header.api_key, header.api_version))
+                writer.write(response_frame(header.api_key, header.api_version, header.correlation_id,
+                                            _ANSWERS[header.api_key]))
+                await writer.drain()
+        writer.close()
+
+
+def test_a_topic_listing_sends_the_upstream_api_versions_and_metadata_only(tmp_path: Path) -> None:
+    """The listing re-reads the cluster id from its Metadata; the feature levels are the readiness probe's to
+    re-read, so no second ApiVersions (v4+) goes out with each listing."""
+    upstream = _LoopbackUpstream()
+
+    async def list_once() -> Gateway:
+        listener = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        gateway = gateway_for(tmp_path, **{"upstream.bootstrap.servers": f"127.0.0.1:{port}"})
+        async with listener:
+            await gateway._refresh_topics()
+        return gateway
+
+    gateway = asyncio.run(list_once())
+    assert upstream.received == [(ApiKey.API_VERSIONS, 3), (ApiKey.METADATA, 12)]
+    assert gateway.ctx.cluster.cluster_id == "c1" and list(gateway.ctx.cluster.topic_names.values()) == ["t"]
