@@ -15,7 +15,11 @@ The first ``--warmup`` seconds of every run are not measured.  Added latency = g
 percentile - direct percentile, from the medians over repeats.
 
     .venv/bin/python bench/latency.py [--rates 5000,50000] [--size 1024] [--seconds 10] [--repeat 3]
-        [--paths direct,plaintext,sasl_ssl] [--linger-ms 5] [--json]
+        [--paths direct,plaintext,sasl_ssl] [--linger-ms 5] [--json] [--tree-b /path/to/other/checkout]
+
+``--tree-b``: each gateway path also runs a second gateway importing ksgate from that checkout (paths
+``plaintext-b``, ``sasl_ssl-b``) in front of the same broker, in the same rotation: before and after a change,
+in one run on the same minutes of the machine.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from multiprocessing.queues import SimpleQueue
 from multiprocessing.synchronize import Event
@@ -64,14 +69,14 @@ class SaslSslGatewayProcess(GatewayProcess):
     """The bench gateway with one SASL_SSL listener (PLAIN)."""
 
     def __init__(self, upstream: str, workdir: Path, tls: TlsFiles, extra: dict[str, Any],
-                 node_ids: list[int]) -> None:
+                 node_ids: list[int], tree: Path | None = None) -> None:
         users = workdir / "users.json"
         workdir.mkdir(parents=True, exist_ok=True)  # the credentials file goes there before start()
         FileCredentialStore(users).upsert_user(USER, PASSWORD)
         super().__init__(upstream, workdir, {
             "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
             "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(users), **extra},
-            protocol="SASL_SSL", node_ids=node_ids)
+            protocol="SASL_SSL", node_ids=node_ids, tree=tree)
         self.tls = tls
 
     def client_config(self) -> dict[str, Any]:
@@ -247,6 +252,14 @@ def table(runs: list[Run], paths: list[str], rates: list[int]) -> str:
                                                                  if i % 3 == 1 else f"{a:>8.2f}"
                                                                  for i, a in enumerate(added))
                          + "   added by the gateway")
+        for path in (p for p in paths if p.endswith("-b")):
+            a = path.removesuffix("-b")
+            moved = [median_of(runs, path, rate, part, f"p{q}") - median_of(runs, a, rate, part, f"p{q}")
+                     for part in ("publish", "end_to_end") for q in PERCENTILES]
+            lines.append(f"{rate:>7} {path + '-a':<10}" + "".join(f"{m:>8.2f}" if i % 3 == 0 else f"{m:>7.2f}"
+                                                                  if i % 3 == 1 else f"{m:>8.2f}"
+                                                                  for i, m in enumerate(moved))
+                         + "   --tree-b's gateway minus this one's")
     return "\n".join(lines)
 
 
@@ -274,11 +287,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--authz", choices=("off", "allow-all"), default="off",
                         help="gateway authorization: off (the bare relay) or allow-all (StandardAuthorizer)")
     parser.add_argument("--json", action="store_true", help="print every run as JSON too")
+    parser.add_argument("--tree-b", type=Path, help="a second checkout: each gateway path runs once more from it "
+                                                     "(paths plaintext-b, sasl_ssl-b)")
     args = parser.parse_args(argv)
     args.rates = [int(r) for r in args.rates.split(",") if r]
     args.paths = [p for p in args.paths.split(",") if p]
     if set(args.paths) - {"direct", "plaintext", "sasl_ssl"} or args.size < STAMP.size:
         parser.error("--paths: direct, plaintext, sasl_ssl; --size at least 16")
+    if args.tree_b is not None:
+        args.paths += [f"{p}-b" for p in args.paths if p != "direct"]
     return args
 
 
@@ -292,14 +309,19 @@ def main(argv: list[str] | None = None) -> int:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         authz = authorization_settings(args.authz, workdir)
         node_ids = sorted(admin.list_topics(timeout=10).brokers)
-        plain = GatewayProcess(broker.bootstrap, workdir / "plaintext", authz, node_ids=node_ids)
-        secured = SaslSslGatewayProcess(broker.bootstrap, workdir / "sasl_ssl",
-                                        write_tls_material(workdir / "tls"), authz, node_ids)
-        with plain, secured:  # __enter__ starts each
+        tls = write_tls_material(workdir / "tls")
+        with ExitStack() as stack:  # entering starts each gateway
             legs: dict[str, tuple[dict[str, Any], int | None]] = {
-                "direct": ({"bootstrap.servers": broker.bootstrap}, None),
-                "plaintext": ({"bootstrap.servers": plain.bootstrap}, plain.pid),
-                "sasl_ssl": (secured.client_config(), secured.pid)}
+                "direct": ({"bootstrap.servers": broker.bootstrap}, None)}
+            for suffix, tree in (("", None), ("-b", args.tree_b)):
+                if suffix and tree is None:
+                    continue
+                plain = stack.enter_context(GatewayProcess(broker.bootstrap, workdir / f"plaintext{suffix}", authz,
+                                                           node_ids=node_ids, tree=tree))
+                secured = stack.enter_context(SaslSslGatewayProcess(broker.bootstrap, workdir / f"sasl_ssl{suffix}",
+                                                                    tls, authz, node_ids, tree))
+                legs[f"plaintext{suffix}"] = ({"bootstrap.servers": plain.bootstrap}, plain.pid)
+                legs[f"sasl_ssl{suffix}"] = (secured.client_config(), secured.pid)
             for repeat in range(args.repeat):
                 for rate in args.rates:
                     for path in order(args.paths, repeat):
@@ -314,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     print(spread(runs))
     print(f"load average after: {loadavg()}")
     if args.json:
-        print(json.dumps({"runs": [asdict(r) for r in runs], "args": {k: v for k, v in vars(args).items()}}))
+        print(json.dumps({"runs": [asdict(r) for r in runs], "args": vars(args)}, default=str))
     return 0
 
 

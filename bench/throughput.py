@@ -361,8 +361,9 @@ class GatewayProcess(ListeningProcess):
 
     def __init__(self, upstream: str, workdir: Path, extra: dict[str, Any] | None = None,
                  startup_timeout_s: float = 30.0, *, protocol: str = "PLAINTEXT",
-                 node_ids: list[int] | None = None) -> None:
+                 node_ids: list[int] | None = None, tree: Path | None = None) -> None:
         super().__init__(workdir, "gateway.yaml", "gateway.log", startup_timeout_s)
+        self.tree = tree  # a checkout whose ksgate the process imports (PYTHONPATH), not this one
         self.protocol = protocol  # of the one client listener; its TLS/SASL keys come in extra
         self.upstream = upstream
         self.extra = dict(extra or {})
@@ -386,8 +387,11 @@ class GatewayProcess(ListeningProcess):
     def command(self) -> list[str]:
         ksgate = Path(sys.executable).with_name("ksgate")
         if not ksgate.exists():  # not run from the venv: same thing via the module
-            return [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path)]
-        return [str(ksgate), "run", "--config", str(self.config_path)]
+            command = [sys.executable, "-m", "gateway", "run", "--config", str(self.config_path)]
+        else:
+            command = [str(ksgate), "run", "--config", str(self.config_path)]
+        # env execs the command: the process is still the one whose pid the benches read
+        return command if self.tree is None else ["env", f"PYTHONPATH={self.tree}", *command]
 
 
 class SaslGatewayProcess(GatewayProcess):

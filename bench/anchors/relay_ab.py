@@ -61,11 +61,8 @@ class TreeGateway(GatewayProcess):
     """The bench gateway, importing ksgate from ``tree`` (env execs the venv's ksgate: same pid)."""
 
     def __init__(self, tree: Path, upstream: str, workdir: Path, extra: dict[str, Any]) -> None:
-        super().__init__(upstream, workdir, extra)
-        self.tree = tree
-
-    def command(self) -> list[str]:
-        return ["env", f"PYTHONPATH={self.tree}", *super().command()]
+        super().__init__(upstream, workdir, extra, tree=tree)
+        self.tree: Path = tree
 
     def compiled_files(self) -> int:
         """Extension files mapped from the tree's packages (mypyc output; 0: all interpreted): which code the
