@@ -231,13 +231,13 @@ def median_of(runs: list[Run], path: str, rate: int, part: str, key: str) -> flo
 
 
 def table(runs: list[Run], paths: list[str], rates: list[int]) -> str:
-    lines = [f"{'rate/s':>7} {'path':<10}{'pub p50':>8}{'p99':>7}{'p99.9':>8}{'e2e p50':>9}{'p99':>7}{'p99.9':>8}"
+    lines = [f"{'rate/s':>7} {'path':<14}{'pub p50':>8}{'p99':>7}{'p99.9':>8}{'e2e p50':>9}{'p99':>7}{'p99.9':>8}"
              f"{'gw CPU%':>8}{'%/MB/s':>7}{'broker%':>8}   (ms, medians of repeats)"]
     for rate in rates:
         for path in paths:
             cells = [median_of(runs, path, rate, part, f"p{q}") for part in ("publish", "end_to_end")
                      for q in PERCENTILES]
-            lines.append(f"{rate:>7} {path:<10}" + "".join(f"{c:>8.2f}" if i % 3 == 0 else f"{c:>7.2f}"
+            lines.append(f"{rate:>7} {path:<14}" + "".join(f"{c:>8.2f}" if i % 3 == 0 else f"{c:>7.2f}"
                                                           if i % 3 == 1 else f"{c:>8.2f}"
                                                           for i, c in enumerate(cells))
                          + f"{median_of(runs, path, rate, 'gateway_cpu_pct', ''):>8.2f}"
@@ -248,7 +248,7 @@ def table(runs: list[Run], paths: list[str], rates: list[int]) -> str:
                 break
             added = [median_of(runs, path, rate, part, f"p{q}") - median_of(runs, "direct", rate, part, f"p{q}")
                      for part in ("publish", "end_to_end") for q in PERCENTILES]
-            lines.append(f"{rate:>7} {'+' + path:<10}" + "".join(f"{a:>8.2f}" if i % 3 == 0 else f"{a:>7.2f}"
+            lines.append(f"{rate:>7} {'+' + path:<14}" + "".join(f"{a:>8.2f}" if i % 3 == 0 else f"{a:>7.2f}"
                                                                  if i % 3 == 1 else f"{a:>8.2f}"
                                                                  for i, a in enumerate(added))
                          + "   added by the gateway")
@@ -256,7 +256,7 @@ def table(runs: list[Run], paths: list[str], rates: list[int]) -> str:
             a = path.removesuffix("-b")
             moved = [median_of(runs, path, rate, part, f"p{q}") - median_of(runs, a, rate, part, f"p{q}")
                      for part in ("publish", "end_to_end") for q in PERCENTILES]
-            lines.append(f"{rate:>7} {path + '-a':<10}" + "".join(f"{m:>8.2f}" if i % 3 == 0 else f"{m:>7.2f}"
+            lines.append(f"{rate:>7} {path + '-a':<14}" + "".join(f"{m:>8.2f}" if i % 3 == 0 else f"{m:>7.2f}"
                                                                   if i % 3 == 1 else f"{m:>8.2f}"
                                                                   for i, m in enumerate(moved))
                          + "   --tree-b's gateway minus this one's")
