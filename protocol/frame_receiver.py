@@ -103,17 +103,22 @@ class BufferPool:
         return fresh
 
     def drop_idle(self) -> int:
-        """Let go of the free buffers if nothing was taken since the last call; the bytes let go.
+        """Let go of the free buffers if nothing was taken since the last call; the bytes of large ones let go.
 
         Called periodically: a pool that serves steady large traffic keeps its warm buffers,
         one left idle after a burst gives its memory back.  Scratch buffers are judged by
-        their own takes: steady small traffic does not keep large buffers warm."""
-        before = self._held
-        if self.takes == self._takes_seen:
-            self._evict_free(self._held)
+        their own takes (steady small traffic does not keep large buffers warm) and left out
+        of the answer, which the server reads as "worth a malloc_trim": they are at most
+        SCRATCH_KEPT small ones, and a client sending once a second would otherwise have the
+        heap trimmed on the loop once a second."""
         if self._scratch_takes == self._scratch_takes_seen:
             self._drop_free_scratch()
-        self._takes_seen, self._scratch_takes_seen = self.takes, self._scratch_takes
+        self._scratch_takes_seen = self._scratch_takes
+        if self.takes != self._takes_seen:
+            self._takes_seen = self.takes
+            return 0
+        before = self._held
+        self._evict_free(self._held)
         return before - self._held
 
     def _best_free(self, rounded: int) -> int:

@@ -357,11 +357,11 @@ def test_pool_lets_idle_scratch_go_and_small_traffic_keeps_no_large_buffer_warm(
     large = pool.take(1_000_000)
     del large
     pool.take_scratch(SCRATCH)
-    assert pool.drop_idle() == 0  # both were taken since the last call
+    assert pool.drop_idle() == 0 and pool.held() > SCRATCH  # both were taken since the last call
     pool.take_scratch(SCRATCH)  # steady small traffic only
-    dropped = pool.drop_idle()
-    assert dropped > 0 and pool.held() == SCRATCH  # the large buffer is let go, the warm scratch kept
-    assert pool.drop_idle() == SCRATCH and pool.held() == 0  # no reads at all: the scratch goes too
+    assert pool.drop_idle() > 0 and pool.held() == SCRATCH  # the large buffer is let go, the warm scratch kept
+    # No reads at all: the scratch goes too, but is no reason for the server to trim the heap.
+    assert pool.drop_idle() == 0 and pool.held() == 0
 
 
 def test_free_scratch_of_the_other_size_makes_room_for_the_size_now_asked_for() -> None:
