@@ -171,7 +171,8 @@ class FrameReceiver:
     Small frames share a scratch buffer, many per read; a frame larger than that gets a
     buffer of its own once its size prefix has been read and checked against the limit.
     A buffer is never written again below a view handed out, nor resized; once its
-    frames are all complete it is let go, so an idle connection holds no buffer.
+    frames are all complete it is let go, so an idle connection holds no buffer.  With a
+    pool, the scratch comes from it: one no view refers to any more is read into again.
 
     Memory bound: nothing is reserved more than ``prealloc`` bytes (at least 4 KiB) ahead
     of what has arrived, the scratch buffer included; beyond that a frame's buffer grows by doubling
