@@ -17,7 +17,7 @@ from protocol.errors import DecodeError
 from protocol.framing import Frame, FrameTooLarge
 
 _SIZE = struct.Struct(">i")
-_EMPTY = bytearray()
+_EMPTY = memoryview(bytearray())
 
 
 def _references(buffers: list[bytearray], i: int) -> int:
@@ -38,11 +38,20 @@ class BufferPool:
     in a transport, a decoded record set) keeps it alive, so a free buffer has no reader.
     A reused buffer still holds old bytes, but FrameReceiver only ever exposes bytes the
     socket wrote into it.  Not thread-safe: one pool per event loop.
+
+    It also keeps a few scratch buffers, the ones small frames are read into: a receiver lets
+    its scratch go whenever every frame in it is complete (an idle connection holds none), so
+    without the pool every read of a small request allocated and zero-filled a fresh 64 KiB
+    (bench/framing_cost.py).  At most SCRATCH_KEPT of them, within max_bytes.
     """
 
-    __slots__ = ("_buffers", "_held", "_takes_seen", "max_bytes", "takes")
+    __slots__ = ("_buffers", "_held", "_scratch", "_scratch_takes", "_scratch_takes_seen", "_takes_seen",
+                 "max_bytes", "takes")
 
     GRANULE: Final = 64 * 1024  # sizes are rounded up to this, so similar frames share buffers
+    # Enough for the reads of one loop's wake-up whose frames are still referenced (queued in a full
+    # upstream transport, waiting in a session); beyond that a scratch buffer is an ordinary one.
+    SCRATCH_KEPT: Final = 8
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
@@ -50,6 +59,9 @@ class BufferPool:
         self._held = 0
         self.takes = 0  # take() calls, ever
         self._takes_seen = 0  # ... as of the last drop_idle()
+        self._scratch: list[bytearray] = []
+        self._scratch_takes = 0  # take_scratch() calls, ever
+        self._scratch_takes_seen = 0  # ... as of the last drop_idle()
 
     def held(self) -> int:
         """Bytes of buffers the pool keeps (free or in use)."""
@@ -71,11 +83,37 @@ class BufferPool:
         self._held += rounded
         return fresh
 
+    def take_scratch(self, size: int) -> bytearray:
+        """A buffer of exactly ``size`` bytes for small frames (contents undefined)."""
+        self._scratch_takes += 1
+        scratch, i, spare = self._scratch, len(self._scratch), -1
+        while i:  # from the last one kept, the likeliest to be free; by index: see _best_free
+            i -= 1
+            if _references(scratch, i) == _UNREFERENCED:
+                if len(scratch[i]) == size:
+                    return scratch[i]
+                spare = i
+        fresh = bytearray(size)
+        if spare >= 0 and len(scratch) == self.SCRATCH_KEPT:  # a free one of the other size makes room:
+            self._held -= len(scratch[spare])  # scratch left by a burst of logins must not stay in the way
+            del scratch[spare]
+        if len(scratch) < self.SCRATCH_KEPT and self._held + size <= self.max_bytes:
+            scratch.append(fresh)
+            self._held += size
+        return fresh
+
     def drop_idle(self) -> int:
-        """Let go of the free buffers if nothing was taken since the last call; the bytes let go.
+        """Let go of the free buffers if nothing was taken since the last call; the bytes of large ones let go.
 
         Called periodically: a pool that serves steady large traffic keeps its warm buffers,
-        one left idle after a burst gives its memory back."""
+        one left idle after a burst gives its memory back.  Scratch buffers are judged by
+        their own takes (steady small traffic does not keep large buffers warm) and left out
+        of the answer, which the server reads as "worth a malloc_trim": they are at most
+        SCRATCH_KEPT small ones, and a client sending once a second would otherwise have the
+        heap trimmed on the loop once a second."""
+        if self._scratch_takes == self._scratch_takes_seen:
+            self._drop_free_scratch()
+        self._scratch_takes_seen = self._scratch_takes
         if self.takes != self._takes_seen:
             self._takes_seen = self.takes
             return 0
@@ -93,6 +131,15 @@ class BufferPool:
 
     def _free(self, i: int) -> bool:
         return _references(self._buffers, i) == _UNREFERENCED
+
+    def _drop_free_scratch(self) -> None:
+        scratch, i = self._scratch, 0
+        while i < len(scratch):
+            if _references(scratch, i) == _UNREFERENCED:
+                self._held -= len(scratch[i])
+                del scratch[i]
+            else:
+                i += 1
 
     def _evict_free(self, need: int) -> None:
         """Drop free buffers (of sizes no longer asked for) until ``need`` bytes are released."""
@@ -124,7 +171,8 @@ class FrameReceiver:
     Small frames share a scratch buffer, many per read; a frame larger than that gets a
     buffer of its own once its size prefix has been read and checked against the limit.
     A buffer is never written again below a view handed out, nor resized; once its
-    frames are all complete it is let go, so an idle connection holds no buffer.
+    frames are all complete it is let go, so an idle connection holds no buffer.  With a
+    pool, the scratch comes from it: one no view refers to any more is read into again.
 
     Memory bound: nothing is reserved more than ``prealloc`` bytes (at least 4 KiB) ahead
     of what has arrived, the scratch buffer included; beyond that a frame's buffer grows by doubling
@@ -154,7 +202,9 @@ class FrameReceiver:
         self.limit = limit  # the largest frame accepted (its size prefix excluded)
         self.prealloc = prealloc
         self._pool = pool  # where buffers larger than the scratch come from, if given
-        self._buf: bytearray | mmap.mmap = _EMPTY
+        # A view of the whole buffer (a bytearray or a mapping), made once per buffer: get_buffer() and
+        # every frame are slices of it.  The buffer lives as long as the last of them.
+        self._buf: memoryview = _EMPTY
         self._cap = 0  # bytes of _buf this frame (or run of small frames) may use
         self._start = 0  # where the first incomplete frame begins in _buf
         self._end = 0  # bytes of _buf filled
@@ -181,10 +231,10 @@ class FrameReceiver:
             return memoryview(bytearray(4096))
         if not self._cap:
             self._cap = self._scratch_bytes()
-            self._buf = bytearray(self._cap)
+            self._buf = memoryview(self._scratch(self._cap))
         if self._end == self._cap:  # only while waiting for the gate, read although told to pause
             self._overflow()
-        return memoryview(self._buf)[self._end : self._cap]
+        return self._buf[self._end : self._cap]
 
     def admitted(self) -> None:
         """The gate said yes to the waiting frame: its buffer can be allocated."""
@@ -212,11 +262,14 @@ class FrameReceiver:
             raise ValueError(f"buffer_updated({nbytes}) outside the buffer handed out")
         self._end += nbytes
         frames = self._split()
-        self._make_room()
+        if self._start == self._end:  # every frame complete: let the buffer go (views of it may live on)
+            self._buf, self._cap, self._start, self._end = _EMPTY, 0, 0, 0
+        else:
+            self._make_room()
         return frames
 
     def _split(self) -> list[Frame]:
-        view = memoryview(self._buf)
+        view = self._buf
         frames: list[Frame] = []
         pos, end, limit = self._start, self._end, self.limit
         while end - pos >= 4:
@@ -251,12 +304,14 @@ class FrameReceiver:
         fresh: bytearray | mmap.mmap
         if capacity >= self.MAPPED_BYTES:
             fresh = mmap.mmap(-1, capacity)
+        elif capacity == self._scratch_bytes():
+            fresh = self._scratch(capacity)
         elif self._pool is None or capacity <= self.SCRATCH_BYTES:
             fresh = bytearray(capacity)
         else:  # only large buffers are worth pooling
             fresh = self._pool.take(capacity)
-        fresh[:have] = memoryview(self._buf)[self._start : self._end]
-        self._buf, self._cap, self._start, self._end = fresh, capacity, 0, have
+        fresh[:have] = self._buf[self._start : self._end]
+        self._buf, self._cap, self._start, self._end = memoryview(fresh), capacity, 0, have
 
     def _admit(self, total: int) -> bool:
         if self.waiting:
@@ -271,8 +326,8 @@ class FrameReceiver:
         """Room for a read the owner should have paused: a scratch buffer more, outside the gate."""
         have = self._end - self._start
         fresh = bytearray(have + self._scratch_bytes())
-        fresh[:have] = memoryview(self._buf)[self._start : self._end]
-        self._buf, self._cap, self._start, self._end = fresh, len(fresh), 0, have
+        fresh[:have] = self._buf[self._start : self._end]
+        self._buf, self._cap, self._start, self._end = memoryview(fresh), len(fresh), 0, have
 
     def _capacity(self, total: int, have: int) -> int:
         """Buffer size for a frame of ``total`` bytes (0: size unknown) of which ``have`` arrived."""
@@ -282,6 +337,11 @@ class FrameReceiver:
         if total >= self.MAPPED_BYTES and self.gate is not None:  # granted, and mapped: pages cost once written
             return total
         return min(total, max(self.prealloc, 2 * have))
+
+    def _scratch(self, size: int) -> bytearray:
+        # Pooled: a buffer no frame refers to any more is written again (only below what the socket
+        # then writes is ever read), instead of a fresh zero-filled one per read.
+        return bytearray(size) if self._pool is None else self._pool.take_scratch(size)
 
     def _scratch_bytes(self) -> int:
         return max(self.MIN_SCRATCH_BYTES, min(self.SCRATCH_BYTES, self.prealloc))

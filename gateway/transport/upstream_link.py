@@ -59,18 +59,19 @@ class UpstreamLink(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        view = memoryview(data)
+        rest: bytes | memoryview = data  # viewed by the splitter once, not here as well
         if self._stream_left:
+            view = memoryview(data)
             n = min(self._stream_left, len(view))
             self._stream_left -= n
             self._do(self._owner.stream_chunk(view[:n]))
             if not self._stream_left:
                 self._do(self._owner.stream_ended())
-            view = view[n:]
-            if not view:
+            rest = view[n:]
+            if not rest:
                 return
         try:
-            frames = self._splitter.feed(view)
+            frames = self._splitter.feed(rest)
         except DecodeError as exc:
             self._do(self._owner.upstream_error(f"upstream framing: {exc}"))
             return

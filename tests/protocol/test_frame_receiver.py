@@ -279,3 +279,97 @@ def test_an_admitted_large_frame_is_received_into_one_mapping_of_its_size() -> N
     (big,) = receiver.buffer_updated(4 + size - 100)
     assert isinstance(big.wire.obj, mmap.mmap)
     assert bytes(big.payload) == payload
+
+
+# --- scratch buffers: small frames' buffers reused through the pool ---------------------------
+# Buffers are told apart by id() and what they still hold: a reference kept by the test would itself
+# make a buffer "in use".
+
+def _read(receiver: FrameReceiver, data: bytes) -> tuple[list[Frame], int, bytes]:
+    """One socket read of ``data``: the frames, the id of the buffer it landed in, and what the
+    first len(data) bytes of the buffer held before the socket wrote them."""
+    buf = receiver.get_buffer()
+    landed, before = id(buf.obj), bytes(buf[: len(data)])
+    buf[: len(data)] = data
+    buf.release()
+    return receiver.buffer_updated(len(data)), landed, before
+
+
+def test_a_scratch_buffer_no_frame_refers_to_any_more_is_read_into_again() -> None:
+    """The next read of a small request reuses the warm buffer instead of a fresh zero-filled 64 KiB."""
+    receiver = FrameReceiver(limit=4096, pool=BufferPool())
+    frames, first, _ = _read(receiver, frame(b"one"))
+    assert [bytes(f.payload) for f in frames] == [b"one"]
+    del frames
+    frames, second, before = _read(receiver, frame(b"two"))
+    assert (second, before) == (first, frame(b"one"))  # the same buffer, still holding the last request
+    assert [bytes(f.payload) for f in frames] == [b"two"]
+
+
+def test_a_scratch_buffer_a_frame_still_refers_to_is_never_written_again() -> None:
+    receiver = FrameReceiver(limit=4096, pool=BufferPool())
+    (kept,), first, _ = _read(receiver, frame(b"kept" * 10))
+    for i in range(2 * BufferPool.SCRATCH_KEPT):  # more reads than the pool keeps buffers
+        frames, landed, _ = _read(receiver, frame(bytes([i]) * 50))
+        assert landed != first and [bytes(f.payload) for f in frames] == [bytes([i]) * 50]
+    assert bytes(kept.payload) == b"kept" * 10
+
+
+def test_a_reused_scratch_buffer_exposes_only_the_bytes_the_socket_wrote() -> None:
+    """Another connection's old request is still in the buffer: no frame and no peek may show any of it."""
+    pool = BufferPool()
+    secret = b"password=" + b"s" * 991
+    frames, first, _ = _read(FrameReceiver(limit=4096, pool=pool), frame(secret))
+    del frames
+    receiver = FrameReceiver(limit=4096, pool=pool)
+    frames, landed, before = _read(receiver, struct.pack(">i", 10) + b"abc")  # a partial frame, then a stall
+    assert (frames, landed, before) == ([], first, frame(secret)[:7])
+    assert receiver.peek(100) == struct.pack(">i", 10) + b"abc"
+    (short,) = _receive(receiver, b"defghij")
+    assert bytes(short.wire) == frame(b"abcdefghij")
+    del short
+    frames, landed, _ = _read(receiver, frame(b""))
+    assert landed == first and [bytes(f.wire) for f in frames] == [frame(b"")]
+
+
+def test_an_idle_receiver_holds_no_buffer_and_its_scratch_goes_back_to_the_pool() -> None:
+    pool = BufferPool()
+    receiver = FrameReceiver(limit=4096, pool=pool)
+    frames, landed, _ = _read(receiver, frame(b"request"))
+    del frames
+    assert receiver.held() == 0 and receiver.buffered() == 0
+    again = pool.take_scratch(SCRATCH)  # nothing of the receiver's refers to it any more
+    assert id(again) == landed and again.startswith(frame(b"request"))
+
+
+def test_pool_keeps_at_most_scratch_kept_scratch_buffers_within_max_bytes() -> None:
+    pool = BufferPool()
+    in_use = [pool.take_scratch(SCRATCH) for _ in range(3 * BufferPool.SCRATCH_KEPT)]
+    assert len({id(b) for b in in_use}) == len(in_use)  # none handed out twice while in use
+    assert pool.held() == BufferPool.SCRATCH_KEPT * SCRATCH
+    small = BufferPool(max_bytes=SCRATCH)
+    kept = [small.take_scratch(SCRATCH), small.take_scratch(SCRATCH)]
+    assert small.held() == SCRATCH and len(kept[1]) == SCRATCH  # the second one is an ordinary buffer
+
+
+def test_pool_lets_idle_scratch_go_and_small_traffic_keeps_no_large_buffer_warm() -> None:
+    pool = BufferPool()
+    large = pool.take(1_000_000)
+    del large
+    pool.take_scratch(SCRATCH)
+    assert pool.drop_idle() == 0 and pool.held() > SCRATCH  # both were taken since the last call
+    pool.take_scratch(SCRATCH)  # steady small traffic only
+    assert pool.drop_idle() > 0 and pool.held() == SCRATCH  # the large buffer is let go, the warm scratch kept
+    # No reads at all: the scratch goes too, but is no reason for the server to trim the heap.
+    assert pool.drop_idle() == 0 and pool.held() == 0
+
+
+def test_free_scratch_of_the_other_size_makes_room_for_the_size_now_asked_for() -> None:
+    """A burst of logins (4 KiB scratch before authentication) must not leave the pool unable to keep
+    the 64 KiB scratch of the traffic that follows."""
+    pool = BufferPool()
+    logins = [pool.take_scratch(FrameReceiver.MIN_SCRATCH_BYTES) for _ in range(BufferPool.SCRATCH_KEPT)]
+    del logins
+    first = id(pool.take_scratch(SCRATCH))
+    assert pool.held() == (BufferPool.SCRATCH_KEPT - 1) * FrameReceiver.MIN_SCRATCH_BYTES + SCRATCH
+    assert id(pool.take_scratch(SCRATCH)) == first
