@@ -553,7 +553,7 @@ class ProxySession:
     def _handle_frames(self, frames: Sequence[Frame]) -> None:
         limit = self.ctx.config.queued_max_requests
         # Read once per call, not per frame: these objects live as long as the session (their fields change).
-        state, gate, responses, outbox, quota = self._phase, self._gate, self.responses, self._outbox, self.quota
+        state, gate, responses, outbox = self._phase, self._gate, self.responses, self._outbox
         for index, frame in enumerate(frames):
             if state.phase in CLOSING_PHASES:  # refused (or a login failed): nothing after it is read or relayed
                 break
@@ -575,7 +575,7 @@ class ProxySession:
                 self._decide_large(frame)
                 break
             try:
-                applied = quota.applies(frame.payload)
+                applied = self.quota.applies(frame.payload)
                 if applied is None:
                     self._request(frame)
                 else:
@@ -589,7 +589,8 @@ class ProxySession:
             self._set_read_paused("in-flight", True)
 
     def _request(self, frame: Frame) -> None:
-        route = self.ctx.routes.get(int.from_bytes(frame.payload[:2], "big")) if len(frame.payload) >= 4 else None
+        payload = frame.payload
+        route = self.ctx.routes.get(payload[0] << 8 | payload[1]) if len(payload) >= 4 else None  # the unsigned key
         if route is not None and route.dispatch is Dispatch.SASL:
             self._sasl_after_authentication(frame)
             return
@@ -616,15 +617,15 @@ class ProxySession:
 
     def _apply(self, decision: Decision, slot: ResponseSlot | None = None) -> None:
         """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""
-        metrics = self.ctx.metrics
         if decision.outcome is not None:
-            metrics.authorization_decision(decision.key, decision.outcome)
-        if isinstance(decision, ReplyNow):
+            self.ctx.metrics.authorization_decision(decision.key, decision.outcome)
+        if isinstance(decision, RelayRequest):  # the usual decision first: one type test per request
+            if self.quota.active is None or not self._over_mutation_quota(decision, slot):
+                self._relay(decision, slot)
+        elif isinstance(decision, ReplyNow):
             self._fill(slot, decision.key, decision.version, decision.correlation_id, decision.frame)
-        elif isinstance(decision, AnswerLocally):
+        else:
             self._answer_locally(decision, slot)
-        elif self.quota.active is None or not self._over_mutation_quota(decision, slot):
-            self._relay(decision, slot)
 
     def _relay(self, decision: RelayRequest, slot: ResponseSlot | None) -> None:
         if not decision.expects_response:
@@ -960,9 +961,13 @@ class ProxySession:
             self._close(None)
 
     def _write_ready(self) -> None:
-        if self._outbox.streaming is not None:  # a response is streamed on the socket: nothing may interleave
-            return
         outbox = self._outbox
+        if not outbox.full and outbox.streaming is None and not outbox.answers:  # the usual: nothing held back
+            if ready := self.responses.pop_ready():
+                self._out.append(act.SendToClient(ready))
+            return
+        if outbox.streaming is not None:  # a response is streamed on the socket: nothing may interleave
+            return
         if outbox.answers and not outbox.full:
             self._out.append(act.SendToClient(outbox.take()))
         before = len(self.responses) if outbox.full else 0  # only a full client's held answers are counted
