@@ -93,7 +93,7 @@ from gateway.session.sasl_stage import (
 from gateway.session.state.client_outbox import ClientOutbox
 from gateway.session.state.local_answers import LocalAnswers
 from gateway.session.state.off_loop_jobs import JobThen, OffLoopJobs
-from gateway.session.state.phase import Event, Move, Phase, PhaseError, SessionPhase
+from gateway.session.state.phase import CLOSING_PHASES, STEADY, Event, Move, Phase, PhaseError, SessionPhase
 from gateway.session.state.read_gate import ReadGate
 from gateway.session.stream_stage import StreamedTrailer, start_trailer_walk
 from protocol.api_keys import ApiKey
@@ -261,7 +261,9 @@ class ProxySession:
         return self.receiver.get_buffer()
 
     def received(self, nbytes: int) -> list[act.Action]:
-        if not self._accepts(Event.CLIENT_BYTES):
+        # The steady phase handles client bytes (phase.py checks that at import): one identity test per read
+        # instead of the table's lookups; any other phase asks the table.
+        if self._phase.phase is not STEADY and not self._accepts(Event.CLIENT_BYTES):
             return self._take()
         try:
             frames = self.receiver.buffer_updated(nbytes)
@@ -276,8 +278,7 @@ class ProxySession:
             self._close(f"bad framing: {exc}")
             return self._take()
         if frames:
-            self._gate.hold(frames)  # behind any that already wait, in order
-            self._handle_held()
+            self._handle_held(frames)  # behind any that already wait, in order
         if self.receiver.waiting:  # the next frame waits for request memory: pause this reader only
             self._set_read_paused("memory", True)
         return self._take()
@@ -382,7 +383,7 @@ class ProxySession:
         return self._take()
 
     def upstream_frames(self, frames: list[Frame]) -> list[act.Action]:
-        if not self._accepts(Event.UPSTREAM_FRAMES):
+        if self._phase.phase is not STEADY and not self._accepts(Event.UPSTREAM_FRAMES):  # as in received()
             return self._take()
         routes, learned = self.ctx.routes, self._learned
         for frame in frames:
@@ -535,33 +536,42 @@ class ProxySession:
 
     # --- requests ----------------------------------------------------------------------------
 
-    def _handle_held(self) -> None:
-        """Handle the frames that wait, unless they must wait on (a job, or no free slot)."""
+    def _handle_held(self, read: Sequence[Frame] = ()) -> None:
+        """Handle the frames that wait, then those just ``read``, unless they must wait on (a job, or no free
+        slot). Frames just read go straight on when none waits: no round trip through the gate per read."""
         gate = self._gate
-        if gate.held and not self.closing and gate.waiting_for is None \
-                and self.queued_requests < self.ctx.config.queued_max_requests:
-            self._handle_frames(gate.take_held())
+        held = gate.held
+        if read:
+            held = [*held, *read] if held else read
+        if held and gate.waiting_for is None and self._phase.phase not in CLOSING_PHASES \
+                and len(self.responses) + self._outbox.answers < self.ctx.config.queued_max_requests:
+            gate.held = ()
+            self._handle_frames(held)
+        else:
+            gate.held = held
 
     def _handle_frames(self, frames: Sequence[Frame]) -> None:
         limit = self.ctx.config.queued_max_requests
+        # Read once per call, not per frame: these objects live as long as the session (their fields change).
+        state, gate, responses, outbox = self._phase, self._gate, self.responses, self._outbox
         for index, frame in enumerate(frames):
-            if self.closing:  # refused (or a login failed): nothing after that is read, answered or relayed
+            if state.phase in CLOSING_PHASES:  # refused (or a login failed): nothing after it is read or relayed
                 break
-            queued = self.queued_requests
+            queued = len(responses) + outbox.answers  # queued_requests, without its property call
             if queued >= limit:  # answers that are ready free their slots, unless the client is full
                 self._send_upstream()
                 self._write_ready()
                 queued = self.queued_requests
             # In order: later frames wait for the password check or the worker, or for a free slot.
-            if self._gate.waiting_for is not None or queued >= limit:
-                self._gate.hold(frames[index:])
+            if gate.waiting_for is not None or queued >= limit:
+                gate.hold(frames[index:])
                 break
             self.traffic.request_frame(frame.wire)
-            if self.phase is Phase.AUTHENTICATING:
+            if state.phase is Phase.AUTHENTICATING:
                 self._authenticate(frame)
                 continue
-            if self._is_large(frame):
-                self._gate.hold(frames[index + 1 :])
+            if len(frame.payload) >= LARGE_BYTES and self._is_large(frame):
+                gate.hold(frames[index + 1 :])
                 self._decide_large(frame)
                 break
             try:
@@ -575,11 +585,12 @@ class ProxySession:
                 return
         self._send_upstream()
         self._flush()
-        if self.queued_requests >= limit:
+        if len(responses) + outbox.answers >= limit:
             self._set_read_paused("in-flight", True)
 
     def _request(self, frame: Frame) -> None:
-        route = self.ctx.routes.get(int.from_bytes(frame.payload[:2], "big")) if len(frame.payload) >= 4 else None
+        payload = frame.payload
+        route = self.ctx.routes.get(payload[0] << 8 | payload[1]) if len(payload) >= 4 else None  # the unsigned key
         if route is not None and route.dispatch is Dispatch.SASL:
             self._sasl_after_authentication(frame)
             return
@@ -606,15 +617,15 @@ class ProxySession:
 
     def _apply(self, decision: Decision, slot: ResponseSlot | None = None) -> None:
         """Carry out a request's decision, in its own slot (reserved earlier for a large request)."""
-        metrics = self.ctx.metrics
         if decision.outcome is not None:
-            metrics.authorization_decision(decision.key, decision.outcome)
-        if isinstance(decision, ReplyNow):
+            self.ctx.metrics.authorization_decision(decision.key, decision.outcome)
+        if isinstance(decision, RelayRequest):  # the usual decision first: one type test per request
+            if self.quota.active is None or not self._over_mutation_quota(decision, slot):
+                self._relay(decision, slot)
+        elif isinstance(decision, ReplyNow):
             self._fill(slot, decision.key, decision.version, decision.correlation_id, decision.frame)
-        elif isinstance(decision, AnswerLocally):
+        else:
             self._answer_locally(decision, slot)
-        elif self.quota.active is None or not self._over_mutation_quota(decision, slot):
-            self._relay(decision, slot)
 
     def _relay(self, decision: RelayRequest, slot: ResponseSlot | None) -> None:
         if not decision.expects_response:
@@ -937,8 +948,11 @@ class ProxySession:
     def _after_responses(self) -> None:
         """Slots may have freed: write what is ready, handle frames that waited for a slot, read on."""
         self._flush()
-        self._handle_held()
-        if self.queued_requests < self.ctx.config.queued_max_requests:
+        gate = self._gate
+        if gate.held:
+            self._handle_held()
+        # Only a paused reader has a reason to drop (ReadGate.set): the usual answer skips the call.
+        if gate.reasons and self.queued_requests < self.ctx.config.queued_max_requests:
             self._set_read_paused("in-flight", False)
 
     def _flush(self) -> None:
@@ -947,9 +961,13 @@ class ProxySession:
             self._close(None)
 
     def _write_ready(self) -> None:
-        if self._outbox.streaming is not None:  # a response is streamed on the socket: nothing may interleave
-            return
         outbox = self._outbox
+        if not outbox.full and outbox.streaming is None and not outbox.answers:  # the usual: nothing held back
+            if ready := self.responses.pop_ready():
+                self._out.append(act.SendToClient(ready))
+            return
+        if outbox.streaming is not None:  # a response is streamed on the socket: nothing may interleave
+            return
         if outbox.answers and not outbox.full:
             self._out.append(act.SendToClient(outbox.take()))
         before = len(self.responses) if outbox.full else 0  # only a full client's held answers are counted

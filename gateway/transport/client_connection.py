@@ -149,8 +149,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         return self.transport if self.transport is not None and not self.transport.is_closing() else None
 
     def _send_to_client(self, action: act.SendToClient) -> None:
-        if (tr := self._writable()) is not None:  # write() for one piece: uvloop tries the socket at once
-            tr.write(action.pieces[0]) if len(action.pieces) == 1 else tr.writelines(action.pieces)
+        # _writable() inline: once per answer. write() for one piece: uvloop tries the socket at once.
+        if (tr := self.transport) is not None and not tr.is_closing():
+            pieces = action.pieces
+            tr.write(pieces[0]) if len(pieces) == 1 else tr.writelines(pieces)
 
     def _send_to_upstream(self, action: act.SendToUpstream) -> None:
         if self.upstream is not None and (tr := self.upstream.transport) is not None:

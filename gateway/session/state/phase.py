@@ -136,6 +136,14 @@ class PhaseError(Exception):
     """An event or a move the table does not allow in the current phase: a gateway bug."""
 
 
+# The phase a relaying connection spends its life in: the session's per-request events test for it with one
+# identity check and ask the table only in the other phases. So it must handle them all (checked here, once).
+STEADY = Phase.AUTHENTICATED
+STEADY_EVENTS = frozenset({Event.CLIENT_BYTES, Event.UPSTREAM_FRAMES})
+if not HANDLES[STEADY] >= STEADY_EVENTS:
+    raise PhaseError(f"{STEADY.value} must handle {sorted(e.value for e in STEADY_EVENTS - HANDLES[STEADY])}")
+
+
 @dataclass(slots=True)
 class SessionPhase:
     phase: Phase = Phase.NEW

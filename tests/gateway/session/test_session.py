@@ -423,6 +423,23 @@ def test_a_large_request_is_decided_in_the_worker_and_later_frames_wait(plaintex
     assert not driver.reading_paused
 
 
+def test_frames_of_a_later_read_go_out_behind_those_that_waited(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    names = [f"topic-{i:06}" for i in range(LARGE_BYTES // 10)]
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata(*names))
+                + request_frame(ApiKey.METADATA, METADATA_V, 2, metadata("second")))
+    # A read already under way when reading paused: its frame waits behind the one already held.
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 3, metadata("third")))
+    assert driver.upstream_bytes == b"" and driver.session.held_frames == 2
+    driver.run_job(act.JobKind.LARGE)
+    big, second, third = driver.upstream_requests()
+    assert [r.body["topics"][0]["name"] for r in (second, third)] == ["second", "third"]
+    for sent, name in ((third, "third"), (second, "second"), (big, names[0])):
+        driver.answer(sent, metadata_answer(name))
+    driver.run_job(act.JobKind.LARGE)  # the large request's answer is rewritten in the worker too
+    assert driver.correlation_ids() == [1, 2, 3]
+
+
 def test_an_admin_answer_waits_for_the_store_write_before_it(tmp_path: Path) -> None:
     FileAclStore(tmp_path / "acls.json")
     gateway = gateway_for(tmp_path, **{"authorizer.class.name": "StandardAuthorizer",

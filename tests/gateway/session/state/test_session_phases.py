@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gateway.server import Gateway
 from gateway.session import actions as act
+from gateway.session.session import ProxySession
 from gateway.session.state.phase import Phase
 from protocol.api_keys import ApiKey
 from protocol.framing import Frame
@@ -74,3 +75,20 @@ def test_reports_after_the_close_are_ignored(alice_sees_a: Gateway) -> None:
     assert driver.session.job_done(1, None) == [] and driver.session.drain() == []
     assert driver.session.timer_fired("authentication") == []
     assert driver.session.phase is Phase.CLOSED
+
+
+def test_client_bytes_before_connected_are_a_bug_the_phase_table_catches(tmp_path: Path) -> None:
+    # The steady phase skips the table for client bytes; every other phase must still ask it.
+    session = ProxySession(gateway_for(tmp_path).ctx, "PLAINTEXT", None)
+    driver = Driver(session)
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    assert driver.closed is not None and driver.closed.reason == "internal error in the session"
+    assert driver.upstream_bytes == b"" and session.phase is Phase.CLOSING
+
+
+def test_client_bytes_after_the_close_are_not_even_framed(tmp_path: Path) -> None:
+    driver = Driver.connect(gateway_for(tmp_path))
+    driver.record(driver.session.abort("test"))
+    assert driver.session.phase is Phase.CLOSING
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a")))
+    assert driver.session.held_frames == 0 and driver.upstream_bytes == b""
