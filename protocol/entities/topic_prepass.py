@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.codec import _FIXED_SIZE, DecodeFn, EncodeFn, _field, _struct, default_value
-from protocol.primitives import Reader
 from protocol.schema import FieldSpec, MessageSpec
 from protocol.straight_decode import _FORMAT, _Emitter
 
@@ -73,28 +72,8 @@ class _Walker(_Emitter):
     string (the decoder refuses invalid UTF-8 anywhere)."""
 
     def __init__(self, version: int, flexible: bool, keep: frozenset[str]) -> None:
-        super().__init__(version, flexible)
+        super().__init__(version, flexible, lazy_reader=True)  # given the body's buffer, not a Reader
         self.keep = keep
-        self.namespace["Reader"] = Reader
-
-    def length(self, width: int, out: list[str], depth: int) -> str:
-        """A length or count; compact: Reader.uvarint's one- and two-byte fast paths inline, the rest through it
-        (a Reader made only then: the buffer, not a Reader, is what the walk is given)."""
-        if not self.flexible:
-            return super().length(width, out, depth)
-        pad = "    " * depth
-        n, second = self.fresh("n"), self.fresh("b")
-        out += [f"{pad}if pos < end and ({n} := buf[pos]) < 0x80:",
-                f"{pad}    pos += 1",
-                f"{pad}elif pos + 1 < end and ({second} := buf[pos + 1]) < 0x80:",
-                f"{pad}    {n} = ({n} & 0x7F) | ({second} << 7)",
-                f"{pad}    pos += 2",
-                f"{pad}else:",
-                f"{pad}    r = Reader(buf, pos)",
-                f"{pad}    {n} = r.uvarint()",
-                f"{pad}    pos = r.pos",
-                f"{pad}{n} -= 1"]
-        return n
 
     def walk_struct(self, fields: list[FieldSpec], where: str, out: list[str], depth: int,
                     top: bool = False) -> dict[str, str]:
@@ -127,7 +106,7 @@ class _Walker(_Emitter):
                     tagged[f.tag] = (f.name, dec, enc, default_value(f, version))
             # The decoder's own tag section reader (known tags decoded, and refused, as it does), into a scratch dict.
             out += [f"{pad}if pos < end and buf[pos] == 0:", f"{pad}    pos += 1", f"{pad}else:",
-                    f"{pad}    pos = _tags(Reader(buf), pos, {self.const(tagged, 'tagged')}, {{}}, {where!r})"]
+                    f"{pad}    pos = _tags({self.reader}, pos, {self.const(tagged, 'tagged')}, {{}}, {where!r})"]
         return kept
 
     def walk_run(self, run: list[FieldSpec], out: list[str], depth: int, kept: dict[str, str] | None) -> None:
