@@ -6,7 +6,8 @@ dispatched (relayed, answered by an admin handler here, ApiVersions, SASL), the 
 policy, a refusal no policy may override (a follower Fetch), the guards' exemptions (how Kafka
 treats the topic names and ids it names), whether its responses name broker
 endpoints (rewritten) or topic ids (learned), whether a request may expect no answer (Produce
-acks=0), and whether its requests carry records (relayed as bytes, so never worth the worker).
+acks=0), whether without an authorizer its body is walked rather than decoded (Produce), and
+whether its requests carry records (relayed as bytes, so never worth the worker).
 
 The table is built once, when the gateway is wired (gateway/server.py), from the schemas
 (protocol/schemas), the policies (authz/policies) and the admin handlers this gateway serves

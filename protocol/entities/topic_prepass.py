@@ -1,10 +1,11 @@
 """The topics a request names and the few top-level fields the relay reads, walked straight off its bytes.
 
-Without an authorizer nothing reads a relayed Produce's body but the topic-name rules and ``acks``: decoding
-it into dicts was most of the request stage's cost.  This module generates, from the same schema and with
-protocol/straight_decode.py's emitter, a walk that makes exactly the decoder's checks in the decoder's order
-(same DecodeError, same message) but builds no body: it collects the topic names and ids (the ``entity=``
-annotations, as protocol/entities/topics.py finds them in a decoded body) and keeps the named fields.
+Without an authorizer nothing reads a relayed Produce's body but the topic-name rules and ``acks``: building
+its dicts, then walking them again for the topic names, is work nobody uses.  This module generates, from the
+same schema and with protocol/straight_decode.py's emitter, a walk that makes exactly the decoder's checks in
+the decoder's order (same DecodeError, same message) but builds no body: it collects the topic names and ids
+(the ``entity=`` annotations, as protocol/entities/topics.py finds them in a decoded body) and keeps the named
+fields.
 tests/protocol/entities/test_topic_prepass.py pins the equivalence for every version of every message it compiles.
 """
 
@@ -23,12 +24,12 @@ from protocol.straight_decode import _FORMAT, _Emitter
 Prepass = Callable[[memoryview | bytes, list[str], list[uuid.UUID]], tuple[dict[str, Any], int]]
 
 _TOPIC_ENTITIES = ("topicName", "topicId")
-_compiled: dict[tuple[int, int, tuple[str, ...]], Prepass] = {}
+_compiled: dict[tuple[str, int, int, tuple[str, ...]], Prepass] = {}  # bounded: the routes' rows × versions
 
 
 def prepass_for(spec: MessageSpec, version: int, keep: tuple[str, ...]) -> Prepass:
     """The walk of ``spec`` at ``version`` keeping the top-level fields ``keep``, compiled once."""
-    key = (spec.api_key, version, keep)
+    key = (spec.kind, spec.api_key, version, keep)
     walk = _compiled.get(key)
     if walk is None:
         walk = _compiled[key] = compile_prepass(spec, version, keep)

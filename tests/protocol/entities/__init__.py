@@ -1,1 +1,1 @@
-"""Tests of protocol/entities: what a message names, read from a body or walked off its bytes."""
+"""Tests of protocol/entities: what a message names, read from a decoded body or walked off its bytes."""

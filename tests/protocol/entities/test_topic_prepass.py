@@ -119,3 +119,10 @@ def test_the_walk_refuses_to_compile_what_it_cannot_answer() -> None:
         compile_prepass(_PRODUCE.request, 11, ("index",))
     with pytest.raises(ValueError, match="only scalars"):
         compile_prepass(_PRODUCE.request, 11, ("topic_data",))
+
+
+def test_a_request_and_a_response_of_one_api_and_version_are_cached_apart() -> None:
+    request = prepass_for(_PRODUCE.request, 11, ())
+    response = prepass_for(_PRODUCE.response, 11, ())
+    assert request.__code__.co_filename == "<prepass ProduceRequest v11>"
+    assert response.__code__.co_filename == "<prepass ProduceResponse v11>"
