@@ -79,6 +79,13 @@ def inspect_topics(spec: MessageSpec, version: int, body: Body, reserved: frozen
     """The reserved and illegal topics ``body`` names: the guard's pre-pass, also run without building a
     guard where nothing found means nothing to seal (no authorizer: gateway/session/policy_check.py)."""
     names, ids = names_and_ids(spec, version, body)
+    return inspect_names(names, ids, reserved, topic_names)
+
+
+def inspect_names(names: list[str], ids: list[uuid.UUID], reserved: frozenset[str],
+                  topic_names: Mapping[uuid.UUID, str]) -> TopicFindings:
+    """inspect_topics over the topic names and ids however found: decoded, or walked off the wire
+    (protocol/entities/topic_prepass.py)."""
     found_reserved: set[str] | None = None  # sets made only when something is found: nearly never
     illegal: set[str] | None = None
     for name in names:
@@ -120,7 +127,8 @@ class TopicGuard:
         return ref.name if ref.topic_id is None else self.topic_names.get(ref.topic_id)
 
     def inspect(self, body: Body) -> TopicFindings:
-        return inspect_topics(self.request_spec, self.version, body, self.reserved, self.topic_names)
+        names, ids = names_and_ids(self.request_spec, self.version, body)
+        return inspect_names(names, ids, self.reserved, self.topic_names)
 
     def seal(self, verdict: Verdict, found: TopicFindings) -> Verdict:
         """The policy's verdict, made safe: nothing naming a reserved or illegal topic is relayed."""

@@ -97,15 +97,19 @@ def _tags(r: Reader, pos: int, tagged: Any, out: dict[str, Any], where: str) -> 
 class _Emitter:
     """Accumulates generated lines and the constants they refer to (by name in ``namespace``)."""
 
-    def __init__(self, version: int, flexible: bool) -> None:
+    def __init__(self, version: int, flexible: bool, lazy_reader: bool = False) -> None:
         self.version = version
         self.flexible = flexible
+        # False: the function is given a Reader ``r``; True: a buffer ``buf``, a Reader made only where a long
+        # varint or a tag section needs one (protocol/entities/topic_prepass.py, protocol/tag_scan.py).
+        self.lazy_reader = lazy_reader
         self.counter = 0
         self.namespace: dict[str, Any] = {
             "DecodeError": DecodeError, "UUID": uuid.UUID, "_short": _short, "_bad_length": _bad_length,
             "_bad_array": _bad_array, "_too_many": _too_many, "_bad_marker": _bad_marker, "_text": _text,
-            "_tags": _tags, "UNKNOWN_TAGS": UNKNOWN_TAGS,
+            "_tags": _tags, "UNKNOWN_TAGS": UNKNOWN_TAGS, "Reader": Reader,
         }
+        self.reader = "Reader(buf)" if lazy_reader else "r"  # what a tag section's helper is given
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -216,6 +220,20 @@ class _Emitter:
         """A length or count: compact (uvarint - 1) when flexible, else int16/int32."""
         pad = "    " * depth
         n = self.fresh("n")
+        if self.flexible and self.lazy_reader:
+            # Reader.uvarint's one- and two-byte fast paths inline, longer ones through it (its checks, its errors).
+            second = self.fresh("b")
+            out += [f"{pad}if pos < end and ({n} := buf[pos]) < 0x80:",
+                    f"{pad}    pos += 1",
+                    f"{pad}elif pos + 1 < end and ({second} := buf[pos + 1]) < 0x80:",
+                    f"{pad}    {n} = ({n} & 0x7F) | ({second} << 7)",
+                    f"{pad}    pos += 2",
+                    f"{pad}else:",
+                    f"{pad}    r = Reader(buf, pos)",
+                    f"{pad}    {n} = r.uvarint()",
+                    f"{pad}    pos = r.pos",
+                    f"{pad}{n} -= 1"]
+            return n
         if self.flexible:
             # The one-byte varint inline; longer ones through Reader.uvarint (its checks, its errors).
             out += [f"{pad}if pos < end and ({n} := buf[pos]) < 0x80:",
@@ -318,8 +336,8 @@ def _skip_tags(r: Reader, pos: int) -> int:
 class _Skipper(_Emitter):
     """The same walk as _Emitter without the values: bounds and structure checks only."""
 
-    def __init__(self, version: int, flexible: bool) -> None:
-        super().__init__(version, flexible)
+    def __init__(self, version: int, flexible: bool, lazy_reader: bool = False) -> None:
+        super().__init__(version, flexible, lazy_reader)
         self.namespace.update({"_invalid": _invalid, "_skip_tags": _skip_tags})
 
     def skip_struct(self, fields: list[FieldSpec], out: list[str], depth: int, own_tags: bool = True) -> None:
@@ -337,7 +355,7 @@ class _Skipper(_Emitter):
         self.skip_bytes(str(run), out, depth)
         if self.flexible and own_tags:
             out += [f"{pad}if pos < end and buf[pos] == 0:", f"{pad}    pos += 1", f"{pad}else:",
-                    f"{pad}    pos = _skip_tags(r, pos)"]
+                    f"{pad}    pos = _skip_tags({self.reader}, pos)"]
         out.append(f"{pad}pass")  # a struct with nothing to skip still makes a block
 
     def skip_bytes(self, size: str, out: list[str], depth: int) -> None:

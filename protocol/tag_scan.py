@@ -7,12 +7,13 @@ decide whether a response needs decoding at all, e.g. whether a Fetch carries ``
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from protocol.codec import _FIXED_SIZE
 from protocol.errors import DecodeError
 from protocol.primitives import Reader
 from protocol.schema import FieldSpec, MessageSpec
-from protocol.straight_decode import compile_straight_skip
+from protocol.straight_decode import _Skipper
 
 Skip = Callable[[Reader], None]
 TagScan = Callable[[memoryview | bytes | bytearray], frozenset[int]]
@@ -23,14 +24,16 @@ def compile_tag_scan(spec: MessageSpec, version: int, *, straight: bool = True) 
 
     It checks the structure it walks (lengths, counts, nulls, trailing bytes) and raises DecodeError
     where the full decoder would; string contents (UTF-8) are not read, as on the undecoded fast path.
-    The walk is generated straight-line code (protocol/straight_decode.py); ``straight=False`` gives
+    The walk is generated straight-line code (protocol/straight_decode.py's skip, with the tag section and
+    the trailing-bytes check in the same function); ``straight=False`` gives
     the interpreted walk below, the reference the generated one is tested against.
     """
     if version not in spec.versions:
         raise ValueError(f"{spec.name} has no version {version}")
+    if straight:
+        return compile_straight_scan(spec, version)
     flexible = version in spec.flexible
-    skip_fields = compile_straight_skip(spec, version) if straight \
-        else _skip_fields(spec.fields, version, flexible, own_tags=False)  # scan reads them
+    skip_fields = _skip_fields(spec.fields, version, flexible, own_tags=False)  # scan reads them
 
     def scan(data: memoryview | bytes | bytearray) -> frozenset[int]:
         reader = Reader(data)
@@ -47,6 +50,37 @@ def compile_tag_scan(spec: MessageSpec, version: int, *, straight: bool = True) 
         return tags
 
     return scan
+
+
+def compile_straight_scan(spec: MessageSpec, version: int) -> TagScan:
+    """The scan as one generated function over the buffer: the straight skip (a Reader made only for a long
+    varint or a non-empty nested tag section), then the top-level tag section and the trailing-bytes check."""
+    skipper = _Skipper(version, version in spec.flexible, lazy_reader=True)
+    lines = ["def scan(buf):", "    pos = 0", "    end = len(buf)"]
+    skipper.skip_struct(spec.fields, lines, 1, own_tags=False)
+    if version in spec.flexible:  # the usual empty section inline: once per relayed answer
+        lines += ["    if pos < end and buf[pos] == 0:", "        tags = _NO_TAGS", "        pos += 1",
+                  "    else:", "        tags, pos = _section_tags(buf, pos)"]
+    else:
+        lines.append("    tags = _NO_TAGS")
+    lines += ["    if pos != end: _trailing(end - pos)", "    return tags"]
+    namespace = skipper.namespace
+    namespace.update({"_NO_TAGS": _NO_TAGS, "_section_tags": _section_tags,
+                      "_trailing": partial(_trailing, f"{spec.name} v{version}")})
+    # The source is built from ksgate's own schema files only, never from anything on the wire.
+    exec(compile("\n".join(lines), f"<scan {spec.name} v{version}>", "exec"), namespace)
+    scan: TagScan = namespace["scan"]
+    return scan
+
+
+def _section_tags(buf: memoryview | bytes | bytearray, pos: int) -> tuple[frozenset[int], int]:
+    reader = Reader(buf, pos)
+    tags = _read_tags(reader)
+    return tags, reader.pos
+
+
+def _trailing(where: str, n: int) -> None:
+    raise DecodeError(f"{where}: {n} trailing bytes")
 
 
 def _skip_bytes(reader: Reader, n: int) -> None:

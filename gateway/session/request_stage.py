@@ -8,28 +8,34 @@ session state, so the session can run it on the loop or, for a large request, in
 worker thread, and apply the decision afterwards in request order. Everything the gateway
 cannot parse is refused (PipelineRefusal: the connection is closed), never relayed blind.
 SASL frames never come here: their route sends them to the session's authenticator.
+Without an authorizer a route may have its body walked instead of decoded (Produce: only its
+topic names and acks are read; protocol/entities/topic_prepass.py), with the same refusals.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from authz.request_policy import Answer, Refuse, Relay, Rewrite, Verdict
+from authz.topic_guard import NOTHING_FOUND, inspect_names
 from gateway.admin.handlers import OffLoop
 from gateway.session.api_versions import api_versions_reply, check_negotiated
 from gateway.session.policy_check import authorize, check_topics
 from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal
-from gateway.session.routes import Dispatch
+from gateway.session.routes import ApiRoute, Dispatch
+from protocol.entities.topic_prepass import prepass_for
 from protocol.errors import DecodeError
 from protocol.framing import Frame
 from protocol.framing import frame as framed
 from protocol.header import peek_api, read_request_header
 from protocol.messages import response_frame
+from protocol.schema import MessageSpec
 
 Body = dict[str, Any]
 Hook = Callable[[Body], Body] | None
@@ -75,6 +81,7 @@ Decision = RelayRequest | ReplyNow | AnswerLocally
 
 _OUTCOMES = {Relay: "allowed", Rewrite: "partial", Answer: "denied", Refuse: "refused"}
 _REQUEST_CORRELATION_AT = 8  # size(4) api_key(2) api_version(2)
+_NOT_SERVED = "api key {key} v{version} is advertised but not served (as on Kafka 4)"
 
 
 def decide(requester: RequestContext, frame: Frame) -> Decision:
@@ -104,14 +111,18 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
     try:
         schema, _, _, header_size, _ = read_request_header(payload, key, version)
         check_negotiated(key, version, requester.negotiated)
-        codec = schema.request_codec(version)
         raw_body = payload[header_size:]
+        if authorization is None and route is not None and route.walked is not None:
+            walked = _walk(requester, schema.request, version, route.walked, raw_body)
+            if walked is not None:
+                return _relay_walked(route, version, correlation_id, frame, walked)
+        codec = schema.request_codec(version)
         body, consumed = codec.decode_prefix(raw_body)
     except DecodeError as exc:
         raise PipelineRefusal(f"refused api key {key} v{version}: {exc}") from None
     assert route is not None  # a negotiated api key has a route
     if version < route.refused_below:
-        raise PipelineRefusal(f"api key {key} v{version} is advertised but not served (as on Kafka 4)")
+        raise PipelineRefusal(_NOT_SERVED.format(key=key, version=version))
     refusal = route.refusal(body, version) if route.refusal is not None else None
     if refusal is not None:
         raise PipelineRefusal(refusal)
@@ -140,6 +151,30 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
     fire_and_forget = route.fire_and_forget  # Produce acks=0: the client expects no answer
     return RelayRequest(key, version, correlation_id, wire, verdict.on_response,
                         fire_and_forget is None or not fire_and_forget(body), outcome)
+
+
+def _walk(requester: RequestContext, spec: MessageSpec, version: int, keep: tuple[str, ...],
+          raw_body: memoryview) -> Body | None:
+    """Without an authorizer: the kept fields of a body walked, not decoded (same DecodeError where the decoder
+    refuses), when it is relayed as it came; None sends it through the full decode: trailing bytes (the
+    canonical encoding is relayed), or a topic Kafka's name rules flag (check_topics runs the policy)."""
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    kept, consumed = prepass_for(spec, version, keep)(raw_body, names, ids)
+    if consumed != len(raw_body):
+        return None
+    if inspect_names(names, ids, frozenset(), requester.topic_names) is not NOTHING_FOUND:
+        return None
+    return kept
+
+
+def _relay_walked(route: ApiRoute, version: int, correlation_id: int, frame: Frame, walked: Body) -> RelayRequest:
+    """What the full path decides for a walked body check_topics finds nothing in: relayed as it came, no hook."""
+    if version < route.refused_below:  # after the walk, as after the decode: a malformed body is refused as such
+        raise PipelineRefusal(_NOT_SERVED.format(key=route.api_key, version=version))
+    fire_and_forget = route.fire_and_forget
+    return RelayRequest(route.api_key, version, correlation_id, frame.wire, None,
+                        fire_and_forget is None or not fire_and_forget(walked), None)
 
 
 def upstream_pieces(decision: RelayRequest, upstream_id: int) -> list[WireBytes]:

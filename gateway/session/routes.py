@@ -6,7 +6,8 @@ dispatched (relayed, answered by an admin handler here, ApiVersions, SASL), the 
 policy, a refusal no policy may override (a follower Fetch), the guards' exemptions (how Kafka
 treats the topic names and ids it names), whether its responses name broker
 endpoints (rewritten) or topic ids (learned), whether a request may expect no answer (Produce
-acks=0), and whether its requests carry records (relayed as bytes, so never worth the worker).
+acks=0), whether without an authorizer its body is walked rather than decoded (Produce), and
+whether its requests carry records (relayed as bytes, so never worth the worker).
 
 The table is built once, when the gateway is wired (gateway/server.py), from the schemas
 (protocol/schemas), the policies (authz/policies) and the admin handlers this gateway serves
@@ -84,6 +85,9 @@ _IDS_NOT_CHECKED: dict[int, frozenset[Entity]] = {ApiKey.PRODUCE: frozenset({"tr
 _TOPIC_ID_SOURCES = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS})
 # Requests whose client may expect no response at all, and how to tell.
 _FIRE_AND_FORGET: dict[int, Callable[[Body], bool]] = {ApiKey.PRODUCE: _acks_zero}
+# Without an authorizer, requests walked rather than decoded (protocol/entities/topic_prepass.py: the topic names
+# for Kafka's name rules, and these top-level fields, all that fire_and_forget reads); no refusal may read them.
+_WALKED: dict[int, tuple[str, ...]] = {ApiKey.PRODUCE: ("acks",)}
 
 
 @dataclass(slots=True, frozen=True)
@@ -102,6 +106,7 @@ class ApiRoute:
     rewrites_endpoints: bool  # its responses can name brokers (gateway/session/address_rewrite.py)
     learns_topic_ids: bool  # its responses feed the topic id → name cache
     fire_and_forget: Callable[[Body], bool] | None  # the request expects no response (Produce acks=0)
+    walked: tuple[str, ...] | None  # no authorizer: the body is walked keeping these fields, not decoded (_WALKED)
     records_as_bytes: bool  # the request schema has a records field: relayed as bytes, never decoded
 
     @property
@@ -146,6 +151,7 @@ def build_routes(policies: Mapping[int, ApiPolicy], local: Mapping[int, LocalHan
             topic_rules=TopicRules(key in _VALIDATES_TOPIC_NAMES, key in _ANSWERS_ONLY_WHAT_WAS_ASKED),
             ids_not_checked=_IDS_NOT_CHECKED.get(key, frozenset()), rewrites_endpoints=key in ENDPOINT_APIS,
             learns_topic_ids=key in _TOPIC_ID_SOURCES, fire_and_forget=_FIRE_AND_FORGET.get(key),
+            walked=_WALKED.get(key) if key not in _REFUSALS else None,
             records_as_bytes=_has_records(schema.request.fields))
     return MappingProxyType(table)
 
