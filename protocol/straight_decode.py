@@ -260,14 +260,17 @@ class _Emitter:
         else:
             out.append(f"{pad}    {fail}({where!r}, {n})")
 
+    def item_min(self, spec: FieldSpec, element: str | None, where: str) -> int:
+        """The fewest bytes one element of the array ``spec`` takes, at least 1: a count is checked against the
+        bytes left before anything is made for it."""
+        if element is None:
+            return max(_struct(spec.fields, self.version, self.flexible, where)[2], 1)
+        return max(_field(FieldSpec(spec.name, element), self.version, self.flexible, where)[2], 1)
+
     def array(self, spec: FieldSpec, element: str | None, nullable: bool, where: str,
               out: list[str], depth: int) -> str:
         pad = "    " * depth
-        if element is None:
-            item_min = _struct(spec.fields, self.version, self.flexible, where)[2]
-        else:
-            item_min = _field(FieldSpec(spec.name, element), self.version, self.flexible, where)[2]
-        min_size = max(item_min, 1)
+        min_size = self.item_min(spec, element, where)
         n = self.length(4, out, depth)
         value = self.fresh("a")
         self.negative_length(n, nullable, "_bad_array", value, where, out, depth)

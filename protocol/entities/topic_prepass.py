@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from protocol.codec import _FIXED_SIZE, DecodeFn, EncodeFn, _field, _struct, default_value
+from protocol.codec import _FIXED_SIZE, DecodeFn, EncodeFn, _field, default_value
 from protocol.schema import FieldSpec, MessageSpec
 from protocol.straight_decode import _FORMAT, _Emitter
 
@@ -163,14 +163,11 @@ class _Walker(_Emitter):
     def walk_array(self, spec: FieldSpec, element: str | None, nullable: bool, where: str,
                    out: list[str], depth: int) -> None:
         pad = "    " * depth
-        if element is None:
-            item_min = _struct(spec.fields, self.version, self.flexible, where)[2]
-        else:
-            item_min = _field(FieldSpec(spec.name, element), self.version, self.flexible, where)[2]
+        min_size = self.item_min(spec, element, where)
         n = self.length(4, out, depth)
         self.negative_length(n, nullable, "_bad_array", self.fresh("a"), where, out, depth)
         out += [f"{pad}else:",
-                f"{pad}    if {n} * {max(item_min, 1)} > end - pos: _too_many({n}, end - pos)",
+                f"{pad}    if {n} * {min_size} > end - pos: _too_many({n}, end - pos)",
                 f"{pad}    for _ in range({n}):"]
         if element is None:
             self.walk_struct(spec.fields, where, out, depth + 2)
