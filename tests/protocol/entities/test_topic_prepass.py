@@ -92,7 +92,9 @@ def test_every_walk_that_compiles_matches_the_decoder(spec: MessageSpec, version
         compile_prepass(spec, version, keep)
     except ValueError:
         pytest.skip("the walk refuses this message (a topic in a tagged field or a config resource)")
-    _check(spec, version, keep, samples=3)
+    # One sample and all its mutations per message version: every shape the emitter meets, within CI's budget
+    # (3 samples were 76 s of the suite); Produce, the route that is walked, gets 40 at every version above.
+    _check(spec, version, keep, samples=1)
 
 
 def test_a_produce_with_records_of_every_length_width_walks_as_it_decodes() -> None:
