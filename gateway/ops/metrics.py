@@ -534,8 +534,7 @@ class Metrics:
         self.relayed_requests.inc(api[api_key] if 0 <= api_key < len(api) else self._api_unknown)
 
     def endpoints_dropped(self, api_key: int) -> None:
-        api = self._api
-        self.streamed_endpoints_dropped.inc(api[api_key] if 0 <= api_key < len(api) else self._api_unknown)
+        self.streamed_endpoints_dropped.inc(self._api_labels(api_key))  # rare: the helper, not its inlined copy
 
     def upstream_error(self, kind: str) -> None:
         """``kind`` is one of UPSTREAM_ERROR_KINDS (anything else is counted as "other")."""
