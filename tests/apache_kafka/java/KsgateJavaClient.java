@@ -2,6 +2,10 @@
 // compiled at test time by tests/apache_kafka/java_clients.py.  Only classes both majors have.
 //
 //   produce    PROPS BOOTSTRAP TOPIC COUNT              idempotent acks=all, values "record-<i>"
+//   spread     PROPS BOOTSTRAP TOPICS COUNT             idempotent acks=all, COUNT records to each of the
+//                                                       comma-separated TOPICS, interleaved and sent without
+//                                                       waiting (batches of several topics share a request),
+//                                                       values "<topic>-<i>"
 //   transact   PROPS BOOTSTRAP TOPIC TXID PLAN          PLAN "commit:3,abort:2,commit:3": one transaction per
 //                                                       step, values "<step>-<kind>-<i>"
 //   consume    PROPS BOOTSTRAP TOPIC GROUP PROTOCOL ISOLATION COUNT TIMEOUT_MS
@@ -12,12 +16,16 @@ import java.io.FileInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.List;
 import java.util.Properties;
+import java.util.concurrent.Future;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -29,6 +37,7 @@ public final class KsgateJavaClient {
         props.put("bootstrap.servers", args[2]);
         switch (args[0]) {
             case "produce" -> produce(props, args[3], Integer.parseInt(args[4]));
+            case "spread" -> spread(props, args[3].split(","), Integer.parseInt(args[4]));
             case "transact" -> transact(props, args[3], args[4], args[5]);
             case "consume" -> System.exit(consume(props, args[3], args[4], args[5], args[6],
                     Integer.parseInt(args[7]), Long.parseLong(args[8])));
@@ -54,6 +63,21 @@ public final class KsgateJavaClient {
         try (KafkaProducer<String, String> producer = producer(props)) {
             for (int i = 0; i < count; i++) {
                 producer.send(new ProducerRecord<>(topic, "record-" + i)).get();  // each acknowledged
+            }
+        }
+    }
+
+    private static void spread(Properties props, String[] topics, int count) throws Exception {
+        props.put("linger.ms", "100");  // long enough that every topic's batch is ready for the same request
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        try (KafkaProducer<String, String> producer = producer(props)) {
+            for (int i = 0; i < count; i++) {
+                for (String topic : topics) {
+                    sent.add(producer.send(new ProducerRecord<>(topic, topic + "-" + i)));
+                }
+            }
+            for (Future<RecordMetadata> each : sent) {
+                each.get();  // a failed send fails the command
             }
         }
     }
