@@ -9,9 +9,10 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from pipeline.progress import Progress
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from authz.model import AclBinding
     from pipeline.replay.settings import GivenSettings
     from pipeline.schema import LinesRead
 
@@ -189,11 +191,13 @@ def _read_replay(spark: SparkSession, args: argparse.Namespace) -> LinesRead:
     return read_decision_lines(spark, args.inputs, args.since, args.until)
 
 
-def _replay(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead) -> str:
+def _replay(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead, *,
+            candidate: Sequence[AclBinding], settings: GivenSettings) -> str:
+    """Replay ``lines`` against ``candidate`` (the bindings of ``args.acls``) answered with ``settings``."""
     from pipeline.replay.command import replay
 
-    summary = replay(spark, args.inputs, args.output, args.acls, args.replay_settings, args.since, args.until,
-                     progress=progress, candidate=args.candidate, lines=lines)
+    summary = replay(spark, args.inputs, args.output, args.acls, settings, args.since, args.until,
+                     progress=progress, candidate=candidate, lines=lines)
     return (f"{summary['replayed']:,} decisions replayed: {summary['unchanged']:,} unchanged, "
             f"{summary['would_deny']:,} would be denied, {summary['would_allow']:,} would be allowed; "
             f"see {args.output}/report.md")
@@ -203,9 +207,9 @@ def _replay(spark: SparkSession, args: argparse.Namespace, progress: Progress, l
 _READS: dict[str, Callable[[SparkSession, argparse.Namespace], LinesRead]] = {
     "report": _read_report, "recommend": _read_recommend, "replay": _read_replay, "alerts": _read_alerts,
 }
-_ANALYSES: dict[str, Callable[[SparkSession, argparse.Namespace, Progress, LinesRead], str]] = {
-    "report": _report, "recommend": _recommend, "replay": _replay, "alerts": _alerts,
-}
+_Analysis = Callable[["SparkSession", argparse.Namespace, Progress, "LinesRead"], str]
+# replay's takes its candidate and settings too: _analysis binds them.
+_ANALYSES: dict[str, _Analysis] = {"report": _report, "recommend": _recommend, "alerts": _alerts}
 _NOTHING_TO = {"report": "nothing to report", "recommend": "nothing to recommend", "replay": "nothing to replay",
                "alerts": "nothing to check"}
 _NEEDS_AUTHORIZATIONS = frozenset({"recommend", "replay"})
@@ -217,32 +221,40 @@ def _window(args: argparse.Namespace) -> str:
     return f"between {since} and {until}"
 
 
+def _analysis(args: argparse.Namespace) -> _Analysis:
+    """The command's analysis; replay's with its candidate and settings read now, before any JVM starts (an
+    unreadable ACL file or a malformed --super-users is an error without Spark)."""
+    if args.audit_command != "replay":
+        return _ANALYSES[args.audit_command]
+    from pipeline.replay.command import read_candidate
+
+    return partial(_replay, candidate=read_candidate(args.acls), settings=_replay_settings(args))
+
+
 def _analyse(args: argparse.Namespace, run: _Run) -> str:
     """Check the inputs (locally first: no JVM for a missing, empty or non-JSON file), then analyse."""
     where, nothing = ", ".join(args.inputs), _NOTHING_TO[args.audit_command]
-    if args.audit_command == "replay":  # the candidate and the settings are read before any JVM starts
-        from pipeline.replay.command import read_candidate
-
-        args.candidate, args.replay_settings = read_candidate(args.acls), _replay_settings(args)
+    analysis = _analysis(args)
     local = inspect_local(args.inputs)
     if local.empty:
         return f"no audit events in {where}: the input is empty; {nothing}"
     if local.all_not_json:
         raise PipelineError(f"{where} is not an audit log: {local.not_json[0]} is not JSON "
                             "(expected JSON lines as docs/audit-log.md describes)")
-    return _with_session(args, run, lambda spark: _surveyed(spark, args, run.progress))
+    return _with_session(args, run, lambda spark: _surveyed(spark, args, run.progress, analysis))
 
 
-def _surveyed(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> str:
+def _surveyed(spark: SparkSession, args: argparse.Namespace, progress: Progress, analysis: _Analysis) -> str:
     lines = _READS[args.audit_command](spark, args)
     try:
-        return _checked(spark, args, progress, lines)
+        return _checked(spark, args, progress, lines, analysis)
     finally:
         lines.release()
 
 
-def _checked(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead) -> str:
-    """Say what the survey of ``lines`` found; analyse them unless there is nothing to."""
+def _checked(spark: SparkSession, args: argparse.Namespace, progress: Progress, lines: LinesRead,
+             analysis: _Analysis) -> str:
+    """Say what the survey of ``lines`` found; ``analysis`` of them unless there is nothing to."""
     from pipeline.schema import SCHEMA_VERSION
 
     where, nothing = ", ".join(args.inputs), _NOTHING_TO[args.audit_command]
@@ -264,7 +276,7 @@ def _checked(spark: SparkSession, args: argparse.Namespace, progress: Progress, 
         if args.audit_command in _NEEDS_AUTHORIZATIONS:
             return f"{missing} {nothing.capitalize()}"
         progress.note(missing)
-    return _ANALYSES[args.audit_command](spark, args, progress, lines)
+    return analysis(spark, args, progress, lines)
 
 
 def _generate(args: argparse.Namespace, run: _Run) -> str:

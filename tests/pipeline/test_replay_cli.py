@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -118,3 +118,35 @@ def test_replay_reads_the_log_once(spark: SparkSession, tmp_path: Path, capsys: 
                               f"0 would be allowed; see {tmp_path / 'out'}/report.md\n"), err
     assert "read 7 lines: 3 authorization and 1 authentication events" in err
     assert "2 of 7 lines skipped" in err  # and 3 of the 7 decisions unsampled: counted apart, not replayed
+
+
+def test_replay_takes_its_candidate_and_settings_as_parameters_not_from_the_namespace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As report/recommend/alerts take their LinesRead: the namespace carries the options, never what was read."""
+    from pipeline import cli
+    from pipeline.progress import QUIET
+    from pipeline.replay import command
+    from pipeline.replay.settings import GivenSettings
+
+    (tmp_path / "acls.json").write_bytes(encode_acl_file([READ_AUDIT]))
+    args = _parser().parse_args(["audit", "replay", "--input", "log", "--acls", str(tmp_path / "acls.json"),
+                                 "--output", "out", "--super-users", "User:admin",
+                                 "--allow-everyone-if-no-acl-found", "true"])
+    options = dict(vars(args))
+    calls: list[tuple[Any, ...]] = []
+
+    def recorded(*call: Any, **keywords: Any) -> dict[str, int]:
+        calls.append((*call, keywords["candidate"], keywords["lines"]))
+        return {"replayed": 3, "unchanged": 1, "would_deny": 2, "would_allow": 0}
+
+    monkeypatch.setattr(command, "replay", recorded)
+    analysis = cli._analysis(args)  # reads the candidate and the settings, before any JVM
+    assert vars(args) == options  # nothing stored in the namespace
+    spark, lines = object(), object()
+    said = analysis(spark, args, QUIET, lines)  # type: ignore[arg-type]
+    given = GivenSettings(frozenset({"User:admin"}), True)
+    assert calls == [(spark, ["log"], "out", str(tmp_path / "acls.json"), given, None, None, [READ_AUDIT], lines)]
+    assert said == "3 decisions replayed: 1 unchanged, 2 would be denied, 0 would be allowed; see out/report.md"
+    other = [binding("User:other", RT.TOPIC, "x", AclOperation.WRITE)]
+    cli._replay(spark, args, QUIET, lines, candidate=other, settings=GivenSettings())  # type: ignore[arg-type]
+    assert calls[-1][4:] == (GivenSettings(), None, None, other, lines)
