@@ -118,9 +118,10 @@ def consume(spec: Spec, ready: Event, out: SimpleQueue[dict[str, Any]]) -> None:
     while seen < spec.total and time.monotonic() < deadline:
         for message in consumer.consume(10000, 0.05):
             now = time.time_ns()
-            if message.error() is not None:
-                if message.error().code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(f"consumer: {message.error()}")
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"consumer: {error}")
                 continue
             sent, index = STAMP.unpack_from(message.value() or b"")
             if sent == 0:  # the producer's warm-up record

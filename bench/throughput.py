@@ -47,7 +47,7 @@ from typing import Any, Self
 import confluent_kafka
 import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # public, not in an __all__
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -577,11 +577,12 @@ def fetch_throughput(client: Mapping[str, Any], topic: str, warm_topic: str, par
             # consume(n, timeout) returns once it has n messages (or at the timeout), so never
             # ask for more than are left, or the last call would sit out its timeout.
             for msg in consume(min(10_000, records - got), 1.0):
-                if msg.error() is None:
+                error = msg.error()
+                if error is None:
                     got += 1
                     nbytes += len(msg.value() or b"")
-                elif msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(f"fetch: {msg.error()}")
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"fetch: {error}")
             if got and not first_batch:
                 first_batch = time.perf_counter() - start
             if time.monotonic() > deadline:
