@@ -38,7 +38,7 @@ from gateway.stores.file_users import FileCredentialStore
 from tests.apache_kafka import KafkaBroker
 from tests.apache_kafka.properties import NODE_ID as KAFKA_NODE
 from tests.haproxy import HAProxy
-from tests.harness import GatewayThread
+from tests.harness import GatewayThread, free_port_block
 from tests.hosts_file import can_edit_hosts, hosts_entries
 
 DOMAIN = "edge.ksgate.test"
@@ -197,7 +197,11 @@ def test_a_real_client_straight_to_the_gateway_port_cannot_bypass_the_balancer(e
 
 
 def test_two_workers_share_the_sni_port_and_each_routes_by_name(edge: Edge, tmp_path: Path) -> None:
-    port, metrics_base = free_port(), free_port()
+    # Worker i serves its metrics on metrics_base + i: every port of the block must be free, not just the first.
+    # Not free_port() + 1: bind(0) gives odd ports, and the even one above is among those the kernel hands to
+    # outgoing connections; under load one may hold it, and worker 1 then never binds its endpoint.
+    port = free_port_block(3)
+    metrics_base = port + 1
     tls = edge.gateway.config.listeners[0].settings
     config = tmp_path / "ksgate.yaml"
     config.write_text(yaml.safe_dump({

@@ -15,6 +15,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port
+from tests.harness import free_port_block
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -61,7 +62,8 @@ def test_metrics_and_health_of_a_running_gateway(broker: EmbeddedBroker, tmp_pat
 
 
 def test_two_workers_share_the_listener_and_each_serves_its_metrics(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    port, metrics_base = free_port(), free_port()
+    port = free_port_block(3)  # the listener, then worker 0's and worker 1's metrics (metrics_base + i): all free
+    metrics_base = port + 1
     config = tmp_path / "ksgate.yaml"
     config.write_text(f"listeners: PLAINTEXT://127.0.0.1:{port}\nupstream.bootstrap.servers: {broker.bootstrap}\n"
                       f"listener.name.plaintext.node.port.base: {free_port() - 111}\n"
