@@ -9,12 +9,17 @@ repeat in alternating order (haproxy first on even repeats, last on odd ones):
   process; with ``--upstream kafka`` one Apache Kafka serves all paths, HAProxy's through an extra listener.
 * ``ksgate``: confluent-kafka ``SASL_SSL`` (SCRAM-SHA-512) -> ``ksgate run`` with the StandardAuthorizer and
   the bench user's ALLOW ACLs (bench/kafka_upstream.py's BENCH_ACLS, no allow-if-no-ACL) -> broker PLAINTEXT.
-* ``ksgate-ssl`` (``--paths``): ``SSL``, no SASL, no authorizer, to separate TLS from SASL + authorization.
+* ``ksgate-ssl``: ``SSL``, no SASL, no authorizer, to separate TLS from SASL + authorization.
+* ``pyrelay-tls-uvloop`` / ``pyrelay-tls-asyncio``: ``SSL`` -> bench/anchors/pyrelay.py ``--tls`` (a do-nothing
+  CPython relay terminating TLS with the loop's own SSL transport, as ksgate does, on uvloop or on asyncio's loop)
+  -> broker PLAINTEXT, advertised like HAProxy (its own Tansu, or its own Kafka listener): the CPython TLS floor.
 
 For each path, bench/throughput.py's produce and fetch throughput (librdkafka, 1 KiB records) and
 single-record produce latency, with the proxy's and the broker's CPU (% of one core) per phase, and the
-proxy's CPU per MB (ms of CPU per MB of record values, = millicores per MB/s).  The TLS version and cipher
-each proxy negotiates with an OpenSSL client are printed: both listeners use the same certificate and key.
+proxy's CPU per MB (ms of CPU per MB of record values, = millicores per MB/s), and ksgate against HAProxy,
+ksgate-ssl against pyrelay-tls-uvloop (ksgate's TLS against the floor) and that floor against HAProxy.  The TLS
+version and cipher each proxy negotiates with an OpenSSL client are printed: all listeners use the same
+certificate and key.
 
 ``--plain``: the floor, what the cheapest relay costs (issue #23's latency and fetch goals).  PLAINTEXT on every
 leg, paths ``direct`` (the client to the broker ksgate uses), ``ksgate`` (``ksgate run``, no authorizer: the bare
@@ -27,7 +32,7 @@ each proxy against direct, ksgate against haproxy and against pyrelay-uvloop, an
 single-record round trip.
 
     .venv/bin/python bench/anchors/haproxy_tls.py [--upstream tansu|kafka] [--repeat 5] [--records 200000]
-        [--haproxy-threads 0] [--paths haproxy,ksgate,ksgate-ssl] [--json]
+        [--haproxy-threads 0] [--paths haproxy,ksgate,ksgate-ssl,pyrelay-tls-uvloop,pyrelay-tls-asyncio] [--json]
     .venv/bin/python bench/anchors/haproxy_tls.py --plain [--repeat 3] [--rates 5000,50000]
         [--paths direct,ksgate,haproxy,haproxy-splice,pyrelay-uvloop,pyrelay-asyncio]
 """
@@ -44,7 +49,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -83,7 +88,7 @@ from bench.throughput import (  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 
-PATHS = ("haproxy", "ksgate", "ksgate-ssl")
+PATHS = ("haproxy", "ksgate", "ksgate-ssl", "pyrelay-tls-uvloop", "pyrelay-tls-asyncio")
 PLAIN_PATHS = ("direct", "ksgate", "haproxy", "haproxy-splice", "pyrelay-uvloop", "pyrelay-asyncio")
 PYRELAY = Path(__file__).resolve().with_name("pyrelay.py")
 BENCH_USER = "bench"
@@ -145,20 +150,22 @@ class HAProxyProcess(ListeningProcess):
 
 class PyRelayProcess(ListeningProcess):
     """bench/anchors/pyrelay.py (a do-nothing CPython relay, on ``loop``) on 127.0.0.1:port in front of
-    ``upstream``; a context manager.  It runs this interpreter, as ``ksgate run`` does."""
+    ``upstream``, terminating TLS with the server certificate and key of ``tls`` if given; a context manager.
+    It runs this interpreter, as ``ksgate run`` does."""
 
     name = "pyrelay"
 
-    def __init__(self, workdir: Path, path: str, loop: str) -> None:
+    def __init__(self, workdir: Path, path: str, loop: str, tls: TlsFiles | None = None) -> None:
         super().__init__(workdir, f"{path}.args", f"{path}.log", 10.0)
-        self.loop, self.upstream = loop, ""
+        self.loop, self.upstream, self.tls = loop, "", tls
 
     def config_text(self) -> str:  # no configuration file: its arguments, for the record
         return " ".join(self.command()) + "\n"
 
     def command(self) -> list[str]:
+        tls = [] if self.tls is None else ["--tls", str(self.tls.server_cert), str(self.tls.server_key)]
         return [sys.executable, str(PYRELAY), "--port", str(self.port), "--upstream", self.upstream,
-                "--loop", self.loop]
+                "--loop", self.loop, *tls]
 
 
 def relays(paths: list[str], binary: str, workdir: Path, tls: TlsFiles | None,
@@ -168,8 +175,8 @@ def relays(paths: list[str], binary: str, workdir: Path, tls: TlsFiles | None,
     for path in paths:
         if path.startswith("haproxy"):
             found[path] = HAProxyProcess(binary, workdir, tls, threads, path, splice=path == "haproxy-splice")
-        elif path.startswith("pyrelay-"):
-            found[path] = PyRelayProcess(workdir, path, path.removeprefix("pyrelay-"))
+        elif path.startswith("pyrelay-"):  # pyrelay-LOOP (--plain) or pyrelay-tls-LOOP
+            found[path] = PyRelayProcess(workdir, path, path.rsplit("-", 1)[1], tls)
     return found
 
 
@@ -412,20 +419,39 @@ def cpu_ms_per_mb(run: PathRun, phase: str) -> float:
     return millicores_per_mb_s(cpu.get("gateway", 0.0), run.produce_mb_s if phase == "produce" else run.fetch_mb_s)
 
 
-def ratio_line(report: Report, figure: str, paths: list[str]) -> str:
-    """ksgate/haproxy for ``figure``: the ratio of medians, and the median of each repeat's own ratio (the paths
-    of a repeat run back to back, so that one is less moved by slow drift in the machine's load)."""
-    mine = {p: [getattr(r, figure) for r in report.runs if r.path == p] for p in ("haproxy", "ksgate")}
-    if not all(mine.values()) or "ksgate" not in paths:
+# The TLS mode's pairs: the bar (ksgate with SASL and the authorizer against HAProxy), ksgate's TLS against the
+# CPython TLS floor (neither with SASL or an authorizer), and that floor against HAProxy.
+TLS_PAIRS = (("ksgate", "haproxy"), ("ksgate-ssl", "pyrelay-tls-uvloop"), ("pyrelay-tls-uvloop", "haproxy"))
+TLS_COMPARED: tuple[tuple[str, Callable[[PathRun], float]], ...] = (
+    ("produce MB/s", lambda r: r.produce_mb_s), ("fetch MB/s", lambda r: r.fetch_mb_s),
+    ("CPU ms/MB prod", lambda r: cpu_ms_per_mb(r, "produce")), ("CPU ms/MB fetch", lambda r: cpu_ms_per_mb(r, "fetch")))
+
+
+def ratio(mine: float, base: float) -> float:
+    """nan where the base is 0: a short run's CPU can be under one /proc tick (10 ms)."""
+    return mine / base if base else float("nan")
+
+
+def ratio_line(report: Report, label: str, pick: Callable[[PathRun], float], mine: str, base: str) -> str:
+    """mine/base for a figure: the ratio of medians, and the median of each repeat's own ratio (the paths of a
+    repeat run back to back, so that one is less moved by slow drift in the machine's load), then each repeat's."""
+    each = {p: [pick(r) for r in report.runs if r.path == p] for p in (mine, base)}
+    if not all(each.values()) or len(each[mine]) != len(each[base]):
         return ""
-    paired = [k / h for k, h in zip(mine["ksgate"], mine["haproxy"], strict=True)]
-    per = " ".join(f"{r:.2f}" for r in paired)
-    return (f"{figure:<14} ksgate/haproxy {median(mine['ksgate']) / median(mine['haproxy']):.2f}x (ratio of medians), "
-            f"{median(paired):.2f}x (median of each repeat's ratio: {per})")
+    paired = [ratio(m, b) for m, b in zip(each[mine], each[base], strict=True)]
+    of_medians = ratio(median(each[mine]), median(each[base]))
+    return (f"{label:<16}{f'{mine}/{base}':>30} {of_medians:.2f}x (ratio of medians), "
+            f"{median(paired):.2f}x (median of each repeat's ratio: {' '.join(f'{r:.2f}' for r in paired)})")
+
+
+def tls_ratio_lines(report: Report, paths: list[str]) -> list[str]:
+    pairs = [(a, b) for a, b in TLS_PAIRS if {a, b} <= set(paths)]
+    lines = [ratio_line(report, label, pick, a, b) for a, b in pairs for label, pick in TLS_COMPARED]
+    return [line for line in lines if line]
 
 
 def table(report: Report, paths: list[str]) -> str:
-    lines = [f"{'path':<12}{'produce MB/s':>13}{'fetch MB/s':>11}{'lat p50':>8}{'p99':>7}"
+    lines = [f"{'path':<20}{'produce MB/s':>13}{'fetch MB/s':>11}{'lat p50':>8}{'p99':>7}"
              f"{'proxy CPU% prod':>16}{'fetch':>6}{'lat':>5}{'broker% prod':>13}{'fetch':>6}"
              f"{'CPU ms/MB prod':>15}{'fetch':>6}{'other%':>7}"]
     for path in paths:
@@ -434,7 +460,7 @@ def table(report: Report, paths: list[str]) -> str:
         def m(pick: Any, runs: list[PathRun] = runs) -> float:
             return median([pick(r) for r in runs])
         lines.append(
-            f"{path:<12}{m(lambda r: r.produce_mb_s):>13.1f}{m(lambda r: r.fetch_mb_s):>11.1f}"
+            f"{path:<20}{m(lambda r: r.produce_mb_s):>13.1f}{m(lambda r: r.fetch_mb_s):>11.1f}"
             f"{m(lambda r: r.latency_p50_ms):>8.3f}{m(lambda r: r.latency_p99_ms):>7.3f}"
             f"{m(lambda r: r.cpu_produce['gateway']):>16.0f}{m(lambda r: r.cpu_fetch['gateway']):>6.0f}"
             f"{m(lambda r: r.cpu_latency['gateway']):>5.0f}"
@@ -443,7 +469,7 @@ def table(report: Report, paths: list[str]) -> str:
             f"{max(max(r.cpu_produce['other'], r.cpu_fetch['other']) for r in runs):>7.0f}")
     lines.append("(medians; latency: single-record produce+flush, ms; CPU % of one core; CPU ms/MB = proxy CPU per "
                  "MB of record values; other% = the most the rest of the machine used in a phase)")
-    lines += [text for text in (ratio_line(report, f, paths) for f in ("produce_mb_s", "fetch_mb_s")) if text]
+    lines += tls_ratio_lines(report, paths)
     return "\n".join(lines)
 
 

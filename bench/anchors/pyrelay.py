@@ -5,9 +5,12 @@ connection to ``--upstream`` and the bytes go across as they arrive, both ways: 
 rewriting (so the broker must advertise the relay's address, as for HAProxy: bench/anchors/haproxy_tls.py).
 asyncio Protocols, on uvloop or on asyncio's own loop (``--loop``), as ksgate's transports are.  Bounded: a side
 stops reading while its peer's write buffer is above the transport's high-water mark, and the client is not read
-until its upstream connection is up.
+until its upstream connection is up.  ``--tls CERT KEY``: the client leg is TLS, terminated by the loop's own SSL
+transport (``create_server(ssl=...)``, as ksgate's listeners), the upstream leg stays plain: the floor of any
+CPython TLS terminator.
 
     python bench/anchors/pyrelay.py --port 9100 --upstream 127.0.0.1:9092 [--loop uvloop|asyncio]
+        [--tls server.pem server.key]
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import argparse
 import asyncio
 import signal
 import socket
+import ssl
 import sys
+from pathlib import Path
 from typing import cast
 
 LOOPS = ("uvloop", "asyncio")
@@ -109,13 +114,22 @@ class ClientHalf(Half):
             self.connecting.cancel()
 
 
-async def start(port: int, upstream: tuple[str, int]) -> asyncio.Server:
+def server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server context with OpenSSL's defaults and the options ksgate's listeners add (auth/tls.py): what a
+    client negotiates here is what it negotiates with ksgate (haproxy_tls.py prints both)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.options |= ssl.OP_NO_RENEGOTIATION | ssl.OP_NO_COMPRESSION
+    context.load_cert_chain(cert, key)
+    return context
+
+
+async def start(port: int, upstream: tuple[str, int], tls: ssl.SSLContext | None = None) -> asyncio.Server:
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: ClientHalf(upstream), "127.0.0.1", port, backlog=1024)
+    return await loop.create_server(lambda: ClientHalf(upstream), "127.0.0.1", port, backlog=1024, ssl=tls)
 
 
-async def serve(port: int, upstream: tuple[str, int]) -> None:
-    server = await start(port, upstream)
+async def serve(port: int, upstream: tuple[str, int], tls: ssl.SSLContext | None) -> None:
+    server = await start(port, upstream, tls)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -136,15 +150,22 @@ def host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, required=True, help="listen on 127.0.0.1:PORT")
     parser.add_argument("--upstream", type=host_port, required=True, help="HOST:PORT to relay to")
     parser.add_argument("--loop", choices=LOOPS, default="uvloop")
-    args = parser.parse_args(argv)
+    parser.add_argument("--tls", nargs=2, type=Path, metavar=("CERT", "KEY"),
+                        help="terminate TLS on the client leg with this PEM certificate (chain) and key")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    tls = server_context(*args.tls) if args.tls else None  # before the loop: a bad file fails at once
     loop = new_loop(args.loop)
     try:
-        loop.run_until_complete(serve(args.port, args.upstream))
+        loop.run_until_complete(serve(args.port, args.upstream, tls))
     finally:
         loop.close()
     return 0

@@ -18,6 +18,7 @@ from tests.apache_kafka import kafka_lib
 from tests.haproxy import HAProxy
 
 REPO = Path(__file__).resolve().parents[2]
+TLS_PATHS = ["haproxy", "ksgate", "ksgate-ssl", "pyrelay-tls-asyncio", "pyrelay-tls-uvloop"]
 
 
 def run_bench(*extra: str, env: dict[str, str] | None = None) -> tuple[dict[str, object], str]:
@@ -33,13 +34,13 @@ def run_bench(*extra: str, env: dict[str, str] | None = None) -> tuple[dict[str,
 def assert_every_path_measured(report: dict[str, object], stdout: str) -> None:
     runs = report["runs"]
     assert isinstance(runs, list)
-    assert sorted(run["path"] for run in runs) == ["haproxy", "ksgate", "ksgate-ssl"]
+    assert sorted(run["path"] for run in runs) == TLS_PATHS
     for run in runs:  # every record was produced and read back (the bench checks the bytes)
         assert run["produce_mb_s"] > 0 and run["fetch_mb_s"] > 0 and run["latency_p50_ms"] > 0
     tls = report["tls"]
-    assert isinstance(tls, dict) and set(tls) == {"haproxy", "ksgate", "ksgate-ssl"}
+    assert isinstance(tls, dict) and set(tls) == set(TLS_PATHS)
     assert all(version.startswith("TLS") for version in tls.values())
-    assert "ksgate/haproxy" in stdout
+    assert "ksgate/haproxy" in stdout and "ksgate-ssl/pyrelay-tls-uvloop" in stdout
     assert "sasl.password" not in stdout
 
 

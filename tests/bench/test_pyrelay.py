@@ -1,7 +1,9 @@
 """bench/anchors/pyrelay.py: the do-nothing CPython relay passes bytes unchanged both ways, stays bounded when a
-client stops reading, and closes the client when its upstream cannot be reached.
+client stops reading, and closes the client when its upstream cannot be reached; with ``--tls`` it terminates TLS
+on the client leg only.
 
-In-process, on uvloop and on asyncio's own loop, against an asyncio upstream on loopback.
+In-process, on uvloop and on asyncio's own loop, against an asyncio upstream on loopback; one test runs the relay
+process with TLS between a Kafka client and Tansu.
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,8 +22,12 @@ from typing import cast
 
 import pytest
 
+from auth.cert_tools import TlsFiles, write_tls_material
 from bench.anchors import pyrelay
-from gateway.commands.embedded_broker import free_port
+from bench.anchors.haproxy_tls import PyRelayProcess
+from bench.anchors.kroxylicious import tls_client
+from bench.throughput import create_topic, plain_client
+from gateway.commands.embedded_broker import EmbeddedBroker, free_port
 
 WAIT_S = 20.0
 
@@ -33,11 +41,13 @@ def run_on(kind: str, test: Callable[[], Awaitable[None]]) -> None:
 
 
 class Upstream(asyncio.Protocol):
-    """Echoes, or on connection writes ``flood`` bytes at once (kept in its buffer while the relay does not read)."""
+    """Echoes, or on connection writes ``flood`` bytes at once (kept in its buffer while the relay does not read);
+    keeps the first bytes it received."""
 
     def __init__(self, flood: bytes = b"") -> None:
         self.flood = flood
         self.transport: asyncio.Transport | None = None
+        self.first = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -46,19 +56,20 @@ class Upstream(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
+        self.first = self.first or data
         self.transport.write(data)
 
 
 @asynccontextmanager
-async def relayed(upstream_side: Callable[[], asyncio.Protocol],
-                  half: type[pyrelay.ClientHalf] | None = None) -> AsyncIterator[int]:
+async def relayed(upstream_side: Callable[[], asyncio.Protocol], half: type[pyrelay.ClientHalf] | None = None,
+                  tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
     """The port of a relay (pyrelay.start's, or one of ``half``s) in front of an upstream on loopback; both servers
     are closed afterwards, also when the test fails."""
     loop = asyncio.get_running_loop()
     upstream = await loop.create_server(upstream_side, "127.0.0.1", 0)
     target, port = ("127.0.0.1", upstream.sockets[0].getsockname()[1]), free_port()
     if half is None:
-        relay = await pyrelay.start(port, target)
+        relay = await pyrelay.start(port, target, tls)
     else:
         make = half
         relay = await loop.create_server(lambda: make(target), "127.0.0.1", port)
@@ -79,6 +90,69 @@ def test_bytes_cross_the_relay_unchanged_both_ways(kind: str) -> None:
             assert await reader.readexactly(len(payload)) == payload
             writer.close()
     run_on(kind, test)
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return write_tls_material(tmp_path_factory.mktemp("tls"))
+
+
+def client_context(tls: TlsFiles) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(tls.ca))
+    context.check_hostname = False
+    return context
+
+
+@pytest.mark.parametrize("kind", pyrelay.LOOPS)
+def test_tls_is_terminated_on_the_client_leg_and_the_upstream_gets_the_plain_bytes(kind: str,
+                                                                                     tls_files: TlsFiles) -> None:
+    async def test() -> None:
+        upstream_side = Upstream()
+        server = pyrelay.server_context(tls_files.server_cert, tls_files.server_key)
+        async with relayed(lambda: upstream_side, tls=server) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_context(tls_files),
+                                                           server_hostname="localhost")
+            assert writer.get_extra_info("ssl_object") is not None
+            payload = bytes(range(256)) * 4096  # 1 MiB: many TLS records, more than one read
+            writer.write(payload)
+            assert await reader.readexactly(len(payload)) == payload
+            assert upstream_side.first and payload.startswith(upstream_side.first)  # decrypted, not TLS records
+            writer.close()
+    run_on(kind, test)
+
+
+def test_tls_takes_a_certificate_and_a_key_and_is_off_by_default() -> None:
+    args = pyrelay.parse_args(["--port", "9100", "--upstream", "127.0.0.1:9092", "--tls", "s.pem", "s.key"])
+    assert args.tls == [Path("s.pem"), Path("s.key")] and args.upstream == ("127.0.0.1", 9092)
+    assert pyrelay.parse_args(["--port", "9100", "--upstream", "127.0.0.1:9092"]).tls is None
+    with pytest.raises(SystemExit):
+        pyrelay.parse_args(["--port", "9100", "--upstream", "127.0.0.1:9092", "--tls", "s.pem"])
+
+
+@pytest.mark.broker
+def test_a_tls_relay_process_carries_a_produce_and_a_fetch_between_a_kafka_client_and_tansu(
+        tmp_path: Path, tls_files: TlsFiles) -> None:
+    """The client speaks TLS, Tansu PLAINTEXT and advertises the relay: the record can only have gone through it."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    relay = PyRelayProcess(tmp_path, "pyrelay-tls-uvloop", "uvloop", tls_files)
+    with EmbeddedBroker(log_path=tmp_path / "tansu.log", advertised=relay.bootstrap) as broker:
+        relay.upstream = broker.bootstrap
+        with relay:
+            client = tls_client(plain_client(relay.bootstrap), tls_files)
+            topic, value = f"tls-{uuid.uuid4().hex[:8]}", b"through the TLS floor"
+            create_topic(AdminClient(client), topic, 1)
+            producer = Producer(client)
+            producer.produce(topic, value)
+            assert producer.flush(20) == 0
+            consumer = Consumer({**client, "group.id": topic, "enable.auto.commit": False})
+            consumer.assign([TopicPartition(topic, 0, 0)])  # no group to join: a Fetch from offset 0
+            try:
+                message = consumer.poll(20)
+                assert message is not None and message.error() is None and message.value() == value
+            finally:
+                consumer.close()
 
 
 @pytest.mark.parametrize("kind", pyrelay.LOOPS)

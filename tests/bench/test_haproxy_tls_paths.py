@@ -1,0 +1,78 @@
+"""bench/anchors/haproxy_tls.py's TLS mode: the CPython TLS floor paths (pyrelay --tls) and the ratios that set
+ksgate's TLS against that floor and the floor against HAProxy.
+
+No process is started here (test_haproxy_tls_smoke.py runs the whole bench).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from auth.cert_tools import write_tls_material
+from bench.anchors.haproxy_tls import (
+    PATHS,
+    PYRELAY,
+    HAProxyProcess,
+    PyRelayProcess,
+    Report,
+    parse_args,
+    relays,
+    tls_ratio_lines,
+)
+from bench.throughput import PathRun
+
+
+def test_the_tls_mode_runs_the_tls_floor_paths_by_default_and_refuses_the_plain_ones() -> None:
+    assert parse_args([]).paths == list(PATHS)
+    assert {"pyrelay-tls-uvloop", "pyrelay-tls-asyncio", "ksgate-ssl", "haproxy"} <= set(PATHS)
+    picked = parse_args(["--paths", "pyrelay-tls-uvloop,ksgate-ssl"]).paths
+    assert picked == ["ksgate-ssl", "pyrelay-tls-uvloop"]  # in PATHS' order
+    with pytest.raises(SystemExit):
+        parse_args(["--paths", "pyrelay-uvloop"])  # the plain relay is a --plain path
+    with pytest.raises(SystemExit):
+        parse_args(["--plain", "--paths", "pyrelay-tls-uvloop"])
+
+
+def test_each_tls_pyrelay_path_terminates_tls_with_the_proxies_certificate_on_its_own_loop(tmp_path: Path) -> None:
+    tls = write_tls_material(tmp_path / "tls")
+    found = relays(list(PATHS), "haproxy", tmp_path, tls, 0)
+    assert sorted(found) == ["haproxy", "pyrelay-tls-asyncio", "pyrelay-tls-uvloop"]  # ksgate: not a relay
+    assert isinstance(found["haproxy"], HAProxyProcess) and found["haproxy"].pem is not None
+    for path, loop in (("pyrelay-tls-uvloop", "uvloop"), ("pyrelay-tls-asyncio", "asyncio")):
+        relay = found[path]
+        assert isinstance(relay, PyRelayProcess)
+        relay.upstream = "127.0.0.1:9092"
+        assert relay.command()[1] == str(PYRELAY)
+        assert relay.command()[2:] == ["--port", str(relay.port), "--upstream", "127.0.0.1:9092", "--loop", loop,
+                                       "--tls", str(tls.server_cert), str(tls.server_key)]
+
+
+def test_the_plain_pyrelay_paths_get_no_tls(tmp_path: Path) -> None:
+    relay = relays(["pyrelay-uvloop"], "haproxy", tmp_path, None, 0)["pyrelay-uvloop"]
+    assert isinstance(relay, PyRelayProcess) and "--tls" not in relay.command()
+
+
+def run(path: str, repeat: int, produce_mb_s: float, produce_cpu: float, fetch_cpu: float) -> PathRun:
+    return PathRun(path, repeat, produce_mb_s=produce_mb_s, fetch_mb_s=100.0,
+                   cpu_produce={"gateway": produce_cpu}, cpu_fetch={"gateway": fetch_cpu})
+
+
+def test_ksgate_tls_is_set_against_the_cpython_floor_per_mb_and_each_repeat() -> None:
+    report = Report()
+    # CPU % of a core at 100 MB/s fetched: ms per MB = % * 10 / MB/s
+    for repeat, (ksgate, floor) in enumerate(((20.0, 10.0), (24.0, 16.0), (30.0, 10.0))):
+        report.runs += [run("ksgate-ssl", repeat, 100.0, 50.0, ksgate), run("pyrelay-tls-uvloop", repeat, 100.0,
+                                                                            25.0, floor),
+                        run("haproxy", repeat, 100.0, 20.0, 8.0)]
+    lines = {(line[:16].strip(), line[16:].split()[0]): " ".join(line[16:].split()[1:]) for line in
+             tls_ratio_lines(report, ["haproxy", "ksgate-ssl", "pyrelay-tls-uvloop"])}
+    assert not any(pair == "ksgate/haproxy" for _, pair in lines)  # no ksgate path in this run
+    # medians 24 / 10 = 2.40; each repeat's own 2.00 1.50 3.00, median 2.00
+    assert lines[("CPU ms/MB fetch", "ksgate-ssl/pyrelay-tls-uvloop")].split()[:1] == ["2.40x"]
+    assert "2.00x (median of each repeat's ratio: 2.00 1.50 3.00)" in lines[
+        ("CPU ms/MB fetch", "ksgate-ssl/pyrelay-tls-uvloop")]
+    assert lines[("CPU ms/MB prod", "ksgate-ssl/pyrelay-tls-uvloop")].startswith("2.00x")
+    assert lines[("CPU ms/MB prod", "pyrelay-tls-uvloop/haproxy")].startswith("1.25x")
+    assert lines[("produce MB/s", "pyrelay-tls-uvloop/haproxy")].startswith("1.00x")
