@@ -388,6 +388,7 @@ class ProxySession:
         if self._phase.phase is not STEADY and not self._accepts(Event.UPSTREAM_FRAMES):  # as in received()
             return self._take()
         routes, learned, responses, quota = self.ctx.routes, self._learned, self.responses, self.quota
+        metered = quota.active is not None  # only a request's applies() changes it: once per read, not per answer
         for wire in frames:
             try:
                 slot = match_response(responses, wire)
@@ -399,7 +400,7 @@ class ProxySession:
                     if not as_is:
                         self._fill_large(slot, wire)
                         continue
-                cpu = cpu_clock_ns() if quota.active is not None else 0
+                cpu = cpu_clock_ns() if metered else 0
                 # Scanned once: response_pieces would scan a relayed-as-is response again.
                 slot.response = relayed_as_is(slot, wire) if as_is else response_pieces(slot, wire, routes, learned)
                 slot.ready = True
@@ -958,7 +959,12 @@ class ProxySession:
             self._set_read_paused("in-flight", False)
 
     def _flush(self) -> None:
-        self._write_ready()
+        outbox = self._outbox
+        if not outbox.full and outbox.streaming is None and not outbox.answers:  # _write_ready's usual case, inline
+            if ready := self.responses.pop_ready():
+                self._out.append(act.SendToClient(ready))
+        else:
+            self._write_held_back()
         if self._phase.phase is Phase.DRAINING and not len(self.responses) and not self._gate.held:
             self._close(None)
 
@@ -967,7 +973,12 @@ class ProxySession:
         if not outbox.full and outbox.streaming is None and not outbox.answers:  # the usual: nothing held back
             if ready := self.responses.pop_ready():
                 self._out.append(act.SendToClient(ready))
-            return
+        else:
+            self._write_held_back()
+
+    def _write_held_back(self) -> None:
+        """_write_ready when answers wait in the outbox, the client is full, or a response streams."""
+        outbox = self._outbox
         if outbox.streaming is not None:  # a response is streamed on the socket: nothing may interleave
             return
         if outbox.answers and not outbox.full:
