@@ -89,7 +89,8 @@ class BufferPool:
         scratch, i, spare = self._scratch, len(self._scratch), -1
         while i:  # from the last one kept, the likeliest to be free; by index: see _best_free
             i -= 1
-            if _references(scratch, i) == _UNREFERENCED:
+            # _references(scratch, i) inline (once per read): the same expression, so the same temporaries counted
+            if sys.getrefcount(scratch[i]) == _UNREFERENCED:
                 if len(scratch[i]) == size:
                     return scratch[i]
                 spare = i
