@@ -89,7 +89,8 @@ class BufferPool:
         scratch, i, spare = self._scratch, len(self._scratch), -1
         while i:  # from the last one kept, the likeliest to be free; by index: see _best_free
             i -= 1
-            if _references(scratch, i) == _UNREFERENCED:
+            # _references(scratch, i) inline (once per read): the same expression, so the same temporaries counted
+            if sys.getrefcount(scratch[i]) == _UNREFERENCED:
                 if len(scratch[i]) == size:
                     return scratch[i]
                 spare = i
@@ -229,12 +230,15 @@ class FrameReceiver:
         """Where the next bytes must be written; never empty."""
         if self._failed:  # the stream was refused: whatever still comes is discarded
             return memoryview(bytearray(4096))
-        if not self._cap:
-            self._cap = self._scratch_bytes()
-            self._buf = memoryview(self._scratch(self._cap))
-        if self._end == self._cap:  # only while waiting for the gate, read although told to pause
+        cap = self._cap
+        if not cap:  # a read after every frame completed (per request): _scratch_bytes() and _scratch() inline
+            cap = self._cap = self.SCRATCH_BYTES if self.prealloc >= self.SCRATCH_BYTES else self._scratch_bytes()
+            pool = self._pool
+            self._buf = memoryview(bytearray(cap) if pool is None else pool.take_scratch(cap))
+        elif self._end == cap:  # only while waiting for the gate, read although told to pause
             self._overflow()
-        return self._buf[self._end : self._cap]
+            cap = self._cap
+        return self._buf[self._end : cap]
 
     def admitted(self) -> None:
         """The gate said yes to the waiting frame: its buffer can be allocated."""
@@ -258,20 +262,13 @@ class FrameReceiver:
         """
         if self._failed:
             raise DecodeError("the stream was already refused")
-        if not 0 < nbytes <= self._cap - self._end:
+        end = self._end + nbytes
+        if nbytes <= 0 or end > self._cap:
             raise ValueError(f"buffer_updated({nbytes}) outside the buffer handed out")
-        self._end += nbytes
-        frames = self._split()
-        if self._start == self._end:  # every frame complete: let the buffer go (views of it may live on)
-            self._buf, self._cap, self._start, self._end = _EMPTY, 0, 0, 0
-        else:
-            self._make_room()
-        return frames
-
-    def _split(self) -> list[Frame]:
-        view = self._buf
+        self._end = end
+        # The split, inline (once per read): the frames complete from the first incomplete one on.
+        view, pos, limit = self._buf, self._start, self.limit
         frames: list[Frame] = []
-        pos, end, limit = self._start, self._end, self.limit
         while end - pos >= 4:
             size = _SIZE.unpack_from(view, pos)[0]
             if size < 0 or size > limit:
@@ -281,11 +278,15 @@ class FrameReceiver:
                 break
             frames.append(Frame(view[pos : pos + 4 + size]))
             pos += 4 + size
-        self._start = pos
         if frames and self._admitted:  # the admitted frame is always the first one completed
             self._admitted = False
             if self.gate is not None:
                 self.gate.complete()
+        if pos == end:  # every frame complete: let the buffer go (views of it may live on)
+            self._buf, self._cap, self._start, self._end = _EMPTY, 0, 0, 0
+        else:
+            self._start = pos
+            self._make_room()
         return frames
 
     def _make_room(self) -> None:
@@ -294,7 +295,7 @@ class FrameReceiver:
         if not have:  # every frame complete: let the buffer go (views of it may live on)
             self._buf, self._cap, self._start, self._end = _EMPTY, 0, 0, 0
             return
-        # _split() checked the size against the limit whenever four bytes of it are here.
+        # buffer_updated() checked the size against the limit whenever four bytes of it are here.
         total = 4 + _SIZE.unpack_from(self._buf, self._start)[0] if have >= 4 else 0
         if self._end < self._cap and self._start + total <= self._cap:
             return  # the frame fits where it started

@@ -45,8 +45,10 @@ class FrameSplitter:
     """Accumulates stream bytes and yields complete frames without copying them twice.
 
     Frames are memoryview slices of the chunk they arrived in (or of the one buffer that
-    collected a frame spanning several chunks); buffers are replaced, never resized, once
-    a view of them has been handed out.
+    collected a frame spanning several chunks), size prefix included: the upstream's answers,
+    which the session reads at fixed offsets and relays as is, so no Frame object (and no payload
+    view) is made per answer.  Buffers are replaced, never resized, once a view of them has
+    been handed out.
     """
 
     __slots__ = ("_limit", "_need", "_pending")
@@ -80,7 +82,8 @@ class FrameSplitter:
         pending, self._pending, self._need = self._pending, b"", 4
         return pending if isinstance(pending, bytearray) else bytearray(pending)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
+        """The frames ``data`` completed, each its wire bytes (size prefix + payload)."""
         if self._pending:
             self._pending += data
             if len(self._pending) < self._need:
@@ -90,7 +93,7 @@ class FrameSplitter:
         else:
             chunk = data
         view = memoryview(chunk)
-        frames: list[Frame] = []
+        frames: list[memoryview] = []
         pos = 0
         end = len(view)
         while end - pos >= 4:
@@ -100,7 +103,7 @@ class FrameSplitter:
             if end - pos - 4 < size:
                 break
             # The usual read is one whole answer: the view itself, not a slice of all of it.
-            frames.append(Frame(view if pos == 0 and size == end - 4 else view[pos : pos + 4 + size]))
+            frames.append(view if pos == 0 and size == end - 4 else view[pos : pos + 4 + size])
             pos += 4 + size
         if pos < end:
             self._keep(view, pos, end)

@@ -175,7 +175,6 @@ def produce_round_trip(workdir: Path, authorizer: bool = False) -> Callable[[], 
 
     from gateway.session import actions as act
     from protocol.api_keys import ApiKey
-    from protocol.framing import Frame
     from protocol.messages import request_frame, response_frame
     from protocol.record_batch import encode_batch
     from tests.gateway.session.session_driver import Driver, gateway_for
@@ -214,7 +213,7 @@ def produce_round_trip(workdir: Path, authorizer: bool = False) -> Callable[[], 
         upstream_id = struct.unpack_from(">i", b"".join(bytes(p) for p in sent.pieces), 8)[0]
         wire = bytearray(template)
         struct.pack_into(">i", wire, 4, upstream_id)  # the answer to the id the gateway chose
-        replies = session.upstream_frames([Frame(memoryview(wire))])
+        replies = session.upstream_frames([memoryview(wire)])
         if not any(isinstance(a, act.SendToClient) for a in replies):
             raise RuntimeError(f"no answer to the client: {replies}")
 

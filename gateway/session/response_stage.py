@@ -27,7 +27,6 @@ from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireByte
 from gateway.session.routes import RouteTable
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
-from protocol.framing import Frame
 from protocol.framing import frame as framed
 from protocol.header import decode_response_header, response_header_version
 from protocol.registry import ApiSchema, api
@@ -40,11 +39,12 @@ class PipelineRefusal(Exception):
     """The request (or response) cannot be handled safely; the connection is closed."""
 
 
-def match_response(responses: ResponseQueue, frame: Frame) -> ResponseSlot | None:
-    """The slot an upstream response fills (taken out of the awaited ones); None to drop it."""
-    if len(frame.payload) < 4:
+def match_response(responses: ResponseQueue, wire: memoryview) -> ResponseSlot | None:
+    """The slot an upstream response (``wire``: size prefix included) fills, taken out of the awaited ones;
+    None to drop it."""
+    if len(wire) < 8:
         raise DecodeError("upstream response shorter than a correlation id")
-    return responses.match_upstream(_SIZE.unpack_from(frame.payload, 0)[0])
+    return responses.match_upstream(_SIZE.unpack_from(wire, _RESPONSE_CORRELATION_AT)[0])
 
 
 class KnownCluster(Protocol):
@@ -142,11 +142,12 @@ def endpoints_only_in_trailer(slot: ResponseSlot, routes: RouteTable) -> bool:
         and streams_with_trailer(slot.api_key, slot.api_version)
 
 
-def names_no_endpoints(slot: ResponseSlot, frame: Frame) -> bool:
+def names_no_endpoints(slot: ResponseSlot, wire: memoryview) -> bool:
     """Whether a response of endpoints_only_in_trailer names none (found by skipping it, not decoding it)."""
     _, header_version, _ = _layout(slot.api_key, slot.api_version)
-    _, header_size = decode_response_header(frame.payload, header_version)
-    return not body_names_endpoints(slot.api_key, slot.api_version, frame.payload[header_size:])
+    payload = wire[4:]
+    _, header_size = decode_response_header(payload, header_version)
+    return not body_names_endpoints(slot.api_key, slot.api_version, payload[header_size:])
 
 
 def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:
@@ -157,29 +158,31 @@ def needs_decoding(slot: ResponseSlot, routes: RouteTable) -> bool:
     return route is None or not route.streams(slot.api_version)
 
 
-def relayed_as_is(slot: ResponseSlot, frame: Frame) -> list[WireBytes]:
+def relayed_as_is(slot: ResponseSlot, wire: memoryview) -> list[WireBytes]:
     """The upstream's bytes untouched, under the client's correlation id."""
-    return with_correlation_id(frame.wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
+    return with_correlation_id(wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
 
 
-def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learned: Learned) -> list[WireBytes]:
-    """The slot's response: the upstream's bytes, or (when needed) decoded, rewritten and re-encoded.
+def response_pieces(slot: ResponseSlot, wire: memoryview, routes: RouteTable, learned: Learned) -> list[WireBytes]:
+    """The slot's response (``wire``: the upstream's frame, size prefix included): its bytes, or (when needed)
+    decoded, rewritten and re-encoded.
 
     Touches nothing of the session or the process (what it learns goes to ``learned``), so the
     session may run it in the worker thread.
     """
-    payload = frame.payload
-    if not needs_decoding(slot, routes):  # the fast path: relay the bytes untouched
-        return relayed_as_is(slot, frame)
+    route = routes.get(slot.api_key)
+    # needs_decoding(), inline: one route lookup and one call fewer per answer
+    if slot.hook is None and route is not None and route.streams(slot.api_version):
+        return with_correlation_id(wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)  # relay untouched
     schema, header_version, may_name_endpoints = _layout(slot.api_key, slot.api_version)
+    payload = wire[4:]
     _, header_size = decode_response_header(payload, header_version)
     raw_body = payload[header_size:]
-    route = routes.get(slot.api_key)
     learns = route is not None and route.learns_topic_ids
     rewrite = may_name_endpoints and body_names_endpoints(slot.api_key, slot.api_version, raw_body)
     if slot.hook is None and not rewrite and not learns:
         # e.g. a Produce or Fetch response without node_endpoints: nothing to change
-        return relayed_as_is(slot, frame)
+        return relayed_as_is(slot, wire)
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(raw_body)
     if learns:
@@ -196,7 +199,7 @@ def response_pieces(slot: ResponseSlot, frame: Frame, routes: RouteTable, learne
         body = slot.hook(body)
         changed = True
     if not changed:
-        return relayed_as_is(slot, frame)
+        return relayed_as_is(slot, wire)
     new_header = _SIZE.pack(slot.correlation_id) + bytes(payload[4:header_size])
     return [framed(new_header + codec.encode(body))]
 

@@ -115,6 +115,7 @@ PREALLOC_BEFORE_AUTHENTICATION = 4 * 1024
 # Requests and responses at least this large (size prefix excluded) that must be decoded go to
 # the worker thread; below it the thread hop costs more than it saves.
 LARGE_BYTES = 32 * 1024
+LARGE_WIRE_BYTES = 4 + LARGE_BYTES  # the same, size prefix included (an upstream answer is its wire bytes)
 # Responses at least this large that need no rewriting are written on as they arrive.
 STREAM_MIN_BYTES = 64 * 1024
 _AUTH_TIMER = "authentication"
@@ -382,27 +383,29 @@ class ProxySession:
             self._set_read_paused("upstream-full", paused)
         return self._take()
 
-    def upstream_frames(self, frames: list[Frame]) -> list[act.Action]:
+    def upstream_frames(self, frames: list[memoryview]) -> list[act.Action]:
+        """The upstream's answers, each its frame's wire bytes (size prefix included), as the link split them."""
         if self._phase.phase is not STEADY and not self._accepts(Event.UPSTREAM_FRAMES):  # as in received()
             return self._take()
-        routes, learned = self.ctx.routes, self._learned
-        for frame in frames:
+        routes, learned, responses, quota = self.ctx.routes, self._learned, self.responses, self.quota
+        metered = quota.active is not None  # only a request's applies() changes it: once per read, not per answer
+        for wire in frames:
             try:
-                slot = match_response(self.responses, frame)
+                slot = match_response(responses, wire)
                 if slot is None:
                     continue
                 as_is = False  # a large Fetch v16+ whose scan found no node_endpoints: relayed untouched
-                if (slot.large or len(frame.payload) >= LARGE_BYTES) and needs_decoding(slot, routes):
-                    as_is = endpoints_only_in_trailer(slot, routes) and names_no_endpoints(slot, frame)
+                if (slot.large or len(wire) >= LARGE_WIRE_BYTES) and needs_decoding(slot, routes):
+                    as_is = endpoints_only_in_trailer(slot, routes) and names_no_endpoints(slot, wire)
                     if not as_is:
-                        self._fill_large(slot, frame)
+                        self._fill_large(slot, wire)
                         continue
-                cpu = cpu_clock_ns() if self.quota.active is not None else 0
+                cpu = cpu_clock_ns() if metered else 0
                 # Scanned once: response_pieces would scan a relayed-as-is response again.
-                slot.response = relayed_as_is(slot, frame) if as_is else response_pieces(slot, frame, routes, learned)
+                slot.response = relayed_as_is(slot, wire) if as_is else response_pieces(slot, wire, routes, learned)
                 slot.ready = True
                 if cpu or slot.throttle_ms:
-                    self._mute(self.quota.response_ready(slot, len(frame.wire), cpu and cpu_clock_ns() - cpu))
+                    self._mute(quota.response_ready(slot, len(wire), cpu and cpu_clock_ns() - cpu))
             except Exception as exc:  # a refused response, or a gateway bug: either closes this connection only
                 self._response_failed(exc)
                 return self._take()
@@ -717,10 +720,10 @@ class ProxySession:
         self._send_upstream()
         self._stop_waiting("large-request")
 
-    def _fill_large(self, slot: ResponseSlot, frame: Frame) -> None:
+    def _fill_large(self, slot: ResponseSlot, wire: memoryview) -> None:
         # its own: the loop's may grow meanwhile
         learned = Learned(self._learned.book, self._learned.known)
-        work = partial(_pieces_and_drop_hook, slot, frame, self.ctx.routes, learned)
+        work = partial(_pieces_and_drop_hook, slot, wire, self.ctx.routes, learned)
         self._job(act.JobKind.LARGE, work, partial(self._large_filled, slot, learned))
 
     def _large_filled(self, slot: ResponseSlot, learned: Learned, result: list[WireBytes] | BaseException) -> None:
@@ -956,7 +959,12 @@ class ProxySession:
             self._set_read_paused("in-flight", False)
 
     def _flush(self) -> None:
-        self._write_ready()
+        outbox = self._outbox
+        if not outbox.full and outbox.streaming is None and not outbox.answers:  # _write_ready's usual case, inline
+            if ready := self.responses.pop_ready():
+                self._out.append(act.SendToClient(ready))
+        else:
+            self._write_held_back()
         if self._phase.phase is Phase.DRAINING and not len(self.responses) and not self._gate.held:
             self._close(None)
 
@@ -965,7 +973,12 @@ class ProxySession:
         if not outbox.full and outbox.streaming is None and not outbox.answers:  # the usual: nothing held back
             if ready := self.responses.pop_ready():
                 self._out.append(act.SendToClient(ready))
-            return
+        else:
+            self._write_held_back()
+
+    def _write_held_back(self) -> None:
+        """_write_ready when answers wait in the outbox, the client is full, or a response streams."""
+        outbox = self._outbox
         if outbox.streaming is not None:  # a response is streamed on the socket: nothing may interleave
             return
         if outbox.answers and not outbox.full:
@@ -1030,8 +1043,8 @@ def _encoded(decision: AnswerLocally, body: Body) -> bytes:
     return response_frame(decision.key, decision.version, decision.correlation_id, body)
 
 
-def _pieces_and_drop_hook(slot: ResponseSlot, frame: Frame, routes: Any, learned: Learned) -> list[WireBytes]:
-    pieces = response_pieces(slot, frame, routes, learned)
+def _pieces_and_drop_hook(slot: ResponseSlot, wire: memoryview, routes: Any, learned: Learned) -> list[WireBytes]:
+    pieces = response_pieces(slot, wire, routes, learned)
     slot.hook = None  # its state (an entry per item of the request) is freed here, in the worker, not on the loop
     return pieces
 

@@ -72,10 +72,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._do(self.session.connected(self.client, tr.get_extra_info("ssl_object")))
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        self._landed = 0 <= sizehint <= _PROBE_BYTES and not self.session.receiver.held()
+        receiver = self.session.receiver  # asked directly, not through session.receive_buffer(): once per read
+        self._landed = 0 <= sizehint <= _PROBE_BYTES and not receiver.held()
         if self._landed:
             return memoryview(_landing)
-        return self.session.receive_buffer()  # sized by the frame being received, not by sizehint
+        return receiver.get_buffer()  # sized by the frame being received, not by sizehint
 
     def buffer_updated(self, nbytes: int) -> None:
         # The loop kept, not asked for: asyncio.get_running_loop() checks the process id, a getpid

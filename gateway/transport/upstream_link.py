@@ -12,11 +12,13 @@ from protocol.framing import Frame, FrameSplitter
 if TYPE_CHECKING:
     from gateway.session.actions import Action
 
+_HEAD_BYTES = 8  # a response's size and correlation id: enough to ask whether it may stream
+
 
 class UpstreamOwner(Protocol):
     """The proxy session (gateway/session/session.py) as the upstream link sees it."""
 
-    def upstream_frames(self, frames: list[Frame]) -> list[Action]: ...
+    def upstream_frames(self, frames: list[memoryview]) -> list[Action]: ...
 
     def may_stream(self, upstream_id: int, size: int) -> bool: ...
 
@@ -79,10 +81,11 @@ class UpstreamLink(asyncio.Protocol):
             frames = _to_login(frames, self.auth_inbox)
         if frames:
             self._do(self._owner.upstream_frames(frames))
-        self._maybe_stream()
+        if self._splitter.buffered() >= _HEAD_BYTES:  # the usual read ends on a whole answer: nothing to ask
+            self._maybe_stream()
 
     def _maybe_stream(self) -> None:
-        head = self._splitter.pending_head()
+        head = self._splitter.pending_head(_HEAD_BYTES)
         if head is None:  # (the gateway's own answers are small and never streamed: no slot awaits them)
             return
         size, first = head
@@ -107,14 +110,14 @@ class UpstreamLink(asyncio.Protocol):
         self._do(self._owner.upstream_lost(repr(exc) if exc else None))
 
 
-def _to_login(frames: list[Frame], inbox: Callable[[Frame | None], None]) -> list[Frame]:
-    """Hands the answers to the gateway's own login (negative correlation ids) to ``inbox``; the others,
-    answers to requests relayed before a re-authentication began, stay in order for the session."""
+def _to_login(frames: list[memoryview], inbox: Callable[[Frame | None], None]) -> list[memoryview]:
+    """Hands the answers to the gateway's own login (negative correlation ids) to ``inbox``, as Frames (rare:
+    a login); the others, answers to requests relayed before a re-authentication began, stay in order for the
+    session."""
     rest = []
-    for frame in frames:
-        payload = frame.payload
-        if len(payload) >= 4 and payload[0] & 0x80:  # the sign bit of the big-endian correlation id
-            inbox(frame)
+    for wire in frames:
+        if len(wire) >= 8 and wire[4] & 0x80:  # the sign bit of the big-endian correlation id
+            inbox(Frame(wire))
         else:
-            rest.append(frame)
+            rest.append(wire)
     return rest

@@ -555,7 +555,7 @@ def _feed_all(splitter: FrameSplitter, chunks: list[bytes | bytearray | memoryvi
     for chunk in chunks:
         frames.extend(splitter.feed(chunk))
     # Compared only after every feed: views handed out earlier must not have been overwritten.
-    return [bytes(f.payload) for f in frames]
+    return [bytes(f[4:]) for f in frames]  # each frame is its wire bytes: size prefix, then payload
 
 
 PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)), b"\x00\x00\x00\x05", b"z" * 1000]
@@ -595,7 +595,7 @@ def test_frame_splitter_raises_only_decode_error_on_any_stream(chunks: list[byte
         for chunk in chunks:
             try:
                 for f in splitter.feed(chunk):
-                    assert len(f.payload) <= 256
+                    assert len(f) - 4 <= 256
             except DecodeError:
                 break
     assert peak[0] < 64 * 1024 + 4 * sum(map(len, chunks))
@@ -630,7 +630,7 @@ def test_announced_frame_size_is_not_preallocated() -> None:
 
 def test_frame_at_exactly_the_limit_is_accepted() -> None:
     frames = FrameSplitter(limit=1024).feed(frame(b"x" * 1024))
-    assert [len(f.payload) for f in frames] == [1024]
+    assert [len(f) for f in frames] == [4 + 1024]
 
 
 @pytest.mark.parametrize("size", [-1, -2, -(2**31)])
@@ -647,12 +647,12 @@ def test_many_frames_in_one_chunk_are_zero_copy_views_of_it() -> None:
     payloads = [bytes([i]) * i for i in range(50)]
     chunk = bytearray(_stream(payloads))
     frames = FrameSplitter(limit=1024).feed(chunk)
-    assert [bytes(f.payload) for f in frames] == payloads
-    assert all(f.wire.obj is chunk and f.payload.obj is chunk for f in frames)
+    assert [bytes(f[4:]) for f in frames] == payloads
+    assert all(f.obj is chunk for f in frames)
     chunk[4 + 4] = 0xAB  # the payload of the second frame (b"\x01"), in place
-    assert bytes(frames[1].payload) == b"\xab"
+    assert bytes(frames[1][4:]) == b"\xab"
     as_bytes = bytes(_stream(payloads))
-    assert all(f.wire.obj is as_bytes for f in FrameSplitter(limit=1024).feed(as_bytes))
+    assert all(f.obj is as_bytes for f in FrameSplitter(limit=1024).feed(as_bytes))
 
 
 # --- headers --------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from gateway.session.authz_view import TopicIdMisses
 from gateway.session.routes import build_routes
 from gateway.session.session import ProxySession
 from protocol.api_keys import INTERNAL_APIS
-from protocol.framing import Frame
 from protocol.header import decode_request_header
 from protocol.messages import decode_response, response_frame
 from protocol.registry import all_apis
@@ -199,7 +198,7 @@ class Driver:
 
     def answer(self, request: UpstreamRequest, body: Mapping[str, Any]) -> None:
         wire = response_frame(request.api_key, request.version, request.upstream_id, dict(body))
-        self.record(self.session.upstream_frames([Frame(memoryview(wire))]))
+        self.record(self.session.upstream_frames([memoryview(wire)]))
 
     # --- jobs and timers: run when the test says --------------------------------------------
 

@@ -15,7 +15,6 @@ from gateway.session.response_stage import Learned, response_pieces
 from gateway.session.routes import build_routes
 from protocol.api_keys import ApiKey
 from protocol.codec import default_value
-from protocol.framing import Frame
 from protocol.messages import decode_response, response_frame
 from protocol.registry import all_apis, api
 from protocol.schema import FieldSpec
@@ -121,7 +120,7 @@ def _pieces(key: ApiKey, version: int, body: dict[str, Any]) -> tuple[bytes, byt
     wire = response_frame(key, version, 99, body)
     slot = ResponseSlot(correlation_id=7, api_key=key, api_version=version)
     routes = build_routes(all_policies(), {})
-    pieces = response_pieces(slot, Frame(memoryview(wire)), routes, Learned(Book()))
+    pieces = response_pieces(slot, memoryview(wire), routes, Learned(Book()))
     return wire, b"".join(bytes(p) for p in pieces)
 
 

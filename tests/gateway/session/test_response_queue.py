@@ -169,3 +169,31 @@ def test_a_queue_with_nothing_awaited_keeps_no_table_of_its_earlier_requests() -
     streamed = ResponseQueue()
     streamed.start_streaming(streamed.expect_upstream(1, 1, 12))
     assert sys.getsizeof(streamed._awaiting) == fresh
+
+
+class Sent:
+    """A bytes-out counter that records what it is told."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def response(self, api_key: int, nbytes: int) -> None:
+        self.seen.append((api_key, nbytes))
+
+
+def test_each_response_released_counts_its_bytes_once_alone_or_with_others() -> None:
+    latencies, sent = Latencies(), Sent()
+    queue = ResponseQueue(latencies, sent)
+    alone = queue.match_upstream(queue.expect_upstream(1, 0, 9))
+    assert alone is not None
+    second = queue.expect_upstream(2, 0, 9)  # not answered yet: the head goes out alone
+    alone.response, alone.ready = [b"ab", b"cde"], True
+    assert queue.pop_ready() == [b"ab", b"cde"] and len(queue) == 1
+    assert sent.seen == [(0, 5)] and [key for key, _ in latencies.seen] == [0]
+    queue.add_local(3, 18, 3, b"versions")  # ready behind a head that is not
+    assert queue.pop_ready() == [] and sent.seen == [(0, 5)]
+    head = queue.match_upstream(second)
+    assert head is not None
+    head.response, head.ready = [b"fghi"], True
+    assert queue.pop_ready() == [b"fghi", b"versions"] and not len(queue)
+    assert sent.seen == [(0, 5), (0, 4), (18, 8)] and [key for key, _ in latencies.seen] == [0, 0, 18]

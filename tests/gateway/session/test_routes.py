@@ -21,7 +21,6 @@ from gateway.session.routes import ApiRoute, Dispatch, RouteTable, build_routes
 from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
 from gateway.stores.file_acls import FileAclStore
 from protocol.api_keys import INTERNAL_APIS, ApiKey
-from protocol.framing import Frame
 from protocol.kafka_errors import KafkaError
 from protocol.messages import request_frame, response_frame
 from protocol.registry import all_apis
@@ -225,8 +224,8 @@ def test_a_broker_a_response_names_is_reported_as_a_discovery_not_learned_by_the
     answer = response(ApiKey.METADATA, METADATA_V, "topics",
                       [entry(ApiKey.METADATA, METADATA_V, "topics", name="a", topic_id=topic_id)],
                       brokers=[{"node_id": 7, "host": "10.9.9.7", "port": 9092, "rack": None}])
-    actions = driver.session.upstream_frames([Frame(memoryview(response_frame(
-        ApiKey.METADATA, METADATA_V, relayed.upstream_id, answer)))])
+    actions = driver.session.upstream_frames([memoryview(response_frame(
+        ApiKey.METADATA, METADATA_V, relayed.upstream_id, answer))])
     [found] = [a for a in actions if isinstance(a, act.Discovered)]
     assert found.nodes == ((7, "10.9.9.7", 9092),) and found.topic_ids == ((topic_id, "a"),)
     assert 7 not in plaintext.ctx.cluster.nodes and topic_id not in plaintext.ctx.cluster.topic_names

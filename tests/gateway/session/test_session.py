@@ -16,7 +16,7 @@ from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
 from gateway.stores.file_acls import FileAclStore
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
-from protocol.messages import request_frame
+from protocol.messages import request_frame, response_frame
 from tests.authz.helpers import acl
 from tests.authz.test_policies_data import entry, request, response
 from tests.gateway.session.session_driver import Driver, ManualClock, gateway_for
@@ -495,3 +495,54 @@ def test_drain_closes_once_the_last_answer_is_out(plaintext: Gateway) -> None:
     [sent] = driver.upstream_requests()
     driver.answer(sent, metadata_answer("a"))
     assert driver.correlation_ids() == [1] and driver.closed is not None
+
+
+# --- several frames per read: one write each way, in order, the in-flight bound kept ------------------
+
+def _produce_answer() -> dict[str, Any]:
+    return response(ApiKey.PRODUCE, PRODUCE_V, "responses", [])
+
+
+def _writes(driver: Driver, since: int, kind: type) -> int:
+    return sum(isinstance(a, kind) for a in driver.actions[since:])
+
+
+def test_a_read_of_several_requests_goes_upstream_in_one_write_and_their_answers_back_in_one(
+        plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    since = len(driver.actions)
+    driver.send(b"".join(request_frame(ApiKey.PRODUCE, PRODUCE_V, cid, produce(-1)) for cid in (11, 12, 13)))
+    assert _writes(driver, since, act.SendToUpstream) == 1
+    relayed = driver.upstream_requests()
+    assert len(relayed) == 3 and [r.upstream_id for r in relayed] == sorted(r.upstream_id for r in relayed)
+    # One upstream read holding the three answers, last request's first: one write, in request order.
+    since = len(driver.actions)
+    driver.record(driver.session.upstream_frames([
+        memoryview(response_frame(r.api_key, r.version, r.upstream_id, _produce_answer())) for r in reversed(relayed)]))
+    assert _writes(driver, since, act.SendToClient) == 1
+    assert driver.correlation_ids() == [11, 12, 13]
+
+
+def test_an_answer_whose_predecessor_is_not_in_waits_for_it_across_reads(plaintext: Gateway) -> None:
+    driver = Driver.connect(plaintext)
+    driver.send(b"".join(request_frame(ApiKey.PRODUCE, PRODUCE_V, cid, produce(-1)) for cid in (21, 22, 23)))
+    first, second, third = driver.upstream_requests()
+    driver.answer(second, _produce_answer())
+    assert driver.correlation_ids() == []  # the head is not in: nothing may overtake it
+    driver.answer(first, _produce_answer())
+    assert driver.correlation_ids() == [21, 22]
+    driver.answer(third, _produce_answer())
+    assert driver.correlation_ids() == [21, 22, 23]
+
+
+def test_a_read_of_more_requests_than_queued_max_requests_relays_only_as_many(tmp_path: Path) -> None:
+    driver = Driver.connect(gateway_for(tmp_path, **{"queued.max.requests": 2}))
+    driver.send(b"".join(request_frame(ApiKey.PRODUCE, PRODUCE_V, cid, produce(-1)) for cid in (31, 32, 33)))
+    assert driver.reading_paused and driver.session.held_frames == 1
+    first, second = driver.upstream_requests()  # the third waits for a slot
+    driver.answer(first, _produce_answer())
+    [third] = driver.upstream_requests()
+    assert driver.session.held_frames == 0 and driver.session.queued_requests == 2
+    driver.answer(second, _produce_answer())
+    driver.answer(third, _produce_answer())
+    assert driver.correlation_ids() == [31, 32, 33] and not driver.reading_paused

@@ -10,7 +10,6 @@ from gateway.session import actions as act
 from gateway.session.session import ProxySession
 from gateway.session.state.phase import Phase
 from protocol.api_keys import ApiKey
-from protocol.framing import Frame
 from protocol.messages import request_frame, response_frame
 from tests.gateway.session.session_driver import Driver, gateway_for
 from tests.gateway.session.test_session import METADATA_V, authenticated, log_in, metadata, metadata_answer
@@ -60,7 +59,7 @@ def test_an_upstream_event_before_the_login_is_a_bug_that_closes_only_this_conne
         alice_sees_a: Gateway) -> None:
     driver = Driver.connect(alice_sees_a, "SASL_PLAINTEXT")
     wire = response_frame(ApiKey.METADATA, METADATA_V, 1, metadata_answer("a"))
-    driver.record(driver.session.upstream_frames([Frame(memoryview(wire))]))
+    driver.record(driver.session.upstream_frames([memoryview(wire)]))
     assert driver.closed is not None and driver.closed.reason == "internal error in the session"
     assert driver.client_bytes == b"" and driver.session.phase is Phase.CLOSING
 
@@ -71,7 +70,7 @@ def test_reports_after_the_close_are_ignored(alice_sees_a: Gateway) -> None:
     [sent] = driver.upstream_requests()
     driver.record(driver.session.client_lost())
     wire = response_frame(ApiKey.METADATA, METADATA_V, sent.upstream_id, metadata_answer("a"))
-    assert driver.session.upstream_frames([Frame(memoryview(wire))]) == []
+    assert driver.session.upstream_frames([memoryview(wire)]) == []
     assert driver.session.job_done(1, None) == [] and driver.session.drain() == []
     assert driver.session.timer_fired("authentication") == []
     assert driver.session.phase is Phase.CLOSED

@@ -14,7 +14,6 @@ from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
 from protocol.api_keys import ApiKey
-from protocol.framing import Frame
 from protocol.messages import decode_response, request_frame, response_frame
 from tests.authz.test_policies_data import request
 from tests.gateway.session.session_driver import Driver, UpstreamRequest, gateway_for
@@ -150,7 +149,7 @@ def test_a_held_large_fetch_v16_goes_to_the_worker_only_when_it_names_brokers(
     answer["responses"][0]["partitions"][0]["records"] = RECORDS[: LARGE_BYTES + 1000]  # large, below streaming
     wire = response_frame(ApiKey.FETCH, 16, relayed.upstream_id, answer)
     assert LARGE_BYTES < len(wire) - 4 < STREAM_MIN_BYTES
-    driver.record(driver.session.upstream_frames([Frame(memoryview(wire))]))
+    driver.record(driver.session.upstream_frames([memoryview(wire)]))
     assert bool(driver.jobs) == (host is not None)  # a tag scan on the loop; decoding, when needed, off it
     if driver.jobs:
         driver.run_job(act.JobKind.LARGE)
