@@ -159,7 +159,8 @@ def produce_mode(args: argparse.Namespace) -> None:
 
 # --- bytecodes per relayed Produce (no sockets) ---------------------------------------------------
 
-STAGES = ("ProxySession.received", "decide", "read_request_header", "MessageCodec.decode_prefix", "authorize",
+STAGES = ("ProxySession.received", "decide", "read_request_header", "prepass", "allowed_walked",
+          "MessageCodec.decode_prefix", "authorize",
           "ConnectionAuthzView.allowed", "check_topics",
           "TopicGuard.inspect", "ProxySession.upstream_frames", "response_pieces", "body_names_endpoints",
           "ResponseQueue.pop_ready", "ListenerTraffic.request_frame", "ListenerTraffic.response")

@@ -113,17 +113,15 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
         schema, _, _, header_size, _ = read_request_header(payload, key, version)
         check_negotiated(key, version, requester.negotiated)
         raw_body = payload[header_size:]
-        if route is not None:
-            if authorization is None:
-                if route.walked is not None:
-                    walked = _walk(requester, schema.request, version, route.walked, raw_body)
-                    if walked is not None:
-                        return _relay_walked(route, version, correlation_id, frame, walked, None)
-            elif route.walked_policy is not None:
-                walked = allowed_walked(requester, authorization, route.walked_policy, schema.request, version,
-                                        raw_body)
+        if authorization is None:
+            if route is not None and route.walked is not None:
+                walked = _walk(requester, schema.request, version, route.walked, raw_body)
                 if walked is not None:
-                    return _relay_walked(route, version, correlation_id, frame, walked, "allowed")
+                    return _relay_walked(route, version, correlation_id, frame, walked, None)
+        elif route is not None and route.walked_policy is not None:
+            walked = allowed_walked(requester, authorization, route.walked_policy, schema.request, version, raw_body)
+            if walked is not None:
+                return _relay_walked(route, version, correlation_id, frame, walked, "allowed")
         codec = schema.request_codec(version)
         body, consumed = codec.decode_prefix(raw_body)
     except DecodeError as exc:
