@@ -127,7 +127,7 @@ class WalkedPolicy:
     ``Relay()`` having asked exactly the questions ``relays`` asks, in that order, each answered yes: ``kept`` holds
     the walk's ``keep`` fields, ``topics`` the names of the topics the request names, in order.  Anything else is
     False and the request goes through the decode and the policy, whose view asks and audits afresh.  Used only
-    when an allowed decision records nothing (no shadow ACLs, ``ksgate.audit.log.allowed`` off), so that asking
+    when an allowed decision records nothing (no active shadow ACLs, ``ksgate.audit.log.allowed`` off), so that asking
     the authorizer directly is all the policy's view would have done.
     """
 

@@ -107,12 +107,13 @@ def allowed_walked(requester: RequestContext, authorization: GatewayAuthorizatio
     decode and ``authorize``, which then decide, audit and refuse exactly as without the shortcut.
 
     The shortcut asks the authorizer itself, building no view, no actions and no audit batch: only where an
-    allowed decision records nothing (no shadow ACLs to compare with, ``ksgate.audit.log.allowed`` off) and nothing
-    the view adds applies (a reserved or illegal topic, an unknown topic id, trailing bytes: None).  A denial also
-    gives None, so that the full path records it.  Raises DecodeError where the decoder would.
+    allowed decision records nothing (no active shadow ACLs to compare with, ``ksgate.audit.log.allowed`` off)
+    and nothing the view adds applies (a reserved or illegal topic, an unknown topic id, trailing bytes: None).
+    A denial also gives None, so that the full path records it.  Raises DecodeError where the decoder would.
     """
-    audit = authorization.audit
-    if authorization.shadow is not None or (audit.record_allowed and audit.enabled):
+    audit, shadow = authorization.audit, authorization.shadow
+    # An inactive shadow set (empty: the security topic's store always has one) compares nothing (ShadowAcls.observe).
+    if (shadow is not None and shadow.active) or (audit.record_allowed and audit.enabled):
         return None
     names: list[str] = []
     ids: list[uuid.UUID] = []

@@ -30,7 +30,7 @@ from authz.model import (
     ResourceType,
 )
 from authz.policies.produce import WALKED_PRODUCE
-from authz.shadow import ShadowAcls
+from authz.shadow import ReportLimiter, ShadowAcls
 from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
 from gateway.session.authz_view import TopicIdMisses
@@ -68,14 +68,20 @@ def _allow(resource_type: ResourceType, name: str, pattern: PatternType) -> AclB
                       AccessControlEntry("User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW))
 
 
-def _authorization(tmp: Path, record_allowed: bool, shadow: bool = False) -> GatewayAuthorization:
+def _authorization(tmp: Path, record_allowed: bool, shadow: str = "none") -> GatewayAuthorization:
+    """The ACLs every test uses; ``shadow``: none, inactive (empty, as the security topic's store always has one)
+    or active (a candidate set that would deny ok2 and tx-ok: divergences on allowed decisions)."""
     authorizer = StandardAuthorizer([], False)
     authorizer.load([_allow(ResourceType.TOPIC, "ok", PatternType.PREFIXED),
                      _allow(ResourceType.TOPIC, _RESERVED, PatternType.LITERAL),  # the guard denies it anyway
                      _allow(ResourceType.TRANSACTIONAL_ID, "tx-ok", PatternType.LITERAL)])
     audit = _RecordedAudit(str(tmp), record_allowed)
+    candidate = None
+    if shadow != "none":
+        candidate = ShadowAcls(authorizer, ReportLimiter(interval_s=0.0, clock=lambda: 0.0))  # every report admitted
+        candidate.load([_allow(ResourceType.TOPIC, "ok1", PatternType.LITERAL)] if shadow == "active" else [])
     return GatewayAuthorization(authorizer, None, audit, reserved_topics=frozenset({_RESERVED}),  # type: ignore[arg-type]
-                                shadow=ShadowAcls(authorizer) if shadow else None)
+                                shadow=candidate)
 
 
 @pytest.fixture
@@ -88,11 +94,12 @@ def base(tmp_path: Path) -> RequestContext:
                             topic_names={_topic_id(name): name for name in _KNOWN})
 
 
-def _sides(base: RequestContext, tmp: Path, record_allowed: bool) -> tuple[RequestContext, RequestContext]:
-    """(walking, decoding): the same ACLs, each with its own audit log."""
+def _sides(base: RequestContext, tmp: Path, record_allowed: bool,
+           shadow: str) -> tuple[RequestContext, RequestContext]:
+    """(walking, decoding): the same ACLs, each with its own audit log (and shadow set)."""
     routes = {**base.routes, ApiKey.PRODUCE: replace(base.routes[ApiKey.PRODUCE], walked_policy=None)}
-    return (base._replace(authorization=_authorization(tmp / "walked.log", record_allowed)),
-            base._replace(authorization=_authorization(tmp / "decoded.log", record_allowed), routes=routes))
+    return (base._replace(authorization=_authorization(tmp / "walked.log", record_allowed, shadow)),
+            base._replace(authorization=_authorization(tmp / "decoded.log", record_allowed, shadow), routes=routes))
 
 
 def _topic_id(name: str) -> uuid.UUID:
@@ -149,20 +156,25 @@ def _frames(version: int, rng: random.Random) -> list[bytes]:
     return frames
 
 
-@pytest.mark.parametrize("record_allowed", [False, True], ids=["allowed-not-logged", "log-allowed"])
+@pytest.mark.parametrize(("record_allowed", "shadow"), [(False, "none"), (True, "none"), (False, "active")],
+                         ids=["allowed-not-logged", "log-allowed", "shadow-acls"])
 @pytest.mark.parametrize("version", _VERSIONS)
 def test_an_authorized_walked_produce_is_decided_and_audited_as_a_decoded_one(
-        base: RequestContext, tmp_path: Path, version: int, record_allowed: bool) -> None:
-    walking, decoding = _sides(base, tmp_path, record_allowed)
+        base: RequestContext, tmp_path: Path, version: int, record_allowed: bool, shadow: str) -> None:
+    walking, decoding = _sides(base, tmp_path, record_allowed, shadow)
     rng = random.Random(f"authorized walked produce v{version}")
-    outcomes = set()
+    outcomes, events = set(), set()
     for frame in _frames(version, rng):
         walked = _outcome(walking, frame)
         assert walked == _outcome(decoding, frame), frame.hex()
+        events.update((e["event"], e["decision"]) for e in walked[1])
         kind = walked[0][0]
         outcomes.add(kind if kind == "refused" else walked[0][2] if kind == "reply" else walked[0][-1])
     if version >= 3:  # below, v0-2 are refused after the decode
         assert {"allowed", "denied", "partial", "refused"} <= outcomes
+        assert ("authorization", "DENIED") in events
+        assert (("authorization", "ALLOWED") in events) is record_allowed
+        assert (("shadow", "WOULD_DENY") in events) is (shadow == "active")
 
 
 @pytest.fixture
@@ -187,9 +199,11 @@ def _decide(context: RequestContext, txn_id: str | None, records: bytes, *names:
 def test_an_allowed_produce_with_an_authorizer_is_relayed_undecoded_and_unrecorded(
         base: RequestContext, tmp_path: Path, decoded: list[str]) -> None:
     context = base._replace(authorization=_authorization(tmp_path / "a.log", record_allowed=False))
+    inactive_shadow = base._replace(authorization=_authorization(tmp_path / "b.log", False, shadow="inactive"))
     for txn_id, records in ((None, bytes(_PLAIN)), ("tx-ok", bytes(_TXN))):
-        decision = _decide(context, txn_id, records, "ok1", "ok2")
-        assert isinstance(decision, RelayRequest) and decision.outcome == "allowed" and decision.hook is None
+        for requester in (context, inactive_shadow):
+            decision = _decide(requester, txn_id, records, "ok1", "ok2")
+            assert isinstance(decision, RelayRequest) and decision.outcome == "allowed" and decision.hook is None
     assert decoded == []
     assert context.authorization is not None and context.authorization.audit.events == []  # type: ignore[attr-defined]
 
@@ -199,8 +213,10 @@ def test_an_allowed_produce_with_an_authorizer_is_relayed_undecoded_and_unrecord
 def test_an_authorized_produce_the_shortcut_cannot_answer_is_decoded_and_recorded(
         base: RequestContext, tmp_path: Path, decoded: list[str], case: str) -> None:
     authorization = _authorization(tmp_path / "a.log", record_allowed=case == "log allowed",
-                                   shadow=case == "shadow ACLs")
+                                   shadow="active" if case == "shadow ACLs" else "none")
     names, txn_id, records = ("ok1",), None, bytes(_PLAIN)
+    if case == "shadow ACLs":
+        names = ("ok2",)  # allowed, and the candidate set would deny it
     if case == "denied topic":
         names = ("ok1", "no")
     elif case == "denied transactional id":
@@ -220,5 +236,7 @@ def test_an_authorized_produce_the_shortcut_cannot_answer_is_decoded_and_recorde
     events = authorization.audit.events  # type: ignore[attr-defined]
     if case == "log allowed":
         assert [(e["resource_name"], e["decision"]) for e in events] == [("ok1", "ALLOWED")]
-    elif case not in ("unknown topic id", "shadow ACLs"):
+    elif case == "shadow ACLs":
+        assert [(e["event"], e["resource_name"], e["decision"]) for e in events] == [("shadow", "ok2", "WOULD_DENY")]
+    elif case != "unknown topic id":
         assert any(e["decision"] == "DENIED" for e in events)
