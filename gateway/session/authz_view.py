@@ -125,10 +125,10 @@ class ConnectionAuthzView:
                 self.illegal_denied.add(name)
                 decision = ILLEGAL_TOPIC_NAME
         if decision.allowed:
-            authorization = self.authorization
-            # What _audit would skip, told without the call: an allowed decision with no shadow ACLs to compare
-            # it with and ksgate.audit.log.allowed off (Kafka's default) records nothing, the common case.
-            if authorization.shadow is not None or authorization.audit.record_allowed:
+            authorization, shadow = self.authorization, self.authorization.shadow
+            # What _audit would skip, told without the call: an allowed decision with no active shadow ACLs to
+            # compare it with and ksgate.audit.log.allowed off (Kafka's default) records nothing, the common case.
+            if (shadow is not None and shadow.active) or authorization.audit.record_allowed:
                 self._audit(action, decision)
             self.allowed_names.add((resource_type, name))
             if action.operation == AclOperation.CLUSTER_ACTION:
