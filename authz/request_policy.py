@@ -133,4 +133,3 @@ class WalkedPolicy:
 
     keep: tuple[str, ...]
     relays: Callable[[Body, list[str], MayDo], bool]
-

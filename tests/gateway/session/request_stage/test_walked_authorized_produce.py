@@ -144,8 +144,8 @@ def _decision(decision: Any) -> tuple[Any, ...]:
 
 _TOPICS = [("ok1",), ("ok1", "ok2"), ("ok1", "ok1"), (), ("no",), ("ok1", "no"), ("no", "ok2"), ("ghost",),
            ("ok1", "ghost"), (_RESERVED,), ("ok1", _RESERVED), ("bad name",), ("..", "ok1")]
-_TRANSACTIONS = [(None, bytes(_PLAIN)), ("tx-ok", bytes(_PLAIN)), ("tx-ok", bytes(_TXN)), ("tx-no", bytes(_TXN)),
-                 (None, bytes(_TXN))]
+_TRANSACTIONS = [(None, bytes(_PLAIN)), ("tx-ok", bytes(_PLAIN)), ("tx-no", bytes(_PLAIN)),  # the id unchecked
+                 ("tx-ok", bytes(_TXN)), ("tx-no", bytes(_TXN)), (None, bytes(_TXN))]
 
 
 def _frames(version: int, rng: random.Random) -> list[bytes]:
