@@ -16,7 +16,7 @@ from collections.abc import Container
 from typing import Any
 
 from authz.model import ResourceType
-from protocol.entities.ids import Entity, entity_values
+from protocol.entities.ids import Entity, entity_paths, entity_values
 from protocol.schema import MessageSpec
 
 _RESOURCES: tuple[tuple[Entity, ResourceType], ...] = (
@@ -25,16 +25,30 @@ _RESOURCES: tuple[tuple[Entity, ResourceType], ...] = (
 
 def unallowed_id(spec: MessageSpec, version: int, relayed: dict[str, Any],
                  allowed: Container[tuple[ResourceType, str]],
-                 not_checked: Container[Entity] = frozenset()) -> tuple[ResourceType, str] | None:
+                 not_checked: frozenset[Entity] = frozenset()) -> tuple[ResourceType, str] | None:
     """The first group or transactional id ``relayed`` names that is not in ``allowed``, if any.
 
     ``not_checked``: the entities Kafka's handler of this API does not authorize as such (its route says
     which; its policy says when it checks them).
     """
-    for entity, resource_type in _RESOURCES:
-        if entity in not_checked:
-            continue
+    for entity, resource_type in _checked(spec, version, not_checked):
         for value in entity_values(spec, version, relayed, entity):
             if (resource_type, value) not in allowed:
                 return resource_type, value
     return None
+
+
+# (kind, api key, version, not checked) → the entities the message names there and the guard checks: most
+# messages name none (Fetch, Metadata, Produce's transactional id is its policy's), so most requests loop over
+# nothing.  Bounded: the schemas' messages × versions × the routes' exemptions.
+_plans: dict[tuple[str, int, int, frozenset[Entity]], tuple[tuple[Entity, ResourceType], ...]] = {}
+
+
+def _checked(spec: MessageSpec, version: int,
+             not_checked: frozenset[Entity]) -> tuple[tuple[Entity, ResourceType], ...]:
+    key = (spec.kind, spec.api_key, version, not_checked)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = tuple((entity, resource_type) for entity, resource_type in _RESOURCES
+                                   if entity not in not_checked and entity_paths(spec, version, entity))
+    return plan

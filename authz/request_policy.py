@@ -114,3 +114,22 @@ class AuthzView(Protocol):
 class ApiPolicy(Protocol):
     def __call__(self, request: Body, version: int, view: AuthzView) -> Verdict: ...
 
+
+# (operation, resource type, name) → allowed: the authorizer's answer alone, for a question nobody records.
+MayDo = Callable[[AclOperation, ResourceType, str], bool]
+
+
+@dataclass(slots=True, frozen=True)
+class WalkedPolicy:
+    """A policy's shortcut for a request walked rather than decoded (protocol/entities/topic_prepass.py).
+
+    ``relays(kept, topics, may)`` is True only when the policy, given the decoded request, would return a plain
+    ``Relay()`` having asked exactly the questions ``relays`` asks, in that order, each answered yes: ``kept`` holds
+    the walk's ``keep`` fields, ``topics`` the names of the topics the request names, in order.  Anything else is
+    False and the request goes through the decode and the policy, whose view asks and audits afresh.  Used only
+    when an allowed decision records nothing (no active shadow ACLs, ``ksgate.audit.log.allowed`` off), so that asking
+    the authorizer directly is all the policy's view would have done.
+    """
+
+    keep: tuple[str, ...]
+    relays: Callable[[Body, list[str], MayDo], bool]

@@ -41,8 +41,24 @@ def batches(records: memoryview | bytes | None) -> list[memoryview]:
 
 def is_transactional(records: memoryview | bytes | None) -> bool:
     """True if any v2 batch in the set has the transactional attribute (as Kafka checks)."""
-    return any(b[_MAGIC_AT] >= 2 and _ATTRIBUTES.unpack_from(b, _ATTRIBUTES_AT)[0] & _TRANSACTIONAL_BIT
-               for b in batches(records))
+    if not records:
+        return False
+    return any_transactional(records, 0, len(records))
+
+
+def any_transactional(buf: memoryview | bytes, start: int, end: int) -> bool:
+    """is_transactional of the record set ``buf[start:end]``, read in place: the batches ``batches`` finds (a
+    truncated trailing batch ends the set), without a view per batch (the walk of a Produce reads it in its body)."""
+    pos = start
+    while end - pos >= _HEADER_SIZE:
+        length = _BATCH_LENGTH.unpack_from(buf, pos + 8)[0]
+        batch_end = pos + 12 + length
+        if length < _HEADER_SIZE - 12 or batch_end > end:
+            return False
+        if buf[pos + _MAGIC_AT] >= 2 and _ATTRIBUTES.unpack_from(buf, pos + _ATTRIBUTES_AT)[0] & _TRANSACTIONAL_BIT:
+            return True
+        pos = batch_end
+    return False
 
 
 def producer_id(batch: memoryview) -> int:

@@ -122,6 +122,8 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
     # incremental response may carry session partitions, which are checked again here.
     sessions = request_has(ApiKey.FETCH, version, "session_id")
     incremental = sessions and request["session_epoch"] > 0
+    if not denied and not incremental:  # the common case: relayed as it came, no answer to merge into
+        return Relay()
     session = incremental or (sessions and request["session_id"] != 0)
     slots = [(denied.get(i), _fetch_key(t, version)) for i, t in enumerate(topics)]
 
@@ -139,7 +141,7 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
         return response
 
     if not denied:
-        return Relay(finish if incremental else None)
+        return Relay(finish)  # incremental: the session's partitions the answer may carry are checked in finish
     if len(denied) == len(topics) and not session:
         response = default_response(ApiKey.FETCH, version)
         response["responses"] = [denied[i] for i in range(len(topics))]

@@ -3,6 +3,7 @@
 As Kafka's handleProduceRequest: a transactional batch without WRITE on the transactional
 id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; otherwise partitions
 of topics without WRITE fail with TOPIC_AUTHORIZATION_FAILED and the rest is relayed.
+WALKED_PRODUCE is the same rule for the common case, everything allowed, over a walked body.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 from authz.field_presence import request_has
 from authz.model import AclOperation, ResourceType
 from authz.policies.merge import merge_items
-from authz.request_policy import Action, Answer, AuthzView, Body, Refuse, Relay, Rewrite, Verdict
+from authz.request_policy import Action, Answer, AuthzView, Body, MayDo, Refuse, Relay, Rewrite, Verdict, WalkedPolicy
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
+from protocol.entities.topic_prepass import ANY_TRANSACTIONAL
 from protocol.kafka_errors import KafkaError
 from protocol.record_batch import is_transactional
 
@@ -92,3 +94,17 @@ def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
         return response
 
     return Rewrite({**request, "topic_data": allowed}, merge)
+
+
+def _relays_walked(kept: Body, topics: list[str], may: MayDo) -> bool:
+    """authorize_produce's questions when it relays: WRITE on the transactional id (transactional batches only),
+    then WRITE on each topic in the request's order; True only if every answer is yes."""
+    if kept[ANY_TRANSACTIONAL]:
+        txn_id = kept["transactional_id"]
+        if txn_id is None or not may(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            return False
+    return all(may(AclOperation.WRITE, ResourceType.TOPIC, name) for name in topics)
+
+
+# acks for fire_and_forget; the transactional id and bit for the policy's first question.
+WALKED_PRODUCE = WalkedPolicy(("acks", "transactional_id", ANY_TRANSACTIONAL), _relays_walked)

@@ -8,6 +8,10 @@ of blocks, so that both see the same minutes of a shared machine.  Prints each g
 request (ns-resolution schedstat of every thread, median over blocks), its user/system ticks per
 request and the round trip's p50/p99, then B − A per pair of blocks.
 
+``--authorizer``: both gateways run StandardAuthorizer with relay_cost.py's one ACL (ANONYMOUS may WRITE the
+topic) and an audit log with Kafka's default (allowed decisions not recorded), the set-up of
+``relay_cost.py opcodes --authorizer``; without it they run no authorizer.
+
 ``--floor uvloop|asyncio`` puts bench/anchors/pyrelay.py (a do-nothing CPython relay: no Kafka logic) as B
 instead of a second gateway, in front of its own Tansu that advertises the relay's address (a relay that rewrites
 nothing must be the broker's advertised address, or the client leaves it after bootstrap): what of A's CPU per
@@ -18,6 +22,7 @@ Why not two runs of relay_cost.py produce: on the shared 2-vCPU VM its per-reque
 interleaved within one run put both gateways under the same conditions (bench/README.md, mypyc).
 
     PYTHONPATH=$PWD .venv/bin/python bench/anchors/relay_ab.py --tree-a /path/to/main --tree-b $PWD [--blocks 12]
+    PYTHONPATH=$PWD .venv/bin/python bench/anchors/relay_ab.py --tree-a /path/to/main --tree-b $PWD --authorizer
     PYTHONPATH=$PWD .venv/bin/python bench/anchors/relay_ab.py --tree-a $PWD --floor uvloop
 """
 
@@ -41,7 +46,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from bench.anchors.haproxy_tls import PyRelayProcess  # noqa: E402
 from bench.anchors.pyrelay import LOOPS  # noqa: E402
-from bench.anchors.relay_cost import TOPIC, cpu_s, user_system_ticks  # noqa: E402
+from bench.anchors.relay_cost import TOPIC, allow_write, cpu_s, user_system_ticks  # noqa: E402
 from bench.throughput import (  # noqa: E402
     LATENCY_SETTINGS,
     GatewayProcess,
@@ -113,11 +118,15 @@ def proxies(stack: ExitStack, args: argparse.Namespace, tmp: Path) -> dict[str, 
     B is pyrelay in front of a second Tansu that advertises it."""
     broker = stack.enter_context(EmbeddedBroker(log_path=tmp / "tansu.log"))
     extra = {"authorizer.class.name": "", **only_node(plain_client(broker.bootstrap))}
+    if args.authorizer:  # one ACL file for both (the same decisions), an audit log each
+        extra = {**extra, **allow_write(tmp / "acls", TOPIC)}
     found: dict[str, ListeningProcess] = {
-        "A": stack.enter_context(TreeGateway(args.tree_a.resolve(), broker.bootstrap, tmp / "a", extra))}
+        "A": stack.enter_context(TreeGateway(args.tree_a.resolve(), broker.bootstrap, tmp / "a",
+                                             audited(extra, tmp, "a")))}
     create_topic(AdminClient({"bootstrap.servers": broker.bootstrap}), TOPIC, 1)
     if args.floor is None:
-        found["B"] = stack.enter_context(TreeGateway(args.tree_b.resolve(), broker.bootstrap, tmp / "b", extra))
+        found["B"] = stack.enter_context(TreeGateway(args.tree_b.resolve(), broker.bootstrap, tmp / "b",
+                                                     audited(extra, tmp, "b")))
         return found
     relay = PyRelayProcess(tmp, "pyrelay", args.floor)
     behind = stack.enter_context(EmbeddedBroker(log_path=tmp / "tansu-relay.log", advertised=relay.bootstrap))
@@ -125,6 +134,13 @@ def proxies(stack: ExitStack, args: argparse.Namespace, tmp: Path) -> dict[str, 
     found["B"] = stack.enter_context(relay)
     create_topic(AdminClient({"bootstrap.servers": relay.bootstrap}), TOPIC, 1)
     return found
+
+
+def audited(extra: dict[str, Any], tmp: Path, name: str) -> dict[str, Any]:
+    """With an authorizer, the gateway's own audit log (as a production gateway runs); without, ``extra``."""
+    if extra.get("authorizer.class.name") != "StandardAuthorizer":
+        return extra
+    return {**extra, "ksgate.audit.log.file": str(tmp / "acls" / f"audit-{name}.log")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=12, help="blocks per gateway")
     parser.add_argument("--block", type=int, default=1000, help="requests per block")
     parser.add_argument("--size", type=int, default=100, help="record value bytes")
+    parser.add_argument("--authorizer", action="store_true",
+                        help="both gateways with StandardAuthorizer, one ALLOW ACL and the audit log on")
     args = parser.parse_args(argv)
     if (args.tree_b is None) == (args.floor is None):
         parser.error("name one of --tree-b and --floor")

@@ -159,10 +159,32 @@ def produce_mode(args: argparse.Namespace) -> None:
 
 # --- bytecodes per relayed Produce (no sockets) ---------------------------------------------------
 
-STAGES = ("ProxySession.received", "decide", "read_request_header", "MessageCodec.decode_prefix", "authorize",
+STAGES = ("ProxySession.received", "decide", "read_request_header", "prepass", "allowed_walked",
+          "MessageCodec.decode_prefix", "authorize",
           "ConnectionAuthzView.allowed", "check_topics",
           "TopicGuard.inspect", "ProxySession.upstream_frames", "response_pieces", "body_names_endpoints",
           "ResponseQueue.pop_ready", "ListenerTraffic.request_frame", "ListenerTraffic.response")
+
+
+def allow_write(workdir: Path, topic: str) -> dict[str, Any]:
+    """Gateway settings for StandardAuthorizer with one ACL file holding one ACL, ANONYMOUS may WRITE ``topic``
+    (which implies DESCRIBE); the audit log stays as the caller sets it (Kafka's default: allowed not recorded)."""
+    from authz.model import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+    from gateway.stores.file_acls import FileAclStore
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    FileAclStore(workdir / "acls.json").add([AclBinding(
+        ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
+        AccessControlEntry("User:ANONYMOUS", "*", AclOperation.WRITE, AclPermissionType.ALLOW))])
+    return {"authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(workdir / "acls.json")}
 
 
 def produce_round_trip(workdir: Path, authorizer: bool = False) -> Callable[[], None]:
@@ -179,23 +201,7 @@ def produce_round_trip(workdir: Path, authorizer: bool = False) -> Callable[[], 
     from protocol.record_batch import encode_batch
     from tests.gateway.session.session_driver import Driver, gateway_for
 
-    extra: dict[str, Any] = {}
-    if authorizer:
-        from authz.model import (
-            AccessControlEntry,
-            AclBinding,
-            AclOperation,
-            AclPermissionType,
-            PatternType,
-            ResourcePattern,
-            ResourceType,
-        )
-        from gateway.stores.file_acls import FileAclStore
-
-        FileAclStore(workdir / "acls.json").add([AclBinding(
-            ResourcePattern(ResourceType.TOPIC, "lat", PatternType.LITERAL),
-            AccessControlEntry("User:ANONYMOUS", "*", AclOperation.WRITE, AclPermissionType.ALLOW))])
-        extra = {"authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(workdir / "acls.json")}
+    extra = allow_write(workdir, "lat") if authorizer else {}
     session = Driver.connect(gateway_for(workdir, **extra)).session
     version = 11
     request = request_frame(ApiKey.PRODUCE, version, 7, {

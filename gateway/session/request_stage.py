@@ -9,7 +9,8 @@ worker thread, and apply the decision afterwards in request order. Everything th
 cannot parse is refused (PipelineRefusal: the connection is closed), never relayed blind.
 SASL frames never come here: their route sends them to the session's authenticator.
 Without an authorizer a route may have its body walked instead of decoded (Produce: only its
-topic names and acks are read; protocol/entities/topic_prepass.py), with the same refusals.
+topic names and acks are read; protocol/entities/topic_prepass.py), with the same refusals; with one,
+a route whose policy has a walked shortcut (Produce) is relayed undecoded when the shortcut allows it all.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from authz.request_policy import Answer, Refuse, Relay, Rewrite, Verdict
 from authz.topic_guard import NOTHING_FOUND, inspect_names
 from gateway.admin.handlers import OffLoop
 from gateway.session.api_versions import api_versions_reply, check_negotiated
-from gateway.session.policy_check import authorize, check_topics
+from gateway.session.policy_check import allowed_walked, authorize, check_topics
 from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
 from gateway.session.response_stage import PipelineRefusal
@@ -112,10 +113,15 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
         schema, _, _, header_size, _ = read_request_header(payload, key, version)
         check_negotiated(key, version, requester.negotiated)
         raw_body = payload[header_size:]
-        if authorization is None and route is not None and route.walked is not None:
-            walked = _walk(requester, schema.request, version, route.walked, raw_body)
+        if authorization is None:
+            if route is not None and route.walked is not None:
+                walked = _walk(requester, schema.request, version, route.walked, raw_body)
+                if walked is not None:
+                    return _relay_walked(route, version, correlation_id, frame, walked, None)
+        elif route is not None and route.walked_policy is not None:
+            walked = allowed_walked(requester, authorization, route.walked_policy, schema.request, version, raw_body)
             if walked is not None:
-                return _relay_walked(route, version, correlation_id, frame, walked)
+                return _relay_walked(route, version, correlation_id, frame, walked, "allowed")
         codec = schema.request_codec(version)
         body, consumed = codec.decode_prefix(raw_body)
     except DecodeError as exc:
@@ -168,13 +174,15 @@ def _walk(requester: RequestContext, spec: MessageSpec, version: int, keep: tupl
     return kept
 
 
-def _relay_walked(route: ApiRoute, version: int, correlation_id: int, frame: Frame, walked: Body) -> RelayRequest:
-    """What the full path decides for a walked body check_topics finds nothing in: relayed as it came, no hook."""
+def _relay_walked(route: ApiRoute, version: int, correlation_id: int, frame: Frame, walked: Body,
+                  outcome: str | None) -> RelayRequest:
+    """What the full path decides for a walked body that check_topics finds nothing in, or that the policy's shortcut
+    allows (``outcome`` "allowed"): relayed as it came, no hook."""
     if version < route.refused_below:  # after the walk, as after the decode: a malformed body is refused as such
         raise PipelineRefusal(_NOT_SERVED.format(key=route.api_key, version=version))
     fire_and_forget = route.fire_and_forget
     return RelayRequest(route.api_key, version, correlation_id, frame.wire, None,
-                        fire_and_forget is None or not fire_and_forget(walked), None)
+                        fire_and_forget is None or not fire_and_forget(walked), outcome)
 
 
 def upstream_pieces(decision: RelayRequest, upstream_id: int) -> list[WireBytes]:

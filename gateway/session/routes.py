@@ -6,7 +6,8 @@ dispatched (relayed, answered by an admin handler here, ApiVersions, SASL), the 
 policy, a refusal no policy may override (a follower Fetch), the guards' exemptions (how Kafka
 treats the topic names and ids it names), whether its responses name broker
 endpoints (rewritten) or topic ids (learned), whether a request may expect no answer (Produce
-acks=0), whether without an authorizer its body is walked rather than decoded (Produce), and
+acks=0), whether its body is walked rather than decoded (Produce: without an authorizer, and with
+one when the policy's shortcut allows everything), and
 whether its requests carry records (relayed as bytes, so never worth the worker).
 
 The table is built once, when the gateway is wired (gateway/server.py), from the schemas
@@ -24,7 +25,8 @@ from types import MappingProxyType
 from typing import Any
 
 from authz.policies.data import is_follower_fetch
-from authz.request_policy import ApiPolicy
+from authz.policies.produce import WALKED_PRODUCE, authorize_produce
+from authz.request_policy import ApiPolicy, WalkedPolicy
 from authz.topic_guard import TopicRules
 from gateway.admin.handlers import LOCAL_HANDLERS, LocalHandler
 from gateway.session.address_rewrite import ENDPOINT_APIS, needs_rewrite
@@ -88,6 +90,9 @@ _FIRE_AND_FORGET: dict[int, Callable[[Body], bool]] = {ApiKey.PRODUCE: _acks_zer
 # Without an authorizer, requests walked rather than decoded (protocol/entities/topic_prepass.py: the topic names
 # for Kafka's name rules, and these top-level fields, all that fire_and_forget reads); no refusal may read them.
 _WALKED: dict[int, tuple[str, ...]] = {ApiKey.PRODUCE: ("acks",)}
+# With an authorizer, the policies with a shortcut over a walked body (authz/request_policy.py WalkedPolicy): each
+# is used only on the route whose policy it was written for.
+_WALKED_POLICIES: dict[int, tuple[ApiPolicy, WalkedPolicy]] = {ApiKey.PRODUCE: (authorize_produce, WALKED_PRODUCE)}
 
 
 @dataclass(slots=True, frozen=True)
@@ -107,6 +112,7 @@ class ApiRoute:
     learns_topic_ids: bool  # its responses feed the topic id → name cache
     fire_and_forget: Callable[[Body], bool] | None  # the request expects no response (Produce acks=0)
     walked: tuple[str, ...] | None  # no authorizer: the body is walked keeping these fields, not decoded (_WALKED)
+    walked_policy: WalkedPolicy | None  # an authorizer: its policy's shortcut over a walked body (_WALKED_POLICIES)
     records_as_bytes: bool  # the request schema has a records field: relayed as bytes, never decoded
 
     @property
@@ -152,8 +158,17 @@ def build_routes(policies: Mapping[int, ApiPolicy], local: Mapping[int, LocalHan
             ids_not_checked=_IDS_NOT_CHECKED.get(key, frozenset()), rewrites_endpoints=key in ENDPOINT_APIS,
             learns_topic_ids=key in _TOPIC_ID_SOURCES, fire_and_forget=_FIRE_AND_FORGET.get(key),
             walked=_WALKED.get(key) if key not in _REFUSALS else None,
+            walked_policy=_walked_policy(key, policies.get(key)),
             records_as_bytes=_has_records(schema.request.fields))
     return MappingProxyType(table)
+
+
+def _walked_policy(key: int, policy: ApiPolicy | None) -> WalkedPolicy | None:
+    """The shortcut of the route's own policy, if it has one (never one written for another policy)."""
+    pair = _WALKED_POLICIES.get(key)
+    if pair is None or pair[0] is not policy or key in _REFUSALS:
+        return None
+    return pair[1]
 
 
 def _has_records(fields: list[FieldSpec]) -> bool:

@@ -5,7 +5,9 @@ its dicts, then walking them again for the topic names, is work nobody uses.  Th
 same schema and with protocol/straight_decode.py's emitter, a walk that makes exactly the decoder's checks in
 the decoder's order (same DecodeError, same message) but builds no body: it collects the topic names and ids
 (the ``entity=`` annotations, as protocol/entities/topics.py finds them in a decoded body) and keeps the named
-fields.
+fields.  With ``ANY_TRANSACTIONAL`` among the kept names it also reads each records field's batch attributes in place
+(protocol/record_batch.any_transactional), all that the Produce policy reads of the records, for the walk with an
+authorizer (authz/policies/produce.py, WALKED_PRODUCE).
 tests/protocol/entities/test_topic_prepass.py pins the equivalence for every version of every message it compiles.
 """
 
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.codec import _FIXED_SIZE, DecodeFn, EncodeFn, _field, default_value
+from protocol.record_batch import any_transactional
 from protocol.schema import FieldSpec, MessageSpec
 from protocol.straight_decode import _FORMAT, _Emitter
 
@@ -24,6 +27,8 @@ from protocol.straight_decode import _FORMAT, _Emitter
 Prepass = Callable[[memoryview | bytes, list[str], list[uuid.UUID]], tuple[dict[str, Any], int]]
 
 _TOPIC_ENTITIES = ("topicName", "topicId")
+# A kept name that is no field (no field name has a dot): whether any records field holds a transactional batch.
+ANY_TRANSACTIONAL = "records.transactional"
 _compiled: dict[tuple[str, int, int, tuple[str, ...]], Prepass] = {}  # bounded: the routes' rows × versions
 
 
@@ -50,12 +55,16 @@ def prepass_source(spec: MessageSpec, version: int, keep: tuple[str, ...]) -> tu
     field, a config resource name (a topic only by its type)."""
     if version not in spec.versions:
         raise ValueError(f"{spec.name} has no version {version}")
-    unknown = set(keep) - {f.name for f in spec.fields}
+    unknown = set(keep) - {f.name for f in spec.fields} - {ANY_TRANSACTIONAL}
     if unknown:
         raise ValueError(f"{spec.name} has no top-level field {sorted(unknown)}")
     walker = _Walker(version, version in spec.flexible, frozenset(keep))
     lines = ["def prepass(buf, names, ids):", "    pos = 0", "    end = len(buf)"]
+    if walker.transactional:
+        lines.append("    transactional = False")
     kept = walker.walk_struct(spec.fields, f"{spec.name} v{version}", lines, 1, top=True)
+    if ANY_TRANSACTIONAL in keep:
+        kept[ANY_TRANSACTIONAL] = "transactional"
     for f in spec.fields:
         if f.name in keep and f.name not in kept:  # absent at this version: its default, as the decoder's
             kept[f.name] = walker.const(default_value(f, version))
@@ -75,6 +84,7 @@ class _Walker(_Emitter):
     def __init__(self, version: int, flexible: bool, keep: frozenset[str]) -> None:
         super().__init__(version, flexible, lazy_reader=True)  # given the body's buffer, not a Reader
         self.keep = keep
+        self.transactional = ANY_TRANSACTIONAL in keep  # records fields are read for their batches' attributes
 
     def walk_struct(self, fields: list[FieldSpec], where: str, out: list[str], depth: int,
                     top: bool = False) -> dict[str, str]:
@@ -191,5 +201,8 @@ class _Walker(_Emitter):
         n = self.length(2 if ftype == "string" else 4, out, depth)
         self.negative_length(n, nullable, "_bad_length", self.fresh("s"), where, out, depth)
         out += [f"{pad}else:",
-                f"{pad}    if pos + {n} > end: _short({n}, pos, end)",
-                f"{pad}    pos += {n}"]
+                f"{pad}    if pos + {n} > end: _short({n}, pos, end)"]
+        if ftype == "records" and self.transactional:  # one transactional batch answers for the request
+            check = self.const(any_transactional, "any_transactional")
+            out.append(f"{pad}    if not transactional: transactional = {check}(buf, pos, pos + {n})")
+        out.append(f"{pad}    pos += {n}")

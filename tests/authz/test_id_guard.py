@@ -19,7 +19,7 @@ from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
 from gateway.session.policy_check import authorize
 from protocol.api_keys import ApiKey
-from protocol.entities.ids import names_entity
+from protocol.entities.ids import entity_values, names_entity
 from protocol.registry import api
 from tests.authz.helpers import acl
 from tests.gateway.session.session_driver import ROUTES, requester
@@ -89,3 +89,34 @@ def test_a_policy_that_forgets_a_group_is_refused(tmp_path: Path, monkeypatch: p
     assert isinstance(verdict, Refuse) and "GROUP 'g1'" in verdict.reason
     rewrites = replace(ROUTES[ApiKey.HEARTBEAT], policy=lambda request, version, view: Rewrite(request, lambda r: r))
     assert isinstance(authorize(_who(), shared, rewrites, 4, body), Refuse)
+
+
+def _unallowed_id_by_every_entity(spec: Any, version: int, relayed: dict[str, Any], allowed: Any,
+                                  not_checked: frozenset[Any]) -> tuple[ResourceType, str] | None:
+    """The guard as it read before its per-message plan: every entity looked up in every body."""
+    for entity, resource_type in (("groupId", ResourceType.GROUP), ("transactionalId", ResourceType.TRANSACTIONAL_ID)):
+        if entity in not_checked:
+            continue
+        for value in entity_values(spec, version, relayed, entity):
+            if (resource_type, value) not in allowed:
+                return resource_type, value
+    return None
+
+
+@pytest.mark.parametrize("not_checked", [frozenset(), frozenset({"transactionalId"}), frozenset({"groupId"})])
+def test_the_guards_plan_per_message_finds_what_looking_up_every_entity_finds(not_checked: frozenset[Any]) -> None:
+    rng = random.Random(f"id plan {sorted(not_checked)}")
+    found = 0
+    for key in sorted(all_policies()):
+        schema = api(key)
+        assert schema is not None
+        for version in range(schema.min_version, schema.max_version + 1):
+            body = sample_message(schema.request, version, rng)
+            expected = _unallowed_id_by_every_entity(schema.request, version, body, set(), not_checked)
+            assert unallowed_id(schema.request, version, body, set(), not_checked) == expected, (key, version)
+            found += expected is not None
+            if expected is not None:  # once that id is allowed, the next one (or none) as before
+                allowed = {expected}
+                assert unallowed_id(schema.request, version, body, allowed, not_checked) == \
+                    _unallowed_id_by_every_entity(schema.request, version, body, allowed, not_checked)
+    assert found > 20

@@ -2,7 +2,8 @@
 
 Batches are cross-checked against kafka-python's independent implementation in both
 directions; malformed record sets (hand-built, mutated, or arbitrary bytes) must raise
-``DecodeError`` and nothing else, with heap and time bounded by the input.
+``DecodeError`` and nothing else, with heap and time bounded by the input.  The transactional bit read in
+place (any_transactional, the walk of a Produce body) answers as reading each batch sliced did.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from protocol import record_batch
 from protocol.crc32c import crc32c
 from protocol.errors import DecodeError, EncodeError
-from protocol.record_batch import Record, decode_batches, encode_batch
+from protocol.record_batch import Record, any_transactional, batches, decode_batches, encode_batch, is_transactional
 from tests.heap import heap_peak
 
 with warnings.catch_warnings():  # kafka-python reads its JSON files with deprecated importlib calls
@@ -508,3 +509,51 @@ def test_valid_fuzz_seeds_decode_as_kafka_python_reads_them(name: str) -> None:
     wire = VALID_RECORD_SETS[name]
     assert decode_batches(wire) == _kafka_python_read(wire)
     assert len(decode_batches(wire)) >= 2
+
+
+# --- the transactional bit, read in place (any_transactional) as is_transactional read each batch sliced ----
+
+_ATTRIBUTES_AT, _MAGIC_AT, _TRANSACTIONAL = 21, 16, 0x10
+
+
+def _sliced(records: bytes) -> bool:
+    """The reading by slices (is_transactional before any_transactional)."""
+    return any(b[_MAGIC_AT] >= 2 and struct.unpack_from(">h", b, _ATTRIBUTES_AT)[0] & _TRANSACTIONAL
+               for b in batches(records))
+
+
+def _flagged_batch(transactional: bool, magic: int, value: bytes) -> bytes:
+    """A batch with the attribute and magic asked for (the CRC is not read here, so it is left stale)."""
+    raw = bytearray(encode_batch([(None, value)], timestamp_ms=0))
+    if transactional:
+        raw[_ATTRIBUTES_AT + 1] |= _TRANSACTIONAL
+    raw[_MAGIC_AT] = magic
+    return bytes(raw)
+
+
+_BATCHES = st.builds(_flagged_batch, st.booleans(), st.sampled_from([0, 1, 2, 2, 2, 0x80, 0xFF]),
+                     st.binary(max_size=40))
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(_BATCHES, max_size=4), tail=st.binary(max_size=80), cut=st.integers(0, 400),
+       head=st.binary(max_size=9), pad=st.binary(max_size=9))
+def test_any_transactional_in_place_answers_as_the_batches_sliced(parts: list[bytes], tail: bytes, cut: int,
+                                                                   head: bytes, pad: bytes) -> None:
+    records = b"".join(parts) + tail
+    records = records[:cut] if cut < len(records) else records
+    buf = head + records + pad  # the records inside a larger body, as the walk sees them
+    expected = _sliced(records)
+    assert any_transactional(buf, len(head), len(head) + len(records)) is expected
+    assert any_transactional(memoryview(buf), len(head), len(head) + len(records)) is expected
+    assert is_transactional(records) is expected and is_transactional(memoryview(records)) is expected
+
+
+def test_a_transactional_batch_after_a_plain_one_is_found_and_a_truncated_one_is_not() -> None:
+    plain, txn = _flagged_batch(False, 2, b"a"), _flagged_batch(True, 2, b"b")
+    assert is_transactional(plain + txn) and not is_transactional(plain)
+    assert not is_transactional(plain + txn[:-1])  # a truncated trailing batch is the broker's to reject
+    assert not is_transactional(_flagged_batch(True, 1, b"c"))  # only v2 batches carry the bit
+    assert not is_transactional(None) and not is_transactional(b"")
+    body = b"\x00" * 5 + txn + plain
+    assert any_transactional(body, 5, 5 + len(txn)) and not any_transactional(body, 5 + len(txn), len(body))

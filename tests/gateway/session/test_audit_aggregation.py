@@ -19,6 +19,7 @@ from authz.model import (
 )
 from authz.request_policy import Action, Relay
 from authz.response_defaults import default_item, default_response
+from authz.shadow import ShadowAcls
 from gateway.authorization import GatewayAuthorization
 from gateway.ops.audit import AuditLog
 from gateway.ops.audit_batch import MAX_KINDS, SAMPLE_NAME_CHARS, SAMPLE_SIZE
@@ -137,3 +138,32 @@ def test_decisions_a_response_hook_makes_are_written_once_after_it_ran(tmp_path:
     assert [t["name"] for t in filtered["topics"]] == names
     [event] = _events(tmp_path)
     assert event["count"] == 3_000 and len(event["sample"]) == SAMPLE_SIZE and event["decision"] == "ALLOWED"
+
+
+def test_an_allowed_decision_records_nothing_by_default_and_a_denial_still_does(tmp_path: Path) -> None:
+    view = _view(_shared(tmp_path, [_allow_topic("mine")]))
+    assert view.allowed(Action(AclOperation.DESCRIBE, ResourceType.TOPIC, "mine"))
+    assert not view.allowed(Action(AclOperation.DESCRIBE, ResourceType.TOPIC, "theirs"))
+    view.flush_audit()
+    [event] = _events(tmp_path)
+    assert (event["resource_name"], event["decision"], event["operation"]) == ("theirs", "DENIED", "DESCRIBE")
+    assert view.allowed_names == {(ResourceType.TOPIC, "mine")}  # what the id guard reads, recorded or not
+
+
+def test_an_allowed_decision_is_recorded_with_log_allowed_and_compared_with_shadow_acls(tmp_path: Path) -> None:
+    logged = _view(_shared(tmp_path, [_allow_topic("mine")], record_allowed=True))
+    assert logged.allowed(Action(AclOperation.DESCRIBE, ResourceType.TOPIC, "mine"))
+    logged.flush_audit()
+    assert [(e["resource_name"], e["decision"]) for e in _events(tmp_path)] == [("mine", "ALLOWED")]
+    # Allowed decisions not logged, but a shadow set that would deny one: its divergence is written all the same.
+    (tmp_path / "shadowed").mkdir()
+    shared = _shared(tmp_path / "shadowed", [_allow_topic("mine")])
+    shadow = ShadowAcls(shared.authorizer)
+    shadow.load([_allow_topic("other")])
+    shared.shadow = shadow
+    view = _view(shared)
+    assert view.allowed(Action(AclOperation.DESCRIBE, ResourceType.TOPIC, "mine"))
+    view.flush_audit()
+    [event] = _events(tmp_path / "shadowed")
+    assert (event["event"], event["decision"], event["live"], event["resource_name"]) == (
+        "shadow", "WOULD_DENY", "ALLOWED", "mine")

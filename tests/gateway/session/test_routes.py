@@ -12,6 +12,7 @@ import pytest
 
 from authz.model import AclOperation
 from authz.policies import all_policies
+from authz.policies.produce import WALKED_PRODUCE
 from authz.request_policy import Refuse, Verdict
 from gateway.admin.handlers import LOCAL_HANDLERS, AdminRequest
 from gateway.server import Gateway
@@ -271,3 +272,11 @@ def test_only_topic_ids_the_cluster_view_lacks_are_reported(plaintext: Gateway) 
         entry(ApiKey.METADATA, METADATA_V, "topics", name="b", topic_id=new)]))
     assert [d.topic_ids for d in driver.discovered] == [((new, "b"),)]
     assert plaintext.ctx.cluster.topic_names == {known: "a", new: "b"}
+
+
+def test_a_walked_shortcut_speaks_only_for_the_policy_it_was_written_for(routes: RouteTable) -> None:
+    assert routes[ApiKey.PRODUCE].walked_policy is WALKED_PRODUCE
+    assert [key for key, route in routes.items() if route.walked_policy is not None] == [ApiKey.PRODUCE]
+    # Another Produce policy (a test's, a future one) gets no shortcut: its own decisions, decoded.
+    other = build_routes({**all_policies(), ApiKey.PRODUCE: lambda body, version, view: Refuse("no")}, {})
+    assert other[ApiKey.PRODUCE].walked_policy is None

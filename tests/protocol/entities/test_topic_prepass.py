@@ -3,21 +3,24 @@
 For every message and version the walk compiles for: sampled bodies give the same topic names and ids
 (as names_and_ids finds them in the decoded body), the same kept fields and the same bytes used; truncated,
 padded, byte-flipped bodies and bodies with tag sections fail with the decoder's DecodeError message, word for
-word, where it fails.  Produce, the one route that uses it, is checked at every version with more samples.
+word, where it fails.  Produce, the one route that uses it, is checked at every version with more samples, and
+with ANY_TRANSACTIONAL kept (the walk with an authorizer) against the policy's reading of the decoded records.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 from typing import Any
 
 import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.codec import compile_message
-from protocol.entities.topic_prepass import compile_prepass, prepass_for
+from protocol.entities.topic_prepass import ANY_TRANSACTIONAL, compile_prepass, prepass_for
 from protocol.entities.topics import names_and_ids
 from protocol.errors import DecodeError
+from protocol.record_batch import encode_batch, is_transactional
 from protocol.registry import all_apis, api, codec_for
 from protocol.schema import MessageSpec
 from tests.protocol.sample_values import sample_message
@@ -42,7 +45,14 @@ def _decoded(spec: MessageSpec, version: int, keep: tuple[str, ...], data: bytes
     except DecodeError as exc:
         return ("refused", str(exc))
     names, ids = names_and_ids(spec, version, body)
-    return ("walked", names, ids, {name: _plain(body[name]) for name in keep}, used)
+    return ("walked", names, ids, {name: _plain(_kept(body, name)) for name in keep}, used)
+
+
+def _kept(body: dict[str, Any], name: str) -> Any:
+    if name != ANY_TRANSACTIONAL:
+        return body[name]
+    # What authorize_produce reads of the decoded records.
+    return any(is_transactional(p["records"]) for t in body["topic_data"] for p in t["partition_data"])
 
 
 def _walked(spec: MessageSpec, version: int, keep: tuple[str, ...], data: bytes) -> tuple[Any, ...]:
@@ -108,6 +118,38 @@ def test_a_produce_with_records_of_every_length_width_walks_as_it_decodes() -> N
         walked = _walked(_PRODUCE.request, 11, ("acks",), data)
         assert walked == ("walked", ["a", "b"], [], {"acks": -1}, len(data))
         assert walked == _decoded(_PRODUCE.request, 11, ("acks",), data)
+
+
+def _transactional_batch(value: bytes) -> bytes:
+    raw = bytearray(encode_batch([(None, value)], timestamp_ms=0))
+    raw[22] |= 0x10  # the attributes' transactional bit (the CRC is not read by either side)
+    return bytes(raw)
+
+
+_PLAIN, _TXN = encode_batch([(None, b"p" * 30)], timestamp_ms=0), _transactional_batch(b"t" * 30)
+_RECORD_SETS = [None, b"", _PLAIN, _TXN, _PLAIN + _TXN, _TXN[:-1], _PLAIN + _TXN[:70], b"\x00" * 61,
+                _TXN[:16] + b"\x01" + _TXN[17:]]  # null, empty, plain, transactional, truncated, magic 1
+
+
+@pytest.mark.parametrize("version", _PRODUCE_VERSIONS)
+def test_the_produce_walk_reads_the_transactional_bit_as_the_policy_reads_the_decoded_records(version: int) -> None:
+    keep = ("acks", "transactional_id", ANY_TRANSACTIONAL)
+    codec = _PRODUCE.request_codec(version)
+    rng = random.Random(f"transactional walk v{version}")
+    topic = {"topic_id": uuid.UUID(int=7)} if version >= 13 else {"name": "t"}
+    seen = set()
+    for _ in range(60):
+        body = {"transactional_id": "tx", "acks": -1, "timeout_ms": 5, "topic_data": [
+            {**topic, "partition_data": [{"index": i, "records": rng.choice(_RECORD_SETS)}
+                                         for i in range(rng.randrange(4))]} for _ in range(rng.randrange(3))]}
+        data = bytes(codec.encode(body))
+        expected = _decoded(_PRODUCE.request, version, keep, data)
+        assert _walked(_PRODUCE.request, version, keep, data) == expected
+        seen.add(expected[3][ANY_TRANSACTIONAL])
+        for broken in _mutations(data, rng)[-26:]:  # the flipped bytes and padding (cuts are checked above)
+            assert _walked(_PRODUCE.request, version, keep, broken) == _decoded(_PRODUCE.request, version, keep,
+                                                                                broken), broken.hex()
+    assert seen == {False, True}
 
 
 def test_a_kept_field_absent_at_a_version_holds_its_default() -> None:
