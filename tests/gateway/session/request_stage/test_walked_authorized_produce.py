@@ -38,7 +38,6 @@ from gateway.session.request_context import RequestContext
 from gateway.session.request_stage import AnswerLocally, RelayRequest, ReplyNow, decide
 from gateway.session.response_stage import PipelineRefusal
 from protocol.api_keys import ApiKey
-from protocol.codec import MessageCodec
 from protocol.framing import Frame
 from protocol.messages import decode_response, request_frame
 from protocol.record_batch import encode_batch
@@ -175,20 +174,6 @@ def test_an_authorized_walked_produce_is_decided_and_audited_as_a_decoded_one(
         assert ("authorization", "DENIED") in events
         assert (("authorization", "ALLOWED") in events) is record_allowed
         assert (("shadow", "WOULD_DENY") in events) is (shadow == "active")
-
-
-@pytest.fixture
-def decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The messages fully decoded from now on."""
-    names: list[str] = []
-    original = MessageCodec.decode_prefix
-
-    def watched(codec: MessageCodec, data: Any) -> Any:
-        names.append(codec.name)
-        return original(codec, data)
-
-    monkeypatch.setattr(MessageCodec, "decode_prefix", watched)
-    return names
 
 
 def _decide(context: RequestContext, txn_id: str | None, records: bytes, *names: str) -> Any:

@@ -20,7 +20,6 @@ from gateway.session.request_context import RequestContext
 from gateway.session.request_stage import AnswerLocally, RelayRequest, ReplyNow, decide
 from gateway.session.response_stage import PipelineRefusal
 from protocol.api_keys import ApiKey
-from protocol.codec import MessageCodec
 from protocol.framing import Frame
 from protocol.messages import decode_response, request_frame
 from protocol.record_batch import encode_batch
@@ -84,16 +83,7 @@ def test_a_walked_produce_is_decided_as_a_decoded_one(walking: RequestContext, v
         assert _outcome(walking, frame) == _outcome(decoding, frame), frame.hex()
 
 
-def test_a_produce_without_an_authorizer_is_not_decoded(walking: RequestContext,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    decoded: list[str] = []
-    original = MessageCodec.decode_prefix
-
-    def watched(codec: MessageCodec, data: Any) -> Any:
-        decoded.append(codec.name)
-        return original(codec, data)
-
-    monkeypatch.setattr(MessageCodec, "decode_prefix", watched)
+def test_a_produce_without_an_authorizer_is_not_decoded(walking: RequestContext, decoded: list[str]) -> None:
     wire = request_frame(ApiKey.PRODUCE, 11, 7, _produce(11, -1, "orders"), "c")
     decision = decide(walking, Frame(memoryview(wire)))
     assert isinstance(decision, RelayRequest) and bytes(decision.wire) == wire and decision.expects_response
