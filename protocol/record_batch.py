@@ -29,14 +29,20 @@ def batches(records: memoryview | bytes | None) -> list[memoryview]:
     view = memoryview(records)
     out = []
     pos = 0
-    while len(view) - pos >= _HEADER_SIZE:
-        length = _BATCH_LENGTH.unpack_from(view, pos + 8)[0]
-        end = pos + 12 + length
-        if length < _HEADER_SIZE - 12 or end > len(view):
-            break  # a truncated trailing batch is the broker's to reject
+    while (end := _batch_end(view, pos, len(view))) is not None:
         out.append(view[pos:end])
         pos = end
     return out
+
+
+def _batch_end(buf: memoryview | bytes, pos: int, end: int) -> int | None:
+    """Where the whole batch starting at ``pos`` ends; None when no whole batch starts there before ``end`` (the
+    set ends, or a truncated trailing batch ends it: that is the broker's to reject)."""
+    if end - pos < _HEADER_SIZE:
+        return None
+    length = _BATCH_LENGTH.unpack_from(buf, pos + 8)[0]
+    batch_end = pos + 12 + length
+    return None if length < _HEADER_SIZE - 12 or batch_end > end else batch_end
 
 
 def is_transactional(records: memoryview | bytes | None) -> bool:
@@ -50,11 +56,7 @@ def any_transactional(buf: memoryview | bytes, start: int, end: int) -> bool:
     """is_transactional of the record set ``buf[start:end]``, read in place: the batches ``batches`` finds (a
     truncated trailing batch ends the set), without a view per batch (the walk of a Produce reads it in its body)."""
     pos = start
-    while end - pos >= _HEADER_SIZE:
-        length = _BATCH_LENGTH.unpack_from(buf, pos + 8)[0]
-        batch_end = pos + 12 + length
-        if length < _HEADER_SIZE - 12 or batch_end > end:
-            return False
+    while (batch_end := _batch_end(buf, pos, end)) is not None:
         if buf[pos + _MAGIC_AT] >= 2 and _ATTRIBUTES.unpack_from(buf, pos + _ATTRIBUTES_AT)[0] & _TRANSACTIONAL_BIT:
             return True
         pos = batch_end
