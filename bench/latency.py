@@ -116,7 +116,13 @@ def consume(spec: Spec, ready: Event, out: SimpleQueue[dict[str, Any]]) -> None:
     latencies: list[float] = []
     seen, deadline = 0, time.monotonic() + spec.warmup_s + spec.seconds + 60
     while seen < spec.total and time.monotonic() < deadline:
-        for message in consumer.consume(10000, 0.05):
+        # poll() returns as soon as one record is there; consume(n, 0) then takes what else is queued without
+        # waiting. (consume(n, timeout) alone waits for n records or the whole timeout, which would stamp each
+        # record's arrival up to the timeout late.)
+        first = consumer.poll(0.05)
+        if first is None:
+            continue
+        for message in [first, *consumer.consume(10000, 0)]:
             now = time.time_ns()
             error = message.error()
             if error is not None:
