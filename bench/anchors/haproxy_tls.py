@@ -97,6 +97,9 @@ TLS_MODE_PATHS = ("direct", *PATHS)  # direct is never a default there: it only 
 PLAIN_PATHS = ("direct", "ksgate", "haproxy", "haproxy-splice", "pyrelay-uvloop", "pyrelay-asyncio")
 PYRELAY = Path(__file__).resolve().with_name("pyrelay.py")
 BENCH_USER = "bench"
+# bench/latency.py's fixed-rate runs (--rates) name their topic and their consumer's group latency-...: without
+# these the SASL_SSL ksgate path, which authorizes, refuses that producer (TOPIC_AUTHORIZATION_FAILED).
+FIXED_RATE_ACLS = (("TOPIC", "latency-", "PREFIXED", "ALL"), ("GROUP", "latency-", "PREFIXED", "ALL"))
 
 
 def haproxy_binary() -> str | None:
@@ -217,7 +220,7 @@ def ksgate_settings(path: str, workdir: Path, tls: TlsFiles | None, password: st
         return "SSL", {**keys, "authorizer.class.name": ""}
     credentials = workdir / "users.json"
     FileCredentialStore(credentials).upsert_user(BENCH_USER, password, [MECHANISM])
-    acls = write_bench_acls(workdir / "acls.json", BENCH_USER)
+    acls = write_bench_acls(workdir / "acls.json", BENCH_USER, FIXED_RATE_ACLS)
     return "SASL_SSL", {**keys, "sasl.enabled.mechanisms": MECHANISM, "ksgate.credentials.file": str(credentials),
                         "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(acls),
                         "allow.everyone.if.no.acl.found": False}

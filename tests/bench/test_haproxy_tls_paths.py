@@ -6,6 +6,7 @@ No process is started here (test_haproxy_tls_smoke.py runs the whole bench).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from bench.anchors.haproxy_tls import (
     HAProxyProcess,
     PyRelayProcess,
     Report,
+    ksgate_settings,
     parse_args,
     relays,
     tls_fixed_rate_lines,
@@ -118,3 +120,14 @@ def test_without_direct_or_rates_the_tls_fixed_rate_output_is_as_before() -> Non
     assert tls_fixed_rate_lines(report, list(publish), [5000]) == fixed_rate_lines(report.latency, list(publish),
                                                                                    [5000])
     assert tls_fixed_rate_lines(report, ["direct", *publish], []) == []
+
+
+def test_the_authorizing_ksgate_path_allows_the_bench_user_the_fixed_rate_topics_and_groups(tmp_path: Path) -> None:
+    protocol, keys = ksgate_settings("ksgate", tmp_path, write_tls_material(tmp_path / "tls"), "pw", {})
+    assert protocol == "SASL_SSL" and keys["allow.everyone.if.no.acl.found"] is False  # still deny by default
+    allowed = {(acl["resourceType"], acl["resourceName"], acl["patternType"]) for acl in
+               json.loads(Path(keys["ksgate.acl.file"]).read_text())["acls"]
+               if acl["principal"] == "User:bench" and acl["permissionType"] == "ALLOW"}
+    # bench/latency.py's run_once: topic latency-<path>-<rate>-<id>, consumer group latency-<id>
+    assert {("TOPIC", "latency-", "PREFIXED"), ("GROUP", "latency-", "PREFIXED")} <= allowed
+    assert ("TOPIC", "bench-", "PREFIXED") in allowed  # throughput.py's topics, as before
