@@ -37,12 +37,12 @@ BENCH_ACLS = (
 )
 
 
-def write_bench_acls(acl_file: Path, user: str) -> Path:
-    """BENCH_ACLS for ``user`` as a ksgate ACL file (ksgate.acl.file)."""
+def write_bench_acls(acl_file: Path, user: str, extra: tuple[tuple[str, str, str, str], ...] = ()) -> Path:
+    """BENCH_ACLS for ``user`` as a ksgate ACL file (ksgate.acl.file), and ``extra`` rows of the same form."""
     acl_file.write_text(json.dumps({"version": 1, "acls": [
         {"resourceType": kind, "resourceName": name, "patternType": pattern, "principal": f"User:{user}",
          "host": "*", "operation": operation, "permissionType": "ALLOW"}
-        for kind, name, pattern, operation in BENCH_ACLS]}))
+        for kind, name, pattern, operation in (*BENCH_ACLS, *extra)]}))
     return acl_file
 
 

@@ -13,13 +13,16 @@ repeat in alternating order (haproxy first on even repeats, last on odd ones):
 * ``pyrelay-tls-uvloop`` / ``pyrelay-tls-asyncio``: ``SSL`` -> bench/anchors/pyrelay.py ``--tls`` (a do-nothing
   CPython relay terminating TLS with the loop's own SSL transport, as ksgate does, on uvloop or on asyncio's loop)
   -> broker PLAINTEXT, advertised like HAProxy (its own Tansu, or its own Kafka listener): the CPython TLS floor.
+* ``direct`` (only if named in ``--paths``): the client PLAINTEXT to the broker the ksgate paths use, the reference
+  from which the fixed-rate runs' added latency is taken (issue #23's goal 1 with TLS on the client leg).
 
 For each path, bench/throughput.py's produce and fetch throughput (librdkafka, 1 KiB records) and
 single-record produce latency, with the proxy's and the broker's CPU (% of one core) per phase, and the
 proxy's CPU per MB (ms of CPU per MB of record values, = millicores per MB/s), and ksgate against HAProxy,
 ksgate-ssl against pyrelay-tls-uvloop (ksgate's TLS against the floor) and that floor against HAProxy.  The TLS
 version and cipher each proxy negotiates with an OpenSSL client are printed: all listeners use the same
-certificate and key.
+certificate and key.  ``--rates`` adds bench/latency.py's fixed-rate runs to each path; with ``direct`` among the
+paths, each path's fixed-rate and throughput figures are also set against direct's, as ``--plain`` does.
 
 ``--plain``: the floor, what the cheapest relay costs (issue #23's latency and fetch goals).  PLAINTEXT on every
 leg, paths ``direct`` (the client to the broker ksgate uses), ``ksgate`` (``ksgate run``, no authorizer: the bare
@@ -33,6 +36,7 @@ single-record round trip.
 
     .venv/bin/python bench/anchors/haproxy_tls.py [--upstream tansu|kafka] [--repeat 5] [--records 200000]
         [--haproxy-threads 0] [--paths haproxy,ksgate,ksgate-ssl,pyrelay-tls-uvloop,pyrelay-tls-asyncio] [--json]
+    .venv/bin/python bench/anchors/haproxy_tls.py --paths direct,haproxy,ksgate,pyrelay-tls-uvloop --rates 5000,50000
     .venv/bin/python bench/anchors/haproxy_tls.py --plain [--repeat 3] [--rates 5000,50000]
         [--paths direct,ksgate,haproxy,haproxy-splice,pyrelay-uvloop,pyrelay-asyncio]
 """
@@ -89,9 +93,13 @@ from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: 
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
 
 PATHS = ("haproxy", "ksgate", "ksgate-ssl", "pyrelay-tls-uvloop", "pyrelay-tls-asyncio")
+TLS_MODE_PATHS = ("direct", *PATHS)  # direct is never a default there: it only serves as the fixed rates' reference
 PLAIN_PATHS = ("direct", "ksgate", "haproxy", "haproxy-splice", "pyrelay-uvloop", "pyrelay-asyncio")
 PYRELAY = Path(__file__).resolve().with_name("pyrelay.py")
 BENCH_USER = "bench"
+# bench/latency.py's fixed-rate runs (--rates) name their topic and their consumer's group latency-...: without
+# these the SASL_SSL ksgate path, which authorizes, refuses that producer (TOPIC_AUTHORIZATION_FAILED).
+FIXED_RATE_ACLS = (("TOPIC", "latency-", "PREFIXED", "ALL"), ("GROUP", "latency-", "PREFIXED", "ALL"))
 
 
 def haproxy_binary() -> str | None:
@@ -212,7 +220,7 @@ def ksgate_settings(path: str, workdir: Path, tls: TlsFiles | None, password: st
         return "SSL", {**keys, "authorizer.class.name": ""}
     credentials = workdir / "users.json"
     FileCredentialStore(credentials).upsert_user(BENCH_USER, password, [MECHANISM])
-    acls = write_bench_acls(workdir / "acls.json", BENCH_USER)
+    acls = write_bench_acls(workdir / "acls.json", BENCH_USER, FIXED_RATE_ACLS)
     return "SASL_SSL", {**keys, "sasl.enabled.mechanisms": MECHANISM, "ksgate.credentials.file": str(credentials),
                         "authorizer.class.name": "StandardAuthorizer", "ksgate.acl.file": str(acls),
                         "allow.everyone.if.no.acl.found": False}
@@ -381,13 +389,15 @@ def comparison_lines(report: Report, paths: list[str], rates: list[int]) -> list
         return []
     rows: list[tuple[str, str, int | None, bool]] = [(label, field_, None, ratio) for label, field_, ratio in COMPARED]
     rows += [(f"{rate}/s {label}", figure, rate, False) for rate in rates for label, figure in FIXED_RATE_COMPARED]
-    lines = [f"{'':<20}" + "".join(f"{f'{a} vs {b}':>26}" for a, b in pairs),
+    # 26 wide, or wider where a pair's name would otherwise run into the next (the TLS mode's pyrelay-tls-* paths)
+    width = max(26, *(len(f"{a} vs {b}") + 1 for a, b in pairs))
+    lines = [f"{'':<20}" + "".join(f"{f'{a} vs {b}':>{width}}" for a, b in pairs),
              "(throughput: proxy/direct; latency: proxy - direct, ms; of the medians [median of each repeat's own];"
              " fixed-rate latencies are kept to 0.01 ms)"]
     for label, figure, rate, ratio in rows:
         digits = 3 if rate is None else 2
         lines.append(f"{label:<20}" + "".join(
-            f"{contrast(series(report, a, figure, rate), series(report, b, figure, rate), ratio, digits):>26}"
+            f"{contrast(series(report, a, figure, rate), series(report, b, figure, rate), ratio, digits):>{width}}"
             for a, b in pairs))
     return lines
 
@@ -412,6 +422,15 @@ def plain_table(report: Report, paths: list[str], rates: list[int]) -> str:
     if rates:
         lines += ["", *fixed_rate_lines(report.latency, paths, rates)]
     return "\n".join([*lines, "", *round_trip_cpu_lines(report, paths), "", *comparison_lines(report, paths, rates)])
+
+
+def tls_fixed_rate_lines(report: Report, paths: list[str], rates: list[int]) -> list[str]:
+    """The TLS mode's fixed-rate table (none without ``rates``) and, with a direct path to take it from, what each
+    proxy adds, as ``--plain`` sets it out."""
+    if not rates:
+        return []
+    lines = fixed_rate_lines(report.latency, paths, rates)
+    return [*lines, "", *comparison_lines(report, paths, rates)] if "direct" in paths else lines
 
 
 def cpu_ms_per_mb(run: PathRun, phase: str) -> float:
@@ -488,13 +507,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="HAProxy's nbthread; 0 leaves HAProxy's default (one thread per CPU)")
     parser.add_argument("--plain", action="store_true",
                         help="PLAINTEXT client leg: paths direct, ksgate (bare relay), haproxy, haproxy-splice")
-    parser.add_argument("--paths", help="comma-separated, of " + ", ".join(PATHS) + "; with --plain, of "
-                        + ", ".join(PLAIN_PATHS) + " (default: all of them)")
+    parser.add_argument("--paths", help="comma-separated, of " + ", ".join(TLS_MODE_PATHS) + " (default: all but "
+                        "direct); with --plain, of " + ", ".join(PLAIN_PATHS) + " (default: all of them)")
     add_fixed_rate_arguments(parser, None)  # default: 5000,50000 with --plain, none without
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    known = PLAIN_PATHS if args.plain else PATHS
-    named = {p.strip() for p in (args.paths or ",".join(known)).split(",") if p.strip()}
+    known, default = (PLAIN_PATHS, PLAIN_PATHS) if args.plain else (TLS_MODE_PATHS, PATHS)
+    named = {p.strip() for p in (args.paths or ",".join(default)).split(",") if p.strip()}
     if not named or named - set(known):
         parser.error(f"--paths: name some of {', '.join(known)}")
     args.paths = [p for p in known if p in named]
@@ -563,8 +582,8 @@ def main(argv: list[str] | None = None) -> int:
     haproxy = f"HAProxy: {version_of(binary) if binary else '-'}, nbthread {threads}"
     print(plain_header(args, haproxy, report) if args.plain else tls_header(args, haproxy, report))
     print(plain_table(report, args.paths, args.rates) if args.plain else table(report, args.paths))
-    if args.rates and not args.plain:
-        print("\n".join(["", *fixed_rate_lines(report.latency, args.paths, args.rates)]))
+    if not args.plain and (fixed := tls_fixed_rate_lines(report, args.paths, args.rates)):
+        print("\n".join(["", *fixed]))
     if args.json:
         extra = {"latency": [asdict(r) for r in report.latency], "pipes": report.pipes} if args.plain else {}
         print(json.dumps({"runs": [asdict(r) for r in report.runs], "tls": report.tls, "machine": info,

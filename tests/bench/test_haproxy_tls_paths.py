@@ -1,11 +1,13 @@
-"""bench/anchors/haproxy_tls.py's TLS mode: the CPython TLS floor paths (pyrelay --tls) and the ratios that set
-ksgate's TLS against that floor and the floor against HAProxy.
+"""bench/anchors/haproxy_tls.py's TLS mode: the CPython TLS floor paths (pyrelay --tls), the ratios that set
+ksgate's TLS against that floor and the floor against HAProxy, and the direct reference of the fixed-rate runs.
 
 No process is started here (test_haproxy_tls_smoke.py runs the whole bench).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -17,10 +19,14 @@ from bench.anchors.haproxy_tls import (
     HAProxyProcess,
     PyRelayProcess,
     Report,
+    ksgate_settings,
     parse_args,
     relays,
+    tls_fixed_rate_lines,
     tls_ratio_lines,
 )
+from bench.anchors.kroxylicious import fixed_rate_lines
+from bench.latency import Run
 from bench.throughput import PathRun
 
 
@@ -76,3 +82,52 @@ def test_ksgate_tls_is_set_against_the_cpython_floor_per_mb_and_each_repeat() ->
     assert lines[("CPU ms/MB prod", "ksgate-ssl/pyrelay-tls-uvloop")].startswith("2.00x")
     assert lines[("CPU ms/MB prod", "pyrelay-tls-uvloop/haproxy")].startswith("1.25x")
     assert lines[("produce MB/s", "pyrelay-tls-uvloop/haproxy")].startswith("1.00x")
+
+
+def test_the_tls_mode_runs_direct_only_when_named_and_first() -> None:
+    assert "direct" not in parse_args([]).paths  # the default TLS run is unchanged
+    picked = parse_args(["--paths", "pyrelay-tls-uvloop,haproxy,direct", "--rates", "5000"])
+    assert picked.paths == ["direct", "haproxy", "pyrelay-tls-uvloop"] and picked.rates == [5000]
+
+
+def fixed_rate_report(publish: Mapping[str, tuple[float, ...]], rate: int) -> Report:
+    report = Report()
+    for path, each in publish.items():
+        for repeat, p50 in enumerate(each):
+            report.latency.append(Run(path, rate, repeat, publish={"p50": p50, "p99": p50 + 1.0},
+                                      end_to_end={"p50": p50 + 2.0, "p99": p50 + 4.0}))
+    return report
+
+
+def test_with_a_direct_path_the_tls_fixed_rates_say_what_each_proxy_adds() -> None:
+    publish = {"direct": (3.0, 3.5, 4.0), "haproxy": (3.1, 3.6, 4.0), "pyrelay-tls-uvloop": (3.4, 3.5, 4.5)}
+    report = fixed_rate_report(publish, 5000)
+    paths = list(publish)
+    lines = tls_fixed_rate_lines(report, paths, [5000])
+    table = fixed_rate_lines(report.latency, paths, [5000])
+    assert lines[:len(table)] == table  # the table the TLS mode printed before, then the comparison
+    assert lines[len(table) + 1].split() == ["haproxy", "vs", "direct", "pyrelay-tls-uvloop", "vs", "direct"]
+    row = {line[:20].strip(): line[20:].split() for line in lines[len(table) + 3:]}
+    # medians 3.6 / 3.5 / 3.5; each repeat's own: haproxy 0.1 0.1 0.0, pyrelay 0.4 0.0 0.5
+    assert row["5000/s pub p50 ms"] == ["+0.10", "[+0.10]", "+0.00", "[+0.40]"]
+    assert row["5000/s pub p99 ms"] == ["+0.10", "[+0.10]", "+0.00", "[+0.40]"]
+    assert row["5000/s e2e p50 ms"][:2] == ["+0.10", "[+0.10]"]
+
+
+def test_without_direct_or_rates_the_tls_fixed_rate_output_is_as_before() -> None:
+    publish = {"haproxy": (3.1, 3.6, 4.0), "ksgate": (3.4, 3.5, 4.5)}
+    report = fixed_rate_report(publish, 5000)
+    assert tls_fixed_rate_lines(report, list(publish), [5000]) == fixed_rate_lines(report.latency, list(publish),
+                                                                                   [5000])
+    assert tls_fixed_rate_lines(report, ["direct", *publish], []) == []
+
+
+def test_the_authorizing_ksgate_path_allows_the_bench_user_the_fixed_rate_topics_and_groups(tmp_path: Path) -> None:
+    protocol, keys = ksgate_settings("ksgate", tmp_path, write_tls_material(tmp_path / "tls"), "pw", {})
+    assert protocol == "SASL_SSL" and keys["allow.everyone.if.no.acl.found"] is False  # still deny by default
+    allowed = {(acl["resourceType"], acl["resourceName"], acl["patternType"]) for acl in
+               json.loads(Path(keys["ksgate.acl.file"]).read_text())["acls"]
+               if acl["principal"] == "User:bench" and acl["permissionType"] == "ALLOW"}
+    # bench/latency.py's run_once: topic latency-<path>-<rate>-<id>, consumer group latency-<id>
+    assert {("TOPIC", "latency-", "PREFIXED"), ("GROUP", "latency-", "PREFIXED")} <= allowed
+    assert ("TOPIC", "bench-", "PREFIXED") in allowed  # throughput.py's topics, as before

@@ -66,8 +66,9 @@ def test_haproxy_tls_bench_runs_against_apache_kafka() -> None:
 def test_haproxy_plain_bench_reports_direct_ksgate_both_haproxy_and_both_pyrelay_paths() -> None:
     report, stdout = run_bench("--plain", "--rates", "200", "--seconds", "1", "--warmup", "0.5")
     paths = ["direct", "haproxy", "haproxy-splice", "ksgate", "pyrelay-asyncio", "pyrelay-uvloop"]
-    assert sorted(run["path"] for run in report["runs"]) == paths  # type: ignore[union-attr]
-    for run in report["runs"]:  # type: ignore[union-attr]
+    runs = report["runs"]
+    assert isinstance(runs, list) and sorted(run["path"] for run in runs) == paths
+    for run in runs:
         assert run["produce_mb_s"] > 0 and run["fetch_mb_s"] > 0 and run["latency_p50_ms"] > 0
     fixed = report["latency"]
     assert isinstance(fixed, list) and sorted(run["path"] for run in fixed) == paths
@@ -78,3 +79,18 @@ def test_haproxy_plain_bench_reports_direct_ksgate_both_haproxy_and_both_pyrelay
     assert pipes["haproxy-splice"] != pipes["haproxy"]
     assert "haproxy-splice vs direct" in stdout and "ksgate vs haproxy" in stdout
     assert "pyrelay-uvloop vs direct" in stdout and "ksgate vs pyrelay-uvloop" in stdout
+
+
+@pytest.mark.broker
+@pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)")
+def test_haproxy_tls_bench_sets_the_tls_paths_fixed_rates_against_plaintext_direct() -> None:
+    paths = ["direct", "haproxy", "ksgate", "pyrelay-tls-uvloop"]  # ksgate: SASL_SSL and the authorizer
+    report, stdout = run_bench("--paths", ",".join(paths), "--rates", "200", "--seconds", "1", "--warmup", "0.5")
+    runs = report["runs"]
+    assert isinstance(runs, list) and sorted(run["path"] for run in runs) == paths
+    assert all(run["produce_mb_s"] > 0 and run["fetch_mb_s"] > 0 for run in runs)
+    tls = report["tls"]
+    assert isinstance(tls, dict) and set(tls) == {"haproxy", "ksgate", "pyrelay-tls-uvloop"}  # direct: PLAINTEXT
+    assert "haproxy vs direct" in stdout and "pyrelay-tls-uvloop vs direct" in stdout and "ksgate vs direct" in stdout
+    added = next(line for line in stdout.splitlines() if line.startswith("200/s pub p50 ms"))
+    assert "nan" not in added and added.count("[") == 4  # each proxy against direct, ksgate against haproxy
