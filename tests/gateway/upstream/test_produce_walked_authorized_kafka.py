@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import (
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -181,7 +181,8 @@ def _on_kafka(kafka: KafkaBroker, allowed: str, denied: str) -> dict[str, Any]:
     _create_acls(admin, bindings)
     bindings += _deny(admin, denied)
     wanted = {(b.name, b.operation, b.permission_type) for b in bindings}
-    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, PRINCIPAL, None,
+    anything: Any = None  # a filter's None matches any name, any host
+    everything = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, PRINCIPAL, anything,
                                   AclOperation.ANY, AclPermissionType.ANY)
     deadline = time.monotonic() + TIMEOUT_S
     while True:  # the broker's authorizer takes up the controller's ACLs a moment after CreateAcls answers

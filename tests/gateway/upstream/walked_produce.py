@@ -57,8 +57,8 @@ def watch_walks(monkeypatch: pytest.MonkeyPatch) -> WalkWatch:
     walked relay and its two full paths; list.append is atomic, so the gateway's loop (or a worker) may record
     while the test thread waits."""
     seen = WalkWatch()
-    relay_walked, check_topics, authorize = request_stage._relay_walked, request_stage.check_topics, \
-        request_stage.authorize
+    relay_walked, check_topics, authorize = request_stage._relay_walked, policy_check.check_topics, \
+        policy_check.authorize
 
     def watched_prepass_for(spec: Any, version: int, keep: tuple[str, ...]) -> Any:
         walk = prepass_for(spec, version, keep)
@@ -167,7 +167,8 @@ def read_partition(kafka: KafkaBroker, topic: str, partition: int, count: int,
         while len(got) < count and time.monotonic() < deadline:
             for message in consumer.consume(count - len(got), 1.0):
                 assert message.error() is None, message.error()
-                got.append((message.key(), message.value(), list(message.headers() or [])))  # None for none
+                headers: Any = message.headers()  # librdkafka gives None for none
+                got.append((message.key(), message.value(), list(headers or [])))
     finally:
         consumer.close()
     return got
