@@ -124,6 +124,20 @@ class FieldSpec:
             return self.type[2:]
         return None
 
+    def in_tags(self, version: int) -> bool:
+        """Whether at ``version`` the field travels in its struct's tag section rather than in its body."""
+        return self.tag is not None and version in self.tagged_versions
+
+
+def body_fields(fields: list[FieldSpec], version: int) -> list[FieldSpec]:
+    """The fields a struct's body holds at ``version``, in wire order: present, and not in the tag section."""
+    return [f for f in fields if version in f.versions and not f.in_tags(version)]
+
+
+def tagged_fields(fields: list[FieldSpec], version: int) -> list[FieldSpec]:
+    """The fields a struct's tag section may hold at ``version``, in schema order."""
+    return [f for f in fields if version in f.versions and f.in_tags(version)]
+
 
 @dataclass(slots=True)
 class MessageSpec:

@@ -28,7 +28,7 @@ from protocol.codec import (
 )
 from protocol.errors import DecodeError
 from protocol.primitives import Reader
-from protocol.schema import FieldSpec, MessageSpec
+from protocol.schema import FieldSpec, MessageSpec, body_fields, tagged_fields
 
 _IMMUTABLE = (bool, int, float, str, bytes, uuid.UUID)
 # struct format letters of the fixed-size types that unpack to their final value ("?" is
@@ -127,8 +127,7 @@ class _Emitter:
         version, flexible = self.version, self.flexible
         pad = "    " * depth
         target = self.fresh("d")
-        plain = [f for f in fields if version in f.versions
-                 and not (f.tag is not None and version in f.tagged_versions)]
+        plain = body_fields(fields, version)
         plain_ids = {id(f) for f in plain}
         absent = [f for f in fields if id(f) not in plain_ids]
         # Absent fields hold their defaults, in schema order; a mutable default (a list, a dict)
@@ -153,15 +152,19 @@ class _Emitter:
             out.append(f"{pad}{target}[{f.name!r}] = {value}")
         self.fixed_run(run, target, out, depth)
         if flexible:
-            tagged: dict[int, tuple[str, DecodeFn, EncodeFn, Any]] = {}
-            for f in fields:
-                if version in f.versions and f.tag is not None and version in f.tagged_versions:
-                    dec, enc, _ = _field(f, version, flexible, where)
-                    tagged[f.tag] = (f.name, dec, enc, default_value(f, version))
             # Nearly every tag section is empty (one zero byte): only the others go to _decode_tags.
             out += [f"{pad}if pos < end and buf[pos] == 0:", f"{pad}    pos += 1", f"{pad}else:",
-                    f"{pad}    pos = _tags(r, pos, {self.const(tagged, 'tagged')}, {target}, {where!r})"]
+                    f"{pad}    pos = _tags(r, pos, {self.known_tags(fields, where)}, {target}, {where!r})"]
         return target
+
+    def known_tags(self, fields: list[FieldSpec], where: str) -> str:
+        """The constant naming the tag table _tags decodes a struct's known tagged fields with (as the codec)."""
+        tagged: dict[int, tuple[str, DecodeFn, EncodeFn, Any]] = {}
+        for f in tagged_fields(fields, self.version):
+            assert f.tag is not None  # tagged_fields: a tag at this version
+            dec, enc, _ = _field(f, self.version, self.flexible, where)
+            tagged[f.tag] = (f.name, dec, enc, default_value(f, self.version))
+        return self.const(tagged, "tagged")
 
     def fixed_run(self, run: list[FieldSpec], target: str, out: list[str], depth: int) -> None:
         """Consecutive fixed-size fields: one bounds check and one unpack (same accept/fail set)."""
@@ -337,7 +340,9 @@ def _skip_tags(r: Reader, pos: int) -> int:
 
 
 class _Skipper(_Emitter):
-    """The same walk as _Emitter without the values: bounds and structure checks only."""
+    """The same walk as _Emitter without the values: bounds and structure checks only (string contents and
+    tagged fields unread, tag_scan's reference messages).  The request walk that refuses exactly what the
+    decoder refuses is protocol/entities/topic_prepass.py's _Walker."""
 
     def __init__(self, version: int, flexible: bool, lazy_reader: bool = False) -> None:
         super().__init__(version, flexible, lazy_reader)
@@ -346,9 +351,7 @@ class _Skipper(_Emitter):
     def skip_struct(self, fields: list[FieldSpec], out: list[str], depth: int, own_tags: bool = True) -> None:
         pad = "    " * depth
         run = 0  # consecutive fixed-size fields: one bounds check
-        for f in fields:
-            if self.version not in f.versions or (f.tag is not None and self.version in f.tagged_versions):
-                continue
+        for f in body_fields(fields, self.version):
             if f.type in _FIXED_SIZE:
                 run += _FIXED_SIZE[f.type]
                 continue

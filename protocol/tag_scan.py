@@ -12,7 +12,7 @@ from functools import partial
 from protocol.codec import _FIXED_SIZE
 from protocol.errors import DecodeError
 from protocol.primitives import Reader
-from protocol.schema import FieldSpec, MessageSpec
+from protocol.schema import FieldSpec, MessageSpec, body_fields
 from protocol.straight_decode import _Skipper
 
 Skip = Callable[[Reader], None]
@@ -115,9 +115,7 @@ def _skip_fields(fields: list[FieldSpec], version: int, flexible: bool, own_tags
     # Tagged fields live in the tag section, skipped whole by its sizes.
     skips: list[Skip] = []
     run = 0  # consecutive fixed-size fields are skipped as one
-    for f in fields:
-        if version not in f.versions or (f.tag is not None and version in f.tagged_versions):
-            continue
+    for f in body_fields(fields, version):
         if f.type in _FIXED_SIZE:
             run += _FIXED_SIZE[f.type]
             continue

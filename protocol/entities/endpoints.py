@@ -69,7 +69,7 @@ def _compile(fields: list[FieldSpec], version: int, prefix: tuple[str, ...],
     for spec in present:
         if spec.is_struct or spec.is_struct_array:
             field_tag = tag
-            if not prefix and spec.tag is not None and version in spec.tagged_versions:
+            if not prefix and spec.in_tags(version):
                 field_tag = spec.tag
             yield from _compile(spec.fields, version, (*prefix, spec.name), field_tag)
 

@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from protocol.codec import _FIXED_SIZE, DecodeFn, EncodeFn, _field, default_value
+from protocol.codec import _FIXED_SIZE, default_value
 from protocol.record_batch import any_transactional
-from protocol.schema import FieldSpec, MessageSpec
+from protocol.schema import FieldSpec, MessageSpec, body_fields, tagged_fields
 from protocol.straight_decode import _FORMAT, _Emitter
 
 # (body, names, ids) → (the kept fields, bytes used); names and ids are appended to in field order.
@@ -79,7 +79,9 @@ def _tagged_problem(f: FieldSpec) -> bool:
 
 class _Walker(_Emitter):
     """_Emitter's checks and messages without the values: a field is decoded only when kept, a topic, or a
-    string (the decoder refuses invalid UTF-8 anywhere)."""
+    string (the decoder refuses invalid UTF-8 anywhere).  Not straight_decode's _Skipper, which checks only the
+    structure (tag_scan's walk over answers): a request relayed undecoded must be refused wherever the decoder
+    would refuse it, invalid UTF-8 and malformed known tagged fields included."""
 
     def __init__(self, version: int, flexible: bool, keep: frozenset[str]) -> None:
         super().__init__(version, flexible, lazy_reader=True)  # given the body's buffer, not a Reader
@@ -91,8 +93,7 @@ class _Walker(_Emitter):
         """Emit the walk of a struct; at the top level return the kept fields' variables by name."""
         version, pad = self.version, "    " * depth
         kept: dict[str, str] = {}
-        plain = [f for f in fields if version in f.versions
-                 and not (f.tag is not None and version in f.tagged_versions)]
+        plain = body_fields(fields, version)
         run: list[FieldSpec] = []
         out.append(f"{pad}pass")  # a struct with nothing to walk still makes a block
         for f in plain:
@@ -108,16 +109,12 @@ class _Walker(_Emitter):
                 kept[f.name] = value
         self.walk_run(run, out, depth, kept if top else None)
         if self.flexible:
-            tagged: dict[int, tuple[str, DecodeFn, EncodeFn, Any]] = {}
-            for f in fields:
-                if version in f.versions and f.tag is not None and version in f.tagged_versions:
-                    if _tagged_problem(f) or (top and f.name in self.keep):
-                        raise ValueError(f"{where}.{f.name}: a tagged field the walk would have to keep")
-                    dec, enc, _ = _field(f, version, self.flexible, where)
-                    tagged[f.tag] = (f.name, dec, enc, default_value(f, version))
+            for f in tagged_fields(fields, version):
+                if _tagged_problem(f) or (top and f.name in self.keep):
+                    raise ValueError(f"{where}.{f.name}: a tagged field the walk would have to keep")
             # The decoder's own tag section reader (known tags decoded, and refused, as it does), into a scratch dict.
             out += [f"{pad}if pos < end and buf[pos] == 0:", f"{pad}    pos += 1", f"{pad}else:",
-                    f"{pad}    pos = _tags({self.reader}, pos, {self.const(tagged, 'tagged')}, {{}}, {where!r})"]
+                    f"{pad}    pos = _tags({self.reader}, pos, {self.known_tags(fields, where)}, {{}}, {where!r})"]
         return kept
 
     def walk_run(self, run: list[FieldSpec], out: list[str], depth: int, kept: dict[str, str] | None) -> None:
