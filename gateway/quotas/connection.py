@@ -1,6 +1,6 @@
 """The quotas of one client connection: which bounds apply to it, what it records, when it is muted.
 
-The session asks ``applies(payload)`` for every request: with no quota set anywhere this is two
+The session asks ``applies(wire)`` for every request: with no quota set anywhere this is two
 comparisons (the book's version and the client id's bytes, cached per connection), and the
 request goes on as if quotas did not exist. When a bound applies, the session records what Kafka
 counts (KIP-219, KIP-124):
@@ -89,13 +89,13 @@ class ConnectionQuotas:
         self._user = user
         self._version = -1
 
-    def applies(self, payload: memoryview) -> AppliedQuotas | None:
-        """The quotas of the request in ``payload`` (its header's client id), None for none."""
+    def applies(self, wire: memoryview) -> AppliedQuotas | None:
+        """The quotas of the request frame ``wire`` (size prefix + payload; its header's client id), None for none."""
         key = self._client_raw  # the client id as the header has it: its 2-byte length, then its bytes
-        if self._version == self._book.version and payload[8 : 8 + len(key)] == key:
+        if self._version == self._book.version and wire[12 : 12 + len(key)] == key:
             return self._applied
         self._version = self._book.version
-        self._client_raw = key = _client_id_field(payload)
+        self._client_raw = key = _client_id_field(wire)
         self._applied = self._resolve(key[2:].decode("utf-8", "replace"))
         return self._applied
 
@@ -222,9 +222,9 @@ def sensor_entity(label: str, user: str, client_id: str) -> str:
     return ",".join(parts)
 
 
-def _client_id_field(payload: memoryview) -> bytes:
+def _client_id_field(wire: memoryview) -> bytes:
     """The request header's client id field, raw: its length (-1 for null) and its bytes."""
-    if len(payload) < 10:
+    if len(wire) < 14:  # size(4) api_key(2) api_version(2) correlation_id(4), then the field
         return b"\xff\xff"
-    n = int.from_bytes(payload[8:10], "big", signed=True)
-    return bytes(payload[8 : 10 + max(n, 0)])
+    n = int.from_bytes(wire[12:14], "big", signed=True)
+    return bytes(wire[12 : 14 + max(n, 0)])
