@@ -279,7 +279,10 @@ class ProxySession:
             self._close(f"bad framing: {exc}")
             return self._take()
         if frames:
-            self._handle_held(frames)  # behind any that already wait, in order
+            if self._gate.held:
+                self._handle_held(frames)  # behind those that already wait, in order
+            else:  # the usual read: _handle_frames makes _handle_held's checks per frame and holds what must wait
+                self._handle_frames(frames)
         if self.receiver.waiting:  # the next frame waits for request memory: pause this reader only
             self._set_read_paused("memory", True)
         return self._take()
