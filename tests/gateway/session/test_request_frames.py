@@ -13,6 +13,7 @@ from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.session.session import LARGE_BYTES
 from protocol.api_keys import ApiKey
+from protocol.frame_receiver import FrameReceiver
 from protocol.messages import request_frame
 from tests.authz.test_policies_data import request
 from tests.gateway.session.session_driver import Driver, gateway_for
@@ -88,10 +89,11 @@ def test_a_read_ending_inside_the_next_request_relays_the_complete_ones_and_the_
 
 
 def test_a_large_request_is_decided_in_the_worker_on_the_frame_as_received(plaintext: Gateway) -> None:
-    big = _metadata(5, *(f"topic-{i:06}" for i in range(LARGE_BYTES // 10)))
+    big = _metadata(5, *(f"topic-{i:06}" for i in range(LARGE_BYTES // 4)))
+    assert len(big) > FrameReceiver.SCRATCH_BYTES  # received into a buffer of its own, moved there from the scratch
     small = _metadata(6, "small")
     driver = Driver.connect(plaintext)
-    _read_by_read(driver, big + small, [10, 4000, len(big) - 1])  # its buffer grows as its bytes come
+    _read_by_read(driver, big + small, [40, 4000, len(big) - 1])  # the first 40 bytes moved to its own buffer
     assert driver.upstream_bytes == b"" and driver.session.held_frames == 1
     driver.run_job(act.JobKind.LARGE)
     sent = bytes(driver.upstream_bytes)
