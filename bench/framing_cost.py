@@ -3,7 +3,8 @@
 A measurement, not a test.  Times, with ``timeit`` (best of ``--repeat``), what a relayed single-record
 Produce costs the framing layer: one read of one request into the receiver's buffer (``get_buffer``, the
 socket's copy, ``buffer_updated``, the frame read and dropped as the session would), and one answer fed to
-the upstream splitter as ``data_received`` gets it (a fresh ``bytes`` per read); plus a bare ``Frame``.
+the upstream splitter as ``data_received`` gets it (a fresh ``bytes`` per read); plus a bare ``Frame`` (what each
+request cost before the receiver handed out wire views; the upstream link's own login still makes them).
 ``--tree`` imports another checkout's protocol/ (e.g. main) to compare both on the same minutes.
 
     python bench/framing_cost.py [--tree /path/to/checkout] [--number 200000] [--repeat 7]
@@ -34,8 +35,8 @@ def _receiver_one_read(tree_modules: tuple[type, type], per_read: int) -> Callab
         n = len(data)
         buf[:n] = data  # the socket's copy
         buf.release()
-        for frame in receiver.buffer_updated(n):
-            frame.payload[4:8]  # the session reads the header from it, then lets it go
+        for frame in receiver.buffer_updated(n):  # a Frame before the receiver handed out wire views, a view since
+            frame.payload[4:8] if hasattr(frame, "payload") else frame[8:12]  # the session reads the header, lets it go
 
     return one_read
 

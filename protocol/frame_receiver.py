@@ -1,7 +1,8 @@
 """Splits a byte stream into Kafka frames, receiving it into buffers it hands out itself.
 
 Sans-IO, shaped like asyncio.BufferedProtocol: ``get_buffer()`` says where the next bytes
-go, ``buffer_updated(n)`` says n bytes arrived there and returns the frames completed.
+go, ``buffer_updated(n)`` says n bytes arrived there and returns the frames completed,
+each its wire bytes (size prefix included), as FrameSplitter hands the upstream's answers.
 The socket writes straight into a frame's own buffer, so a large request is neither
 copied out of a per-read ``bytes`` object nor grown by appending.
 """
@@ -14,7 +15,7 @@ import sys
 from typing import Final, Protocol
 
 from protocol.errors import DecodeError
-from protocol.framing import Frame, FrameTooLarge
+from protocol.framing import FrameTooLarge
 
 _SIZE = struct.Struct(">i")
 _EMPTY = memoryview(bytearray())
@@ -167,7 +168,10 @@ class FrameGate(Protocol):
 
 
 class FrameReceiver:
-    """Frames are memoryview slices of the buffer they were received into.
+    """Frames are memoryview slices of the buffer they were received into, size prefix included.
+
+    A view, not a Frame object: the session reads the header at fixed offsets (4 on) and relays
+    the view as is, so a request costs no object and no payload view of its own.
 
     Small frames share a scratch buffer, many per read; a frame larger than that gets a
     buffer of its own once its size prefix has been read and checked against the limit.
@@ -253,8 +257,9 @@ class FrameReceiver:
             self._admitted = False
             self.gate.complete()
 
-    def buffer_updated(self, nbytes: int) -> list[Frame]:
-        """``nbytes`` were written at the start of the last ``get_buffer()``; the frames completed.
+    def buffer_updated(self, nbytes: int) -> list[memoryview]:
+        """``nbytes`` were written at the start of the last ``get_buffer()``; the frames completed, each its
+        wire bytes (size prefix + payload).
 
         Raises FrameTooLarge or DecodeError (negative size) as soon as a size prefix is
         complete, before anything is reserved for that frame; the receiver then stays
@@ -268,7 +273,7 @@ class FrameReceiver:
         self._end = end
         # The split, inline (once per read): the frames complete from the first incomplete one on.
         view, pos, limit = self._buf, self._start, self.limit
-        frames: list[Frame] = []
+        frames: list[memoryview] = []
         while end - pos >= 4:
             size = _SIZE.unpack_from(view, pos)[0]
             if size < 0 or size > limit:
@@ -276,7 +281,7 @@ class FrameReceiver:
                 raise FrameTooLarge(size, limit) if size > 0 else DecodeError(f"negative frame size {size}")
             if end - pos - 4 < size:
                 break
-            frames.append(Frame(view[pos : pos + 4 + size]))
+            frames.append(view[pos : pos + 4 + size])
             pos += 4 + size
         if frames and self._admitted:  # the admitted frame is always the first one completed
             self._admitted = False

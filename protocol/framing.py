@@ -27,13 +27,14 @@ class FrameTooLarge(DecodeError):
 class Frame:
     """One frame: ``wire`` is size prefix + payload (relayable as is), ``payload`` the body.
 
-    Treat it as immutable.  Not ``frozen``: a frozen class must set its fields through
-    ``object.__setattr__``, which made a Frame cost 350 ns instead of 190 (bench/framing_cost.py),
-    and one is made per request and per answer."""
+    Made only for the answers to the gateway's own upstream login (gateway/upstream/login.py): relayed
+    requests and answers are handed on as their wire views (FrameReceiver, FrameSplitter), read at fixed
+    offsets, with no object per frame.  Treat it as immutable.  Not ``frozen``: a frozen class must set
+    its fields through ``object.__setattr__``, which made a Frame cost 350 ns instead of 190
+    (bench/framing_cost.py)."""
 
     wire: memoryview
-    # Sliced once: a relayed request and its answer read it ~9 times between them (a property cost 7
-    # bytecodes each, bench/README.md). A view of the same bytes, so no copy and no extra buffer.
+    # Sliced once, where it is made: a view of the same bytes, so no copy and no extra buffer.
     payload: memoryview = field(repr=False, compare=False)
 
     def __init__(self, wire: memoryview) -> None:

@@ -1,6 +1,6 @@
 """The quotas of one client connection: which bounds apply to it, what it records, when it is muted.
 
-The session asks ``applies(payload)`` for every request: with no quota set anywhere this is two
+The session asks ``applies(wire)`` for every request: with no quota set anywhere this is two
 comparisons (the book's version and the client id's bytes, cached per connection), and the
 request goes on as if quotas did not exist. When a bound applies, the session records what Kafka
 counts (KIP-219, KIP-124):
@@ -65,7 +65,7 @@ class AppliedQuotas:
 
 
 class ConnectionQuotas:
-    __slots__ = ("_applied", "_book", "_client_raw", "_unsettled", "_user", "_version", "muted_until_ms", "sensors")
+    __slots__ = ("_book", "_client_raw", "_unsettled", "_user", "_version", "active", "muted_until_ms", "sensors")
 
     def __init__(self, book: QuotaLookup, sensors: QuotaSensors) -> None:
         self._book = book
@@ -73,31 +73,28 @@ class ConnectionQuotas:
         self._user: str | None = None
         self._version = -1
         self._client_raw = b""
-        self._applied: AppliedQuotas | None = None
+        # The quotas resolved for the latest request (None: none applies). Set by applies() only; an attribute, not a
+        # property: the session reads it on every request and answer, and a property is a call each time.
+        self.active: AppliedQuotas | None = None
         self.muted_until_ms = 0.0
         # Relayed mutations awaiting their answer (≤ the in-flight requests): replaced, never edited, so that a
         # connection with none keeps the shared empty tuple rather than a list of its own.
         self._unsettled: tuple[Settlement, ...] = ()
-
-    @property
-    def active(self) -> AppliedQuotas | None:
-        """The quotas resolved for the latest request (None: none applies)."""
-        return self._applied
 
     def bind(self, user: str) -> None:
         """The connection (re-)authenticated as ``user``: resolve again on the next request."""
         self._user = user
         self._version = -1
 
-    def applies(self, payload: memoryview) -> AppliedQuotas | None:
-        """The quotas of the request in ``payload`` (its header's client id), None for none."""
+    def applies(self, wire: memoryview) -> AppliedQuotas | None:
+        """The quotas of the request frame ``wire`` (size prefix + payload; its header's client id), None for none."""
         key = self._client_raw  # the client id as the header has it: its 2-byte length, then its bytes
-        if self._version == self._book.version and payload[8 : 8 + len(key)] == key:
-            return self._applied
+        if self._version == self._book.version and wire[12 : 12 + len(key)] == key:
+            return self.active
         self._version = self._book.version
-        self._client_raw = key = _client_id_field(payload)
-        self._applied = self._resolve(key[2:].decode("utf-8", "replace"))
-        return self._applied
+        self._client_raw = key = _client_id_field(wire)
+        self.active = self._resolve(key[2:].decode("utf-8", "replace"))
+        return self.active
 
     def _resolve(self, client_id: str) -> AppliedQuotas | None:
         user = self._user
@@ -143,7 +140,7 @@ class ConnectionQuotas:
                  known: Callable[[], PartitionCounts] = lambda: NO_COUNTS) -> MutationVerdict | None:
         """controller_mutation_rate's verdict on a request about to be relayed (None: not counted);
         ``known``: the partition counts the cluster view has, asked only for a request that mutates."""
-        applied = self._applied
+        applied = self.active
         if applied is None or (b := applied.mutation) is None or key not in STRICT_SINCE:
             return None
         self._settle()
@@ -181,7 +178,7 @@ class ConnectionQuotas:
         """An upstream response of ``size`` bytes was made ready in ``slot``: record it (Fetch bytes,
         CPU), and set the larger of its request's throttle and its own in it; returns its own."""
         earned = 0
-        if (applied := self._applied) is not None:
+        if (applied := self.active) is not None:
             earned = self.response_recorded(applied, slot.api_key, size, cpu_ns)
             slot.throttle_ms = max(slot.throttle_ms, earned)
         if slot.throttle_ms:
@@ -222,9 +219,9 @@ def sensor_entity(label: str, user: str, client_id: str) -> str:
     return ",".join(parts)
 
 
-def _client_id_field(payload: memoryview) -> bytes:
+def _client_id_field(wire: memoryview) -> bytes:
     """The request header's client id field, raw: its length (-1 for null) and its bytes."""
-    if len(payload) < 10:
+    if len(wire) < 14:  # size(4) api_key(2) api_version(2) correlation_id(4), then the field
         return b"\xff\xff"
-    n = int.from_bytes(payload[8:10], "big", signed=True)
-    return bytes(payload[8 : 10 + max(n, 0)])
+    n = int.from_bytes(wire[12:14], "big", signed=True)
+    return bytes(wire[12 : 14 + max(n, 0)])

@@ -15,6 +15,7 @@ a route whose policy has a walked shortcut (Produce) is relayed undecoded when t
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,9 +33,8 @@ from gateway.session.response_stage import PipelineRefusal
 from gateway.session.routes import ApiRoute, Dispatch
 from protocol.entities.topic_prepass import prepass_for
 from protocol.errors import DecodeError
-from protocol.framing import Frame
 from protocol.framing import frame as framed
-from protocol.header import peek_api, read_request_header
+from protocol.header import read_request_header
 from protocol.messages import response_frame
 from protocol.schema import MessageSpec
 
@@ -81,17 +81,20 @@ class AnswerLocally:
 Decision = RelayRequest | ReplyNow | AnswerLocally
 
 _OUTCOMES = {Relay: "allowed", Rewrite: "partial", Answer: "denied", Refuse: "refused"}
+_HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id: after the size, in every request
+_HEADER_END = 4 + _HEAD.size
 _REQUEST_CORRELATION_AT = 8  # size(4) api_key(2) api_version(2)
 _NOT_SERVED = "api key {key} v{version} is advertised but not served (as on Kafka 4)"
 
 
-def decide(requester: RequestContext, frame: Frame) -> Decision:
-    """Run one request through the stages its route names; raises PipelineRefusal to close the connection."""
-    payload = frame.payload
-    try:
-        key, version, correlation_id = peek_api(payload)
-    except DecodeError as exc:
-        raise PipelineRefusal(f"not a Kafka request: {exc}") from None
+def decide(requester: RequestContext, wire: memoryview) -> Decision:
+    """Run one request frame (``wire``: size prefix + payload, as received) through the stages its route names;
+    raises PipelineRefusal to close the connection."""
+    # peek_api(payload), inline (once per request): read at offset 4 of the wire bytes, with its length check
+    if len(wire) < _HEADER_END:
+        raise PipelineRefusal("not a Kafka request: request shorter than the fixed header")
+    key, version, correlation_id = _HEAD.unpack_from(wire, 4)
+    payload = wire[4:]
     route = requester.routes.get(key)
     dispatch = route.dispatch if route is not None else None
     if dispatch is not Dispatch.RELAY and dispatch is not None:  # one check for the relayed APIs
@@ -117,11 +120,11 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
             if route is not None and route.walked is not None:
                 walked = _walk(requester, schema.request, version, route.walked, raw_body)
                 if walked is not None:
-                    return _relay_walked(route, version, correlation_id, frame, walked, None)
+                    return _relay_walked(route, version, correlation_id, wire, walked, None)
         elif route is not None and route.walked_policy is not None:
             walked = allowed_walked(requester, authorization, route.walked_policy, schema.request, version, raw_body)
             if walked is not None:
-                return _relay_walked(route, version, correlation_id, frame, walked, "allowed")
+                return _relay_walked(route, version, correlation_id, wire, walked, "allowed")
         codec = schema.request_codec(version)
         body, consumed = codec.decode_prefix(raw_body)
     except DecodeError as exc:
@@ -132,11 +135,11 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
     refusal = route.refusal(body, version) if route.refusal is not None else None
     if refusal is not None:
         raise PipelineRefusal(refusal)
-    wire: WireBytes = frame.wire
+    relayed: WireBytes = wire
     if consumed != len(raw_body):
         # Trailing bytes after the body: Kafka ignores them, so we accept the request,
         # but relay the canonical encoding so the upstream sees exactly what we parsed.
-        wire = framed(bytes(payload[:header_size]) + codec.encode(body))
+        relayed = framed(bytes(payload[:header_size]) + codec.encode(body))
     if authorization is not None:
         verdict: Verdict = authorize(requester, authorization, route, version, body)
         outcome: str | None = _OUTCOMES[type(verdict)]
@@ -149,13 +152,13 @@ def decide(requester: RequestContext, frame: Frame) -> Decision:
             return ReplyNow(key, version, correlation_id,
                             response_frame(key, version, correlation_id, verdict.response), outcome)
         if isinstance(verdict, Rewrite):
-            wire = framed(bytes(payload[:header_size]) + codec.encode(verdict.request))
+            relayed = framed(bytes(payload[:header_size]) + codec.encode(verdict.request))
     if route.local is not None:
         assert authorization is not None  # a gateway without an authorizer serves no admin API (build_routes)
         handler = partial(route.local, authorization, requester.admin_request(), body, version)
         return AnswerLocally(key, version, correlation_id, handler, verdict.on_response, outcome)
     fire_and_forget = route.fire_and_forget  # Produce acks=0: the client expects no answer
-    return RelayRequest(key, version, correlation_id, wire, verdict.on_response,
+    return RelayRequest(key, version, correlation_id, relayed, verdict.on_response,
                         fire_and_forget is None or not fire_and_forget(body), outcome)
 
 
@@ -174,14 +177,14 @@ def _walk(requester: RequestContext, spec: MessageSpec, version: int, keep: tupl
     return kept
 
 
-def _relay_walked(route: ApiRoute, version: int, correlation_id: int, frame: Frame, walked: Body,
+def _relay_walked(route: ApiRoute, version: int, correlation_id: int, wire: memoryview, walked: Body,
                   outcome: str | None) -> RelayRequest:
     """What the full path decides for a walked body that check_topics finds nothing in, or that the policy's shortcut
     allows (``outcome`` "allowed"): relayed as it came, no hook."""
     if version < route.refused_below:  # after the walk, as after the decode: a malformed body is refused as such
         raise PipelineRefusal(_NOT_SERVED.format(key=route.api_key, version=version))
     fire_and_forget = route.fire_and_forget
-    return RelayRequest(route.api_key, version, correlation_id, frame.wire, None,
+    return RelayRequest(route.api_key, version, correlation_id, wire, None,
                         fire_and_forget is None or not fire_and_forget(walked), outcome)
 
 

@@ -181,8 +181,8 @@ def response_pieces(slot: ResponseSlot, wire: memoryview, routes: RouteTable, le
     learns = route is not None and route.learns_topic_ids
     rewrite = may_name_endpoints and body_names_endpoints(slot.api_key, slot.api_version, raw_body)
     if slot.hook is None and not rewrite and not learns:
-        # e.g. a Produce or Fetch response without node_endpoints: nothing to change
-        return relayed_as_is(slot, wire)
+        # e.g. a Produce or Fetch response without node_endpoints: nothing to change (relayed_as_is, inline)
+        return with_correlation_id(wire, _RESPONSE_CORRELATION_AT, slot.correlation_id)
     codec = schema.response_codec(slot.api_version)
     body = codec.decode(raw_body)
     if learns:

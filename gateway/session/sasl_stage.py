@@ -19,7 +19,6 @@ from auth.sasl.mechanism import SaslContext
 from auth.sasl.server import Authenticated, Refused, SaslServerAuthenticator
 from gateway.ops.audit import REASON_CHARS, bounded_name
 from gateway.session.api_versions import api_versions_reply
-from protocol.framing import Frame
 
 if TYPE_CHECKING:
     from gateway.config import ListenerConfig
@@ -60,10 +59,9 @@ def _api_versions_frame(ctx: GatewayContext, request: memoryview, correlation_id
     return len(payload).to_bytes(4, "big") + payload, answered
 
 
-def looks_like_kafka(frame: Frame) -> bool:
-    """A first frame that could be a Kafka request header (api key < 0x7F00, any version)."""
-    payload = frame.payload
-    return len(payload) >= 8 and payload[0] == 0 and payload[1] < 0x7F
+def looks_like_kafka(wire: memoryview) -> bool:
+    """A first frame (size prefix + payload) that could be a Kafka request header (api key < 0x7F00, any version)."""
+    return len(wire) >= 12 and wire[4] == 0 and wire[5] < 0x7F
 
 
 # --- what a login leaves behind: metrics, counters, audit events, log lines ---------------------

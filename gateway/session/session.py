@@ -99,7 +99,7 @@ from gateway.session.stream_stage import StreamedTrailer, start_trailer_walk
 from protocol.api_keys import ApiKey
 from protocol.errors import DecodeError
 from protocol.frame_receiver import FrameReceiver
-from protocol.framing import Frame, FrameTooLarge
+from protocol.framing import FrameTooLarge
 from protocol.header import peek_api
 from protocol.kafka_errors import KafkaError
 from protocol.messages import response_frame
@@ -279,7 +279,10 @@ class ProxySession:
             self._close(f"bad framing: {exc}")
             return self._take()
         if frames:
-            self._handle_held(frames)  # behind any that already wait, in order
+            if self._gate.held:
+                self._handle_held(frames)  # behind those that already wait, in order
+            else:  # the usual read: _handle_frames makes _handle_held's checks per frame and holds what must wait
+                self._handle_frames(frames)
         if self.receiver.waiting:  # the next frame waits for request memory: pause this reader only
             self._set_read_paused("memory", True)
         return self._take()
@@ -539,7 +542,7 @@ class ProxySession:
 
     # --- requests ----------------------------------------------------------------------------
 
-    def _handle_held(self, read: Sequence[Frame] = ()) -> None:
+    def _handle_held(self, read: Sequence[memoryview] = ()) -> None:
         """Handle the frames that wait, then those just ``read``, unless they must wait on (a job, or no free
         slot). Frames just read go straight on when none waits: no round trip through the gate per read."""
         gate = self._gate
@@ -553,11 +556,12 @@ class ProxySession:
         else:
             gate.held = held
 
-    def _handle_frames(self, frames: Sequence[Frame]) -> None:
+    def _handle_frames(self, frames: Sequence[memoryview]) -> None:
+        """Handle request frames, each its wire bytes (size prefix + payload) as the receiver split them."""
         limit = self.ctx.config.queued_max_requests
         # Read once per call, not per frame: these objects live as long as the session (their fields change).
         state, gate, responses, outbox = self._phase, self._gate, self.responses, self._outbox
-        for index, frame in enumerate(frames):
+        for index, wire in enumerate(frames):
             if state.phase in CLOSING_PHASES:  # refused (or a login failed): nothing after it is read or relayed
                 break
             queued = len(responses) + outbox.answers  # queued_requests, without its property call
@@ -569,20 +573,20 @@ class ProxySession:
             if gate.waiting_for is not None or queued >= limit:
                 gate.hold(frames[index:])
                 break
-            self.traffic.request_frame(frame.wire)
+            self.traffic.request_frame(wire)
             if state.phase is Phase.AUTHENTICATING:
-                self._authenticate(frame)
+                self._authenticate(wire)
                 continue
-            if len(frame.payload) >= LARGE_BYTES and self._is_large(frame):
+            if len(wire) >= LARGE_WIRE_BYTES and self._is_large(wire):
                 gate.hold(frames[index + 1 :])
-                self._decide_large(frame)
+                self._decide_large(wire)
                 break
             try:
-                applied = self.quota.applies(frame.payload)
+                applied = self.quota.applies(wire)
                 if applied is None:
-                    self._request(frame)
+                    self._request(wire)
                 else:
-                    self._request_under_quota(applied, frame)
+                    self._request_under_quota(applied, wire)
             except Exception as exc:  # a refusal, or a gateway bug: either closes this connection only
                 self._request_failed(exc)
                 return
@@ -591,13 +595,12 @@ class ProxySession:
         if len(responses) + outbox.answers >= limit:
             self._set_read_paused("in-flight", True)
 
-    def _request(self, frame: Frame) -> None:
-        payload = frame.payload
-        route = self.ctx.routes.get(payload[0] << 8 | payload[1]) if len(payload) >= 4 else None  # the unsigned key
+    def _request(self, wire: memoryview) -> None:
+        route = self.ctx.routes.get(wire[4] << 8 | wire[5]) if len(wire) >= 8 else None  # the unsigned key
         if route is not None and route.dispatch is Dispatch.SASL:
-            self._sasl_after_authentication(frame)
+            self._sasl_after_authentication(wire)
             return
-        self._apply(decide(self._request_context(), frame))
+        self._apply(decide(self._request_context(), wire))
 
     def _request_context(self) -> RequestContext:
         """What a decision reads, as of now: immutable values and snapshots of the shared state."""
@@ -692,20 +695,20 @@ class ProxySession:
 
     # --- large requests and responses: decided in the worker thread, in their slot ------------
 
-    def _is_large(self, frame: Frame) -> bool:
-        if len(frame.payload) < LARGE_BYTES:
+    def _is_large(self, wire: memoryview) -> bool:
+        if len(wire) < LARGE_WIRE_BYTES:
             return False
-        route = self.ctx.routes.get(int.from_bytes(frame.payload[:2], "big"))
+        route = self.ctx.routes.get(wire[4] << 8 | wire[5])
         return route is not None and not route.stays_on_loop
 
-    def _decide_large(self, frame: Frame) -> None:
-        key, version, correlation_id = peek_api(frame.payload)
+    def _decide_large(self, wire: memoryview) -> None:
+        key, version, correlation_id = peek_api(wire[4:])
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
         self._wait_for("large-request")
-        if (applied := self.quota.applies(frame.payload)) is not None:  # its CPU is the worker's, not counted
-            self._mute(self.quota.request_done(applied, key, len(frame.wire), 0, slot))
-        self._job(act.JobKind.LARGE, partial(decide, self._request_context(), frame),
+        if (applied := self.quota.applies(wire)) is not None:  # its CPU is the worker's, not counted
+            self._mute(self.quota.request_done(applied, key, len(wire), 0, slot))
+        self._job(act.JobKind.LARGE, partial(decide, self._request_context(), wire),
                   partial(self._large_decided, slot))
 
     def _large_decided(self, slot: ResponseSlot, result: Decision | BaseException) -> None:
@@ -742,12 +745,12 @@ class ProxySession:
 
     # --- client quotas (gateway/quotas): throttle_time_ms in the response, and a muted socket ------
 
-    def _request_under_quota(self, applied: AppliedQuotas, frame: Frame) -> None:
+    def _request_under_quota(self, applied: AppliedQuotas, wire: memoryview) -> None:
         slots = len(self.responses)
         cpu = cpu_clock_ns()
-        self._request(frame)
+        self._request(wire)
         slot = self.responses.newest() if len(self.responses) > slots else None  # None: acks=0, the mute alone
-        self._mute(self.quota.request_done(applied, int.from_bytes(frame.payload[:2], "big"), len(frame.wire),
+        self._mute(self.quota.request_done(applied, int.from_bytes(wire[4:6], "big"), len(wire),
                                            cpu_clock_ns() - cpu, slot))
 
     def _over_mutation_quota(self, decision: RelayRequest, slot: ResponseSlot | None) -> bool:
@@ -832,15 +835,15 @@ class ProxySession:
 
     # --- authentication ----------------------------------------------------------------------
 
-    def _authenticate(self, frame: Frame) -> None:
+    def _authenticate(self, wire: memoryview) -> None:
         authenticator = self.authenticator
         assert authenticator is not None
-        if authenticator.state.value == "INITIAL_REQUEST" and not looks_like_kafka(frame):
-            self._close(f"first frame is not a Kafka request: {diagnose_non_kafka(frame.wire)}")
+        if authenticator.state.value == "INITIAL_REQUEST" and not looks_like_kafka(wire):
+            self._close(f"first frame is not a Kafka request: {diagnose_non_kafka(wire)}")
             return
-        self._apply_step(authenticator.on_frame(frame.payload))
+        self._apply_step(authenticator.on_frame(wire[4:]))
 
-    def _sasl_after_authentication(self, frame: Frame) -> None:
+    def _sasl_after_authentication(self, wire: memoryview) -> None:
         """SASL frames are never relayed: they would authenticate to the upstream itself.
 
         On a SASL listener they are KIP-368 re-authentication; elsewhere Kafka answers ILLEGAL_SASL_STATE.
@@ -848,9 +851,9 @@ class ProxySession:
         if self.authenticator is not None:
             if self.phase is not Phase.REAUTHENTICATING:
                 self._move(Move.REAUTHENTICATION)
-            self._apply_step(self.authenticator.on_frame(frame.payload))
+            self._apply_step(self.authenticator.on_frame(wire[4:]))
             return
-        key, version, correlation_id = peek_api(frame.payload)
+        key, version, correlation_id = peek_api(wire[4:])
         schema = api(key)
         if schema is None or not schema.supports(version):
             raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from protocol.errors import DecodeError
 from protocol.frame_receiver import BufferPool, FrameReceiver
-from protocol.framing import Frame, FrameTooLarge, frame
+from protocol.framing import FrameTooLarge, frame
 from tests.heap import heap_peak
 
 SCRATCH = FrameReceiver.SCRATCH_BYTES
@@ -26,9 +26,9 @@ def _stream(payloads: list[bytes]) -> bytes:
     return b"".join(frame(p) for p in payloads)
 
 
-def _receive(receiver: FrameReceiver, data: bytes, chunk_sizes: list[int] | None = None) -> list[Frame]:
+def _receive(receiver: FrameReceiver, data: bytes, chunk_sizes: list[int] | None = None) -> list[memoryview]:
     """Write data the way a socket would: at most len(get_buffer()) bytes per read."""
-    frames: list[Frame] = []
+    frames: list[memoryview] = []
     pos, turn = 0, 0
     while pos < len(data):
         buf = receiver.get_buffer()
@@ -53,7 +53,7 @@ def test_frames_split_at_every_boundary_reassemble_identically(pool: BufferPool 
     for cut in range(len(stream) + 1):
         receiver = FrameReceiver(limit=4096, pool=pool)
         frames = _receive(receiver, stream, [cut or 1, len(stream)])
-        assert [bytes(f.payload) for f in frames] == PAYLOADS[:6], f"cut at {cut}"
+        assert [bytes(f[4:]) for f in frames] == PAYLOADS[:6], f"cut at {cut}"
         assert receiver.buffered() == 0 and receiver.held() == 0
 
 
@@ -67,7 +67,7 @@ def test_frames_reassemble_identically_under_any_chunking(payloads: list[bytes],
     receiver = FrameReceiver(limit=4 * SCRATCH, prealloc=prealloc, pool=BufferPool() if pooled else None)
     frames = _receive(receiver, _stream(payloads), chunk_sizes)
     # Compared only after the whole stream: views handed out earlier must not have been overwritten.
-    assert [bytes(f.payload) for f in frames] == payloads
+    assert [bytes(f[4:]) for f in frames] == payloads
     assert receiver.buffered() == 0 and receiver.held() == 0
 
 
@@ -83,7 +83,7 @@ def test_pooled_buffers_are_reused_only_once_no_frame_refers_to_them(
     payloads = [bytes([i + 1]) * size for i, size in enumerate(sizes)]  # each frame tells itself apart
     receiver = FrameReceiver(limit=4 * SCRATCH, prealloc=SCRATCH, pool=BufferPool(max_bytes=8 * SCRATCH))
     stream = _stream(payloads)
-    kept: list[tuple[int, Frame]] = []
+    kept: list[tuple[int, memoryview]] = []
     seen = 0
     pos, turn = 0, 0
     while pos < len(stream):
@@ -93,12 +93,12 @@ def test_pooled_buffers_are_reused_only_once_no_frame_refers_to_them(
         buf.release()
         pos, turn = pos + n, turn + 1
         for f in receiver.buffer_updated(n):
-            assert bytes(f.payload) == payloads[seen]
+            assert bytes(f[4:]) == payloads[seen]
             if keep[seen % len(keep)]:
                 kept.append((seen, f))
             seen += 1
     assert seen == len(payloads)
-    assert all(bytes(f.payload) == payloads[i] for i, f in kept)
+    assert all(bytes(f[4:]) == payloads[i] for i, f in kept)
 
 
 @settings(max_examples=300, deadline=None)
@@ -116,7 +116,7 @@ def test_arbitrary_bytes_raise_only_decode_error_with_bounded_memory(chunks: lis
                 pos += n
                 # Each read's frames are dropped before the next read, as the session does once it relayed them:
                 # kept, every frame would keep its own scratch buffer alive (4 zero bytes are a whole frame).
-                assert all(len(f.payload) <= 256 for f in receiver.buffer_updated(n))
+                assert all(len(f) - 4 <= 256 for f in receiver.buffer_updated(n))
         except DecodeError:
             with pytest.raises(DecodeError):  # refused for good: nothing more comes out
                 receiver.buffer_updated(1)
@@ -145,7 +145,7 @@ def test_negative_frame_size_raises_decode_error(size: int) -> None:
 
 def test_frame_at_exactly_the_limit_is_accepted() -> None:
     frames = _receive(FrameReceiver(limit=1024), frame(b"x" * 1024))
-    assert [len(f.payload) for f in frames] == [1024]
+    assert [len(f) - 4 for f in frames] == [1024]
 
 
 @pytest.mark.parametrize("prealloc", [4096, SCRATCH, FrameReceiver.PREALLOC_BYTES])
@@ -191,18 +191,18 @@ def test_a_large_frame_is_received_into_its_own_buffer_without_further_copies() 
     assert len(rest) == 4 + len(payload) - 100  # exactly the rest of the frame, nothing beyond
     rest[:] = data[100 : 4 + len(payload)]
     (big,) = receiver.buffer_updated(len(rest))
-    assert rest.obj is big.wire.obj and big.wire.nbytes == 4 + len(payload) == len(bytes(big.wire.obj))
+    assert rest.obj is big.obj and big.nbytes == 4 + len(payload) == len(bytes(big.obj))
     rest.release()
-    assert bytes(big.payload) == payload
-    assert [bytes(f.payload) for f in _receive(receiver, data[4 + len(payload) :])] == [b"next"]
+    assert bytes(big[4:]) == payload
+    assert [bytes(f[4:]) for f in _receive(receiver, data[4 + len(payload) :])] == [b"next"]
 
 
 def test_many_small_frames_in_one_read_are_views_of_one_buffer() -> None:
     payloads = [bytes([i]) * i for i in range(50)]
     receiver = FrameReceiver(limit=1024)
     frames = _receive(receiver, _stream(payloads))
-    assert [bytes(f.payload) for f in frames] == payloads
-    assert len({id(f.wire.obj) for f in frames}) == 1
+    assert [bytes(f[4:]) for f in frames] == payloads
+    assert len({id(f.obj) for f in frames}) == 1
 
 
 def test_buffer_updated_beyond_the_buffer_handed_out_is_a_caller_bug() -> None:
@@ -285,15 +285,15 @@ def test_an_admitted_large_frame_is_received_into_one_mapping_of_its_size() -> N
     rest[:] = frame(payload)[100:]
     rest.release()
     (big,) = receiver.buffer_updated(4 + size - 100)
-    assert isinstance(big.wire.obj, mmap.mmap)
-    assert bytes(big.payload) == payload
+    assert isinstance(big.obj, mmap.mmap)
+    assert bytes(big[4:]) == payload
 
 
 # --- scratch buffers: small frames' buffers reused through the pool ---------------------------
 # Buffers are told apart by id() and what they still hold: a reference kept by the test would itself
 # make a buffer "in use".
 
-def _read(receiver: FrameReceiver, data: bytes) -> tuple[list[Frame], int, bytes]:
+def _read(receiver: FrameReceiver, data: bytes) -> tuple[list[memoryview], int, bytes]:
     """One socket read of ``data``: the frames, the id of the buffer it landed in, and what the
     first len(data) bytes of the buffer held before the socket wrote them."""
     buf = receiver.get_buffer()
@@ -307,11 +307,11 @@ def test_a_scratch_buffer_no_frame_refers_to_any_more_is_read_into_again() -> No
     """The next read of a small request reuses the warm buffer instead of a fresh zero-filled 64 KiB."""
     receiver = FrameReceiver(limit=4096, pool=BufferPool())
     frames, first, _ = _read(receiver, frame(b"one"))
-    assert [bytes(f.payload) for f in frames] == [b"one"]
+    assert [bytes(f[4:]) for f in frames] == [b"one"]
     del frames
     frames, second, before = _read(receiver, frame(b"two"))
     assert (second, before) == (first, frame(b"one"))  # the same buffer, still holding the last request
-    assert [bytes(f.payload) for f in frames] == [b"two"]
+    assert [bytes(f[4:]) for f in frames] == [b"two"]
 
 
 def test_a_scratch_buffer_a_frame_still_refers_to_is_never_written_again() -> None:
@@ -319,8 +319,8 @@ def test_a_scratch_buffer_a_frame_still_refers_to_is_never_written_again() -> No
     (kept,), first, _ = _read(receiver, frame(b"kept" * 10))
     for i in range(2 * BufferPool.SCRATCH_KEPT):  # more reads than the pool keeps buffers
         frames, landed, _ = _read(receiver, frame(bytes([i]) * 50))
-        assert landed != first and [bytes(f.payload) for f in frames] == [bytes([i]) * 50]
-    assert bytes(kept.payload) == b"kept" * 10
+        assert landed != first and [bytes(f[4:]) for f in frames] == [bytes([i]) * 50]
+    assert bytes(kept[4:]) == b"kept" * 10
 
 
 def test_a_reused_scratch_buffer_exposes_only_the_bytes_the_socket_wrote() -> None:
@@ -334,10 +334,10 @@ def test_a_reused_scratch_buffer_exposes_only_the_bytes_the_socket_wrote() -> No
     assert (frames, landed, before) == ([], first, frame(secret)[:7])
     assert receiver.peek(100) == struct.pack(">i", 10) + b"abc"
     (short,) = _receive(receiver, b"defghij")
-    assert bytes(short.wire) == frame(b"abcdefghij")
+    assert bytes(short) == frame(b"abcdefghij")
     del short
     frames, landed, _ = _read(receiver, frame(b""))
-    assert landed == first and [bytes(f.wire) for f in frames] == [frame(b"")]
+    assert landed == first and [bytes(f) for f in frames] == [frame(b"")]
 
 
 def test_an_idle_receiver_holds_no_buffer_and_its_scratch_goes_back_to_the_pool() -> None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol.framing import Frame
-
 
 @dataclass(slots=True)
 class ReadGate:
@@ -23,7 +21,7 @@ class ReadGate:
     # The off-loop job later frames wait for (a password check, a large request decided in the worker).
     waiting_for: str | None = None
     # Never edited in place, replaced (the empty tuple is shared: no list kept by every idle connection).
-    held: Sequence[Frame] = ()
+    held: Sequence[memoryview] = ()
 
     def set(self, reason: str, paused: bool) -> bool | None:
         """Add or drop ``reason``; the new paused state if it changed (tell the adapter), else None."""
@@ -39,10 +37,10 @@ class ReadGate:
         self.paused = want
         return want
 
-    def hold(self, frames: Sequence[Frame]) -> None:
+    def hold(self, frames: Sequence[memoryview]) -> None:
         """Frames that wait, behind any that already do."""
         self.held = [*self.held, *frames] if self.held else frames
 
-    def take_held(self) -> Sequence[Frame]:
+    def take_held(self) -> Sequence[memoryview]:
         held, self.held = self.held, ()
         return held

@@ -142,7 +142,7 @@ def test_the_budget_is_released_when_the_frame_completes() -> None:
         if receiver.waiting == 0 and budget.in_use:
             assert budget.in_use == len(payload) + 4
         frames.extend(receiver.buffer_updated(n))
-    assert [bytes(f.payload) for f in frames] == [payload]
+    assert [bytes(f[4:]) for f in frames] == [payload]
     assert budget.in_use == 0
 
 

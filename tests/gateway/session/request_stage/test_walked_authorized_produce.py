@@ -38,7 +38,6 @@ from gateway.session.request_context import RequestContext
 from gateway.session.request_stage import AnswerLocally, RelayRequest, ReplyNow, decide
 from gateway.session.response_stage import PipelineRefusal
 from protocol.api_keys import ApiKey
-from protocol.framing import Frame
 from protocol.messages import decode_response, request_frame
 from protocol.record_batch import encode_batch
 from tests.gateway.session.session_driver import Driver, gateway_for
@@ -124,7 +123,7 @@ def _outcome(context: RequestContext, wire: bytes) -> tuple[Any, ...]:
     audit.events.clear()
     context = context._replace(misses=TopicIdMisses())
     try:
-        decided: tuple[Any, ...] = _decision(decide(context, Frame(memoryview(wire))))
+        decided: tuple[Any, ...] = _decision(decide(context, memoryview(wire)))
     except PipelineRefusal as exc:
         decided = ("refused", str(exc))
     return decided, list(audit.events), context.misses.missed
@@ -177,8 +176,8 @@ def test_an_authorized_walked_produce_is_decided_and_audited_as_a_decoded_one(
 
 
 def _decide(context: RequestContext, txn_id: str | None, records: bytes, *names: str) -> Any:
-    return decide(context, Frame(memoryview(request_frame(ApiKey.PRODUCE, 11, 7,
-                                                          _produce(11, -1, txn_id, records, *names), "c"))))
+    return decide(context, memoryview(request_frame(ApiKey.PRODUCE, 11, 7,
+                                                    _produce(11, -1, txn_id, records, *names), "c")))
 
 
 def test_an_allowed_produce_with_an_authorizer_is_relayed_undecoded_and_unrecorded(
@@ -212,8 +211,8 @@ def test_an_authorized_produce_the_shortcut_cannot_answer_is_decoded_and_recorde
         names = (_RESERVED,)
     context = base._replace(authorization=authorization, misses=TopicIdMisses())
     if case == "unknown topic id":  # only v13 names topics by id
-        decide(context, Frame(memoryview(request_frame(ApiKey.PRODUCE, 13, 7,
-                                                       _produce(13, -1, txn_id, records, *names), "c"))))
+        decide(context, memoryview(request_frame(ApiKey.PRODUCE, 13, 7,
+                                                 _produce(13, -1, txn_id, records, *names), "c")))
         assert context.misses.missed
     else:
         _decide(context, txn_id, records, *names)
