@@ -15,6 +15,10 @@ repeat in alternating order (haproxy first on even repeats, last on odd ones):
   -> broker PLAINTEXT, advertised like HAProxy (its own Tansu, or its own Kafka listener): the CPython TLS floor.
 * ``direct`` (only if named in ``--paths``): the client PLAINTEXT to the broker the ksgate paths use, the reference
   from which the fixed-rate runs' added latency is taken (issue #23's goal 1 with TLS on the client leg).
+* ``direct-tls`` (only if named, and only with ``--upstream kafka``: Tansu has no TLS listener): the client ``SSL``
+  straight to an extra Kafka SSL listener with the proxies' certificate and key, TLSv1.3 and TLS_AES_256_GCM_SHA384
+  only, no client certificate: the reference that leaves the client's own TLS work in, so the TLS paths' figures
+  set against it are what the relay adds (issue #23's goal 1 "with TLS").
 
 For each path, bench/throughput.py's produce and fetch throughput (librdkafka, 1 KiB records) and
 single-record produce latency, with the proxy's and the broker's CPU (% of one core) per phase, and the
@@ -22,7 +26,8 @@ proxy's CPU per MB (ms of CPU per MB of record values, = millicores per MB/s), a
 ksgate-ssl against pyrelay-tls-uvloop (ksgate's TLS against the floor) and that floor against HAProxy.  The TLS
 version and cipher each proxy negotiates with an OpenSSL client are printed: all listeners use the same
 certificate and key.  ``--rates`` adds bench/latency.py's fixed-rate runs to each path; with ``direct`` among the
-paths, each path's fixed-rate and throughput figures are also set against direct's, as ``--plain`` does.
+paths, each path's fixed-rate and throughput figures are also set against direct's, as ``--plain`` does, and with
+``direct-tls`` each TLS path's against direct-tls's, in a second table.
 
 ``--plain``: the floor, what the cheapest relay costs (issue #23's latency and fetch goals).  PLAINTEXT on every
 leg, paths ``direct`` (the client to the broker ksgate uses), ``ksgate`` (``ksgate run``, no authorizer: the bare
@@ -37,6 +42,8 @@ single-record round trip.
     .venv/bin/python bench/anchors/haproxy_tls.py [--upstream tansu|kafka] [--repeat 5] [--records 200000]
         [--haproxy-threads 0] [--paths haproxy,ksgate,ksgate-ssl,pyrelay-tls-uvloop,pyrelay-tls-asyncio] [--json]
     .venv/bin/python bench/anchors/haproxy_tls.py --paths direct,haproxy,ksgate,pyrelay-tls-uvloop --rates 5000,50000
+    .venv/bin/python bench/anchors/haproxy_tls.py --upstream kafka --rates 5000
+        --paths direct,direct-tls,haproxy,ksgate-ssl,ksgate,pyrelay-tls-uvloop
     .venv/bin/python bench/anchors/haproxy_tls.py --plain [--repeat 3] [--rates 5000,50000]
         [--paths direct,ksgate,haproxy,haproxy-splice,pyrelay-uvloop,pyrelay-asyncio]
 """
@@ -75,7 +82,7 @@ from bench.anchors.kroxylicious import (  # noqa: E402
     throughput_lines,
     tls_client,
 )
-from bench.kafka_upstream import MECHANISM, write_bench_acls  # noqa: E402
+from bench.kafka_upstream import MECHANISM, SERVER_JVM_OPTIONS, write_bench_acls  # noqa: E402
 from bench.latency import Run, order  # noqa: E402
 from bench.throughput import (  # noqa: E402
     GatewayProcess,
@@ -91,9 +98,13 @@ from bench.throughput import (  # noqa: E402
 )
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 from gateway.stores.file_users import FileCredentialStore  # noqa: E402
+from tests.apache_kafka import KafkaBroker, kafka_lib  # noqa: E402
+from tests.apache_kafka.properties import LISTENERS, NODE_ID, BrokerLayout  # noqa: E402
 
 PATHS = ("haproxy", "ksgate", "ksgate-ssl", "pyrelay-tls-uvloop", "pyrelay-tls-asyncio")
-TLS_MODE_PATHS = ("direct", *PATHS)  # direct is never a default there: it only serves as the fixed rates' reference
+DIRECT_TLS = "direct-tls"
+# Neither direct path is a default there: each only serves as a reference for the others' figures.
+TLS_MODE_PATHS = ("direct", DIRECT_TLS, *PATHS)
 PLAIN_PATHS = ("direct", "ksgate", "haproxy", "haproxy-splice", "pyrelay-uvloop", "pyrelay-asyncio")
 PYRELAY = Path(__file__).resolve().with_name("pyrelay.py")
 BENCH_USER = "bench"
@@ -194,6 +205,11 @@ def pipe_counters(show_info: str) -> str:
     return " ".join(f"{name}={found.get(name, '?')}" for name in ("PipesUsed", "PipesFree"))
 
 
+def speaks_tls(client: dict[str, Any]) -> bool:
+    """Whether a path's client settings take TLS (SSL, SASL_SSL): every proxy path and direct-tls, not direct."""
+    return str(client.get("security.protocol", "PLAINTEXT")).upper().endswith("SSL")
+
+
 def version_of(binary: str) -> str:
     out = subprocess.run([binary, "-v"], check=False, stdout=subprocess.PIPE, text=True).stdout
     return out.splitlines()[0] if out else "?"
@@ -257,33 +273,76 @@ def listener_name(path: str) -> str:
     return path.upper().replace("-", "_")
 
 
-def kafka_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str]) -> tuple[dict[str, BrokerEnd], BrokerEnd]:
-    """One Apache Kafka with an extra PLAINTEXT listener per relay path (HAPROXY, HAPROXY_SPLICE, PYRELAY_UVLOOP...)
-    that advertises that relay's address."""
-    from bench.kafka_upstream import SERVER_JVM_OPTIONS
-    from tests.apache_kafka import KafkaBroker, kafka_lib
-    from tests.apache_kafka.properties import LISTENERS, NODE_ID
+# The direct-tls listener's TLS: the version and the one suite the proxy paths negotiate (printed per path), so the
+# JVM's own preference order cannot make the reference's TLS differ from that of the paths set against it.
+DIRECT_TLS_PROTOCOLS = "TLSv1.3"
+DIRECT_TLS_SUITES = "TLS_AES_256_GCM_SHA384"
 
+
+@dataclass(slots=True, frozen=True)
+class ExtraListener:
+    """A Kafka listener besides the test kit's: its name, where it binds, what it advertises, its protocol."""
+
+    name: str
+    bind: str
+    advertised: str
+    protocol: str = "PLAINTEXT"
+
+
+def listener_properties(layout: BrokerLayout, extra: list[ExtraListener]) -> dict[str, object]:
+    """The kit's three listener keys again (later lines of server.properties win), with ``extra`` added."""
+    named = [name for name in LISTENERS if name != "CONTROLLER"]
+    return {
+        "listeners": ",".join([*(f"{n}://{layout.address(n)}" for n in LISTENERS),
+                               *(f"{e.name}://{e.bind}" for e in extra)]),
+        "advertised.listeners": ",".join([*(f"{n}://{layout.address(n)}" for n in named),
+                                          *(f"{e.name}://{e.advertised}" for e in extra)]),
+        "listener.security.protocol.map": ",".join(
+            [*(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in LISTENERS),
+             *(f"{e.name}:{e.protocol}" for e in extra)]),
+    }
+
+
+def write_direct_tls_keystore(tls: TlsFiles, workdir: Path) -> Path:
+    """The proxies' server key and certificate chain in one file, key first, as Kafka's PEM keystore reads them."""
+    keystore = workdir / "direct-tls-keystore.pem"
+    keystore.touch(mode=0o600)  # it holds the private key
+    keystore.write_text(tls.server_key.read_text() + tls.server_cert.read_text())
+    return keystore
+
+
+def direct_tls_properties(keystore: Path) -> dict[str, object]:
+    """The direct-tls listener's own SSL keys: the proxies' certificate, no client certificate asked for (as the
+    proxies ask none), and the proxies' TLS version and suite."""
+    prefix = f"listener.name.{listener_name(DIRECT_TLS).lower()}."
+    return {f"{prefix}ssl.keystore.type": "PEM", f"{prefix}ssl.keystore.location": keystore,
+            f"{prefix}ssl.client.auth": "none", f"{prefix}ssl.enabled.protocols": DIRECT_TLS_PROTOCOLS,
+            f"{prefix}ssl.cipher.suites": DIRECT_TLS_SUITES}
+
+
+def kafka_ends(stack: ExitStack, workdir: Path, fronts: dict[str, str],
+               tls: TlsFiles | None = None) -> tuple[dict[str, BrokerEnd], BrokerEnd]:
+    """One Apache Kafka with an extra PLAINTEXT listener per relay path (HAPROXY, HAPROXY_SPLICE, PYRELAY_UVLOOP...)
+    that advertises that relay's address, and with ``tls`` an SSL listener DIRECT_TLS for the direct-tls path
+    (keyed direct-tls in the first mapping)."""
     lib = kafka_lib()
     if lib is None:
         raise SystemExit("--upstream kafka needs Apache Kafka's jars: run `bash scripts/kafka/fetch.sh` and export "
                          "REFERENCE_KAFKA_LIB=<the folder it prints>")
     broker = KafkaBroker(lib, workdir / "kafka", jvm_options=SERVER_JVM_OPTIONS)
     behind = {listener_name(path): f"127.0.0.1:{free_port()}" for path in fronts}
-    named = [name for name in LISTENERS if name != "CONTROLLER"]
-    # Later lines of server.properties win: the kit's three keys again, plus the relays' listeners.
-    broker.set_properties({
-        "listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in LISTENERS),
-                               *(f"{n}://{a}" for n, a in behind.items())]),
-        "advertised.listeners": ",".join([*(f"{n}://{broker.layout.address(n)}" for n in named),
-                                          *(f"{listener_name(p)}://{f}" for p, f in fronts.items())]),
-        "listener.security.protocol.map": ",".join(
-            [*(f"{n}:{'PLAINTEXT' if n == 'CONTROLLER' else n}" for n in LISTENERS),
-             *(f"{n}:PLAINTEXT" for n in behind)]),
-    })
+    extra = [ExtraListener(listener_name(p), behind[listener_name(p)], f) for p, f in fronts.items()]
+    properties: dict[str, object] = {}
+    if tls is not None:
+        address = f"127.0.0.1:{free_port()}"
+        behind[listener_name(DIRECT_TLS)] = address
+        extra.append(ExtraListener(listener_name(DIRECT_TLS), address, address, "SSL"))
+        properties = direct_tls_properties(write_direct_tls_keystore(tls, workdir))
+    broker.set_properties({**listener_properties(broker.layout, extra), **properties})
     stack.enter_context(broker)
     plain = broker.bootstrap("PLAINTEXT")  # ANONYMOUS there is a super user: set-up for every path
-    return ({p: BrokerEnd(broker.process, behind[listener_name(p)], plain_client(plain)) for p in fronts},
+    paths = [*fronts, *([DIRECT_TLS] if tls is not None else [])]
+    return ({p: BrokerEnd(broker.process, behind[listener_name(p)], plain_client(plain)) for p in paths},
             BrokerEnd(broker.process, plain, plain_client(plain), {"node.id.min": NODE_ID, "node.id.max": NODE_ID}))
 
 
@@ -317,7 +376,7 @@ def legs(args: argparse.Namespace, workdir: Path, tls: TlsFiles | None, binary: 
         fronts = {path: proxy.bootstrap for path, proxy in proxies.items()}
         # The broker advertises the relay's address to its path, or clients would bypass it after bootstrap.
         if args.upstream == "kafka":
-            behind, plain = kafka_ends(stack, workdir, fronts)
+            behind, plain = kafka_ends(stack, workdir, fronts, tls if DIRECT_TLS in args.paths else None)
         else:
             behind, plain = tansu_ends(stack, workdir, fronts, tls)
         found: dict[str, Leg] = {}
@@ -328,6 +387,9 @@ def legs(args: argparse.Namespace, workdir: Path, tls: TlsFiles | None, binary: 
                               AdminClient(behind[path].admin))
         if "direct" in args.paths:
             found["direct"] = Leg(plain_client(plain.address), None, plain, AdminClient(plain.admin))
+        if DIRECT_TLS in args.paths:  # the client's TLS as on the proxy paths, no client certificate
+            end = behind[DIRECT_TLS]
+            found[DIRECT_TLS] = Leg(tls_client(plain_client(end.address), tls), None, end, AdminClient(end.admin))
         password = secrets.token_urlsafe(24)
         for path in [p for p in args.paths if p.startswith("ksgate")]:
             home = workdir / path
@@ -385,6 +447,19 @@ def comparison_lines(report: Report, paths: list[str], rates: list[int]) -> list
     """Each proxy against direct, and ksgate against haproxy: a row per figure, a column per pair."""
     pairs = [(p, "direct") for p in paths if p != "direct" and "direct" in paths]
     pairs += [("ksgate", base) for base in ("haproxy", "pyrelay-uvloop") if {"ksgate", base} <= set(paths)]
+    return pair_lines(report, pairs, rates, "direct")
+
+
+def direct_tls_lines(report: Report, paths: list[str], rates: list[int]) -> list[str]:
+    """Each TLS path against direct-tls, the client's TLS straight to the broker: what the relay adds to the TLS the
+    client does anyway; none without a direct-tls path."""
+    if DIRECT_TLS not in paths:
+        return []
+    return pair_lines(report, [(p, DIRECT_TLS) for p in paths if p not in ("direct", DIRECT_TLS)], rates, DIRECT_TLS)
+
+
+def pair_lines(report: Report, pairs: list[tuple[str, str]], rates: list[int], reference: str) -> list[str]:
+    """A row per figure, a column per pair (path, base); ``reference`` names the base in the legend."""
     if not pairs:
         return []
     rows: list[tuple[str, str, int | None, bool]] = [(label, field_, None, ratio) for label, field_, ratio in COMPARED]
@@ -392,8 +467,8 @@ def comparison_lines(report: Report, paths: list[str], rates: list[int]) -> list
     # 26 wide, or wider where a pair's name would otherwise run into the next (the TLS mode's pyrelay-tls-* paths)
     width = max(26, *(len(f"{a} vs {b}") + 1 for a, b in pairs))
     lines = [f"{'':<20}" + "".join(f"{f'{a} vs {b}':>{width}}" for a, b in pairs),
-             "(throughput: proxy/direct; latency: proxy - direct, ms; of the medians [median of each repeat's own];"
-             " fixed-rate latencies are kept to 0.01 ms)"]
+             f"(throughput: proxy/{reference}; latency: proxy - {reference}, ms; of the medians [median of each "
+             "repeat's own]; fixed-rate latencies are kept to 0.01 ms)"]
     for label, figure, rate, ratio in rows:
         digits = 3 if rate is None else 2
         lines.append(f"{label:<20}" + "".join(
@@ -426,11 +501,14 @@ def plain_table(report: Report, paths: list[str], rates: list[int]) -> str:
 
 def tls_fixed_rate_lines(report: Report, paths: list[str], rates: list[int]) -> list[str]:
     """The TLS mode's fixed-rate table (none without ``rates``) and, with a direct path to take it from, what each
-    proxy adds, as ``--plain`` sets it out."""
+    proxy adds, as ``--plain`` sets it out; with direct-tls, then what each TLS path adds to it."""
     if not rates:
         return []
     lines = fixed_rate_lines(report.latency, paths, rates)
-    return [*lines, "", *comparison_lines(report, paths, rates)] if "direct" in paths else lines
+    if "direct" in paths:
+        lines += ["", *comparison_lines(report, paths, rates)]
+    against_tls = direct_tls_lines(report, paths, rates)
+    return [*lines, "", *against_tls] if against_tls else lines
 
 
 def cpu_ms_per_mb(run: PathRun, phase: str) -> float:
@@ -516,6 +594,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     named = {p.strip() for p in (args.paths or ",".join(default)).split(",") if p.strip()}
     if not named or named - set(known):
         parser.error(f"--paths: name some of {', '.join(known)}")
+    if DIRECT_TLS in named and args.upstream != "kafka":
+        parser.error(f"--paths {DIRECT_TLS} needs --upstream kafka: Tansu has no TLS listener")
     args.paths = [p for p in known if p in named]
     args.rates = rate_list(("5000,50000" if args.plain else "") if args.rates is None else args.rates)
     require_at_least_one(parser, args, "records", "size", "repeat", "partitions", "latency_samples")
@@ -539,7 +619,11 @@ def measure(args: argparse.Namespace, found: dict[str, Leg], report: Report) -> 
 
 def tls_header(args: argparse.Namespace, haproxy: str, report: Report) -> str:
     upstream = "Apache Kafka (one node)" if args.upstream == "kafka" else "Tansu (in-memory, one per side)"
-    lines = [f"upstream: {upstream}, PLAINTEXT; {args.records:,} x {args.size} B, median of {args.repeat} "
+    upstream += ", PLAINTEXT"
+    if DIRECT_TLS in args.paths:  # the one path whose TLS the broker itself terminates
+        upstream += (f" (but {DIRECT_TLS}: Kafka's own SSL listener, {DIRECT_TLS_PROTOCOLS} {DIRECT_TLS_SUITES} only, "
+                     "the proxies' certificate)")
+    lines = [f"upstream: {upstream}; {args.records:,} x {args.size} B, median of {args.repeat} "
              f"repeats; {haproxy}; ksgate SASL: {MECHANISM}",
              "TLS negotiated (OpenSSL client, default settings): "
              + "; ".join(f"{p} {t}" for p, t in report.tls.items()) + f"; load average after: {loadavg()}"]
@@ -573,8 +657,8 @@ def main(argv: list[str] | None = None) -> int:
         with legs(args, workdir, tls, binary or "") as found:
             for path, leg in found.items():  # readiness of each whole path, and what TLS it speaks
                 AdminClient(leg.client).list_topics(timeout=30)
-                if tls is not None and leg.proxy is not None:
-                    report.tls[path] = negotiated_tls(leg.proxy.bootstrap, tls.ca)
+                if tls is not None and speaks_tls(leg.client):
+                    report.tls[path] = negotiated_tls(leg.client["bootstrap.servers"], tls.ca)
             measure(args, found, report)
             report.pipes = {p: leg.proxy.pipes() for p, leg in found.items() if isinstance(leg.proxy, HAProxyProcess)
                             and args.plain}

@@ -94,3 +94,24 @@ def test_haproxy_tls_bench_sets_the_tls_paths_fixed_rates_against_plaintext_dire
     assert "haproxy vs direct" in stdout and "pyrelay-tls-uvloop vs direct" in stdout and "ksgate vs direct" in stdout
     added = next(line for line in stdout.splitlines() if line.startswith("200/s pub p50 ms"))
     assert "nan" not in added and added.count("[") == 4  # each proxy against direct, ksgate against haproxy
+
+
+@pytest.mark.kafka
+@pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)")
+def test_haproxy_tls_bench_sets_the_tls_paths_against_a_direct_tls_connection_to_kafka() -> None:
+    lib = kafka_lib()
+    if lib is None:
+        pytest.skip("no Apache Kafka jars (scripts/kafka/fetch.sh, REFERENCE_KAFKA_LIB)")
+    paths = ["direct", "direct-tls", "haproxy"]
+    report, stdout = run_bench("--upstream", "kafka", "--paths", ",".join(paths), "--rates", "200", "--seconds", "1",
+                               "--warmup", "0.5", env={"REFERENCE_KAFKA_LIB": str(lib)})
+    runs = report["runs"]
+    assert isinstance(runs, list) and sorted(run["path"] for run in runs) == paths
+    assert all(run["produce_mb_s"] > 0 and run["fetch_mb_s"] > 0 for run in runs)
+    tls = report["tls"]  # the handshake with Kafka's own listener, as each proxy's: the same version and suite
+    assert isinstance(tls, dict) and set(tls) == {"direct-tls", "haproxy"}
+    assert tls["direct-tls"] == tls["haproxy"] == "TLSv1.3 TLS_AES_256_GCM_SHA384"
+    assert "WARNING" not in stdout
+    assert "direct-tls vs direct" in stdout and "haproxy vs direct-tls" in stdout
+    added = [line for line in stdout.splitlines() if line.startswith("200/s pub p50 ms")]
+    assert len(added) == 2 and "nan" not in added[1] and added[1].count("[") == 1  # haproxy against direct-tls
