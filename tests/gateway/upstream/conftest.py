@@ -1,6 +1,6 @@
 """A quickstart-like ksgate (SASL_SSL, users admin/alice/bob, the quickstart's ACLs and client files)
 in front of the Apache Kafka kit's broker, for the tests of Kafka's own Java clients and tools; and the watch
-on the request stage's Produce walk that the walked-Produce tests share (walked_produce.py)."""
+on the request stage's Produce walk that the walked-Produce tests share (walked_produce/kit.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gateway.commands.embedded_broker import free_port
 from gateway.commands.quickstart import QuickstartPlan, prepare, write_client_files
 from tests.apache_kafka import KafkaBroker
 from tests.apache_kafka.java_clients import JavaRunner, java_available
-from tests.gateway.upstream.walked_produce import WalkWatch, watch_walks
+from tests.gateway.upstream.walked_produce.kit import WalkWatch, watch_walks
 from tests.harness import GatewayThread
 
 
@@ -55,5 +55,5 @@ def java_gateway(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.fixture
 def watch(monkeypatch: pytest.MonkeyPatch) -> WalkWatch:
-    """What the request stage does with each Produce from now on (walked_produce.watch_walks)."""
+    """What the request stage does with each Produce from now on (walked_produce.kit.watch_walks)."""
     return watch_walks(monkeypatch)

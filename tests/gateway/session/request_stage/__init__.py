@@ -1,1 +1,1 @@
-"""Tests of gateway/session/request_stage.py: how decide() reads a request."""
+"""Tests of gateway/session/request_stage.py: how a request frame reaches decide(), and how decide() reads it."""

@@ -14,7 +14,7 @@ import pytest
 
 from tests.apache_kafka import KafkaBroker
 from tests.apache_kafka.java_clients import JavaRunner, java_available
-from tests.gateway.upstream.walked_produce import (
+from tests.gateway.upstream.walked_produce.kit import (
     CASES,
     WalkWatch,
     assert_every_produce_walked,

@@ -31,7 +31,7 @@ from tests.apache_kafka import KafkaBroker
 from tests.apache_kafka.broker import CLIENT_USER
 from tests.apache_kafka.clients import TIMEOUT_S
 from tests.apache_kafka.java_clients import JavaRunner, java_available, scram_properties
-from tests.gateway.upstream.walked_produce import (
+from tests.gateway.upstream.walked_produce.kit import (
     CASES,
     WalkWatch,
     assert_every_produce_walked,
