@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ssl
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from auth.cert_tools import write_tls_material
 from bench.anchors.haproxy_tls import (
     DIRECT_TLS,
     ExtraListener,
-    Report,
     direct_tls_properties,
     listener_properties,
     parse_args,
@@ -26,8 +24,8 @@ from bench.anchors.haproxy_tls import (
     write_direct_tls_keystore,
 )
 from bench.anchors.kroxylicious import fixed_rate_lines, tls_client
-from bench.latency import Run
 from tests.apache_kafka.properties import BrokerLayout
+from tests.bench.test_haproxy_tls_paths import fixed_rate_report  # one fake report for both TLS-mode tables
 
 
 def test_direct_tls_is_named_only_with_kafka_upstream_and_never_a_default() -> None:
@@ -76,15 +74,6 @@ def test_every_path_but_plaintext_direct_has_its_tls_reported(tmp_path: Path) ->
     assert speaks_tls(tls_client({"bootstrap.servers": "127.0.0.1:1"}, tls))  # direct-tls and the proxies
     assert speaks_tls({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL"})  # ksgate
     assert not speaks_tls({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_PLAINTEXT"})
-
-
-def fixed_rate_report(publish: Mapping[str, tuple[float, ...]], rate: int) -> Report:
-    report = Report()
-    for path, each in publish.items():
-        for repeat, p50 in enumerate(each):
-            report.latency.append(Run(path, rate, repeat, publish={"p50": p50, "p99": p50 + 1.0},
-                                      end_to_end={"p50": p50 + 2.0, "p99": p50 + 4.0}))
-    return report
 
 
 def rows(lines: list[str]) -> dict[str, list[str]]:
