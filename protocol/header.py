@@ -15,7 +15,9 @@ from protocol.errors import DecodeError
 from protocol.primitives import Reader, Writer
 from protocol.registry import ApiSchema, api
 
-_HEAD = struct.Struct(">hhi")
+SHORT_HEADER = "request shorter than the fixed header"
+# api_key, api_version, correlation_id: the fixed start of every request header (after the frame's size)
+FIXED_HEADER = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -31,11 +33,12 @@ class RequestHeader:
     unknown_tags: list[tuple[int, bytes]] = field(default_factory=list)
 
 
-def peek_api(payload: memoryview) -> tuple[int, int, int]:
-    """api key, api version and correlation id: readable even for unknown APIs."""
-    if len(payload) < _HEAD.size:
-        raise DecodeError("request shorter than the fixed header")
-    key, version, correlation_id = _HEAD.unpack_from(payload, 0)
+def peek_api(payload: memoryview, offset: int = 0) -> tuple[int, int, int]:
+    """api key, api version and correlation id of the header at ``offset`` (4: a frame's wire bytes, size prefix
+    first): readable even for unknown APIs."""
+    if len(payload) - offset < FIXED_HEADER.size:
+        raise DecodeError(SHORT_HEADER)
+    key, version, correlation_id = FIXED_HEADER.unpack_from(payload, offset)
     return key, version, correlation_id
 
 
@@ -66,9 +69,9 @@ def read_request_header(payload: memoryview, key: int, version: int) -> tuple[Ap
     # inline: this runs once per request (measured: 368 bytecodes before, see bench/README.md).
     end = len(payload)
     if end < 10:
-        raise DecodeError(f"need 2 bytes at offset {_HEAD.size}, have {end - _HEAD.size}")
-    n: int = _I16.unpack_from(payload, _HEAD.size)[0]
-    pos = _HEAD.size + 2
+        raise DecodeError(f"need 2 bytes at offset {FIXED_HEADER.size}, have {end - FIXED_HEADER.size}")
+    n: int = _I16.unpack_from(payload, FIXED_HEADER.size)[0]
+    pos = FIXED_HEADER.size + 2
     if n < -1:
         raise DecodeError(f"invalid client id length {n}")
     client_id = None

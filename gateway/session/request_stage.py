@@ -15,7 +15,6 @@ a route whose policy has a walked shortcut (Produce) is relayed undecoded when t
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from gateway.session.routes import ApiRoute, Dispatch
 from protocol.entities.topic_prepass import prepass_for
 from protocol.errors import DecodeError
 from protocol.framing import frame as framed
-from protocol.header import read_request_header
+from protocol.header import FIXED_HEADER, SHORT_HEADER, read_request_header
 from protocol.messages import response_frame
 from protocol.schema import MessageSpec
 
@@ -81,8 +80,7 @@ class AnswerLocally:
 Decision = RelayRequest | ReplyNow | AnswerLocally
 
 _OUTCOMES = {Relay: "allowed", Rewrite: "partial", Answer: "denied", Refuse: "refused"}
-_HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id: after the size, in every request
-_HEADER_END = 4 + _HEAD.size
+_HEADER_END = 4 + FIXED_HEADER.size
 _REQUEST_CORRELATION_AT = 8  # size(4) api_key(2) api_version(2)
 _NOT_SERVED = "api key {key} v{version} is advertised but not served (as on Kafka 4)"
 
@@ -90,10 +88,10 @@ _NOT_SERVED = "api key {key} v{version} is advertised but not served (as on Kafk
 def decide(requester: RequestContext, wire: memoryview) -> Decision:
     """Run one request frame (``wire``: size prefix + payload, as received) through the stages its route names;
     raises PipelineRefusal to close the connection."""
-    # peek_api(payload), inline (once per request): read at offset 4 of the wire bytes, with its length check
+    # peek_api(wire, 4) inline, with its struct and message (once per request): the header at offset 4 of the wire
     if len(wire) < _HEADER_END:
-        raise PipelineRefusal("not a Kafka request: request shorter than the fixed header")
-    key, version, correlation_id = _HEAD.unpack_from(wire, 4)
+        raise PipelineRefusal(f"not a Kafka request: {SHORT_HEADER}")
+    key, version, correlation_id = FIXED_HEADER.unpack_from(wire, 4)
     payload = wire[4:]
     route = requester.routes.get(key)
     dispatch = route.dispatch if route is not None else None

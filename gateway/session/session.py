@@ -702,7 +702,7 @@ class ProxySession:
         return route is not None and not route.stays_on_loop
 
     def _decide_large(self, wire: memoryview) -> None:
-        key, version, correlation_id = peek_api(wire[4:])
+        key, version, correlation_id = peek_api(wire, 4)
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
         self._wait_for("large-request")
@@ -853,7 +853,7 @@ class ProxySession:
                 self._move(Move.REAUTHENTICATION)
             self._apply_step(self.authenticator.on_frame(wire[4:]))
             return
-        key, version, correlation_id = peek_api(wire[4:])
+        key, version, correlation_id = peek_api(wire, 4)
         schema = api(key)
         if schema is None or not schema.supports(version):
             raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")
