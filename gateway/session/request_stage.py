@@ -85,15 +85,15 @@ _REQUEST_CORRELATION_AT = 8  # size(4) api_key(2) api_version(2)
 _NOT_SERVED = "api key {key} v{version} is advertised but not served (as on Kafka 4)"
 
 
-def decide(requester: RequestContext, wire: memoryview) -> Decision:
+def decide(requester: RequestContext, wire: memoryview, route: ApiRoute | None) -> Decision:
     """Run one request frame (``wire``: size prefix + payload, as received) through the stages its route names;
-    raises PipelineRefusal to close the connection."""
+    raises PipelineRefusal to close the connection. ``route``: the frame's route, as the session looked it up
+    once for every stage (``requester.routes`` at its api key; None: the frame has no key, or no route)."""
     # peek_api(wire, 4) inline, with its struct and message (once per request): the header at offset 4 of the wire
     if len(wire) < _HEADER_END:
         raise PipelineRefusal(f"not a Kafka request: {SHORT_HEADER}")
     key, version, correlation_id = FIXED_HEADER.unpack_from(wire, 4)
     payload = wire[4:]
-    route = requester.routes.get(key)
     dispatch = route.dispatch if route is not None else None
     if dispatch is not Dispatch.RELAY and dispatch is not None:  # one check for the relayed APIs
         if dispatch is Dispatch.API_VERSIONS:

@@ -140,6 +140,12 @@ class ApiRoute:
 RouteTable = Mapping[int, ApiRoute]
 
 
+def route_of(routes: RouteTable, wire: memoryview) -> ApiRoute | None:
+    """The route of a request frame (``wire``: size prefix + payload), looked up once for every stage; None: the
+    frame is too short for a header, or no route has its key (read unsigned: a negative int16 has none either)."""
+    return routes.get(wire[4] << 8 | wire[5]) if len(wire) >= 8 else None
+
+
 def build_routes(policies: Mapping[int, ApiPolicy], local: Mapping[int, LocalHandler]) -> RouteTable:
     """Every client-facing API, by key, built once when the gateway is wired. ``local``: the admin
     handlers this gateway serves (none without an authorizer). Inter-broker and controller APIs

@@ -81,7 +81,7 @@ from gateway.session.response_stage import (
     relayed_as_is,
     response_pieces,
 )
-from gateway.session.routes import Dispatch
+from gateway.session.routes import ApiRoute, Dispatch
 from gateway.session.sasl_stage import (
     looks_like_kafka,
     new_authenticator,
@@ -560,7 +560,7 @@ class ProxySession:
         """Handle request frames, each its wire bytes (size prefix + payload) as the receiver split them."""
         limit = self.ctx.config.queued_max_requests
         # Read once per call, not per frame: these objects live as long as the session (their fields change).
-        state, gate, responses, outbox = self._phase, self._gate, self.responses, self._outbox
+        state, gate, responses, outbox, routes = self._phase, self._gate, self.responses, self._outbox, self.ctx.routes
         for index, wire in enumerate(frames):
             if state.phase in CLOSING_PHASES:  # refused (or a login failed): nothing after it is read or relayed
                 break
@@ -577,16 +577,17 @@ class ProxySession:
             if state.phase is Phase.AUTHENTICATING:
                 self._authenticate(wire)
                 continue
-            if len(wire) >= LARGE_WIRE_BYTES and self._is_large(wire):
+            route = routes.get(wire[4] << 8 | wire[5]) if len(wire) >= 8 else None  # route_of(routes, wire), inline
+            if len(wire) >= LARGE_WIRE_BYTES and route is not None and not route.stays_on_loop:
                 gate.hold(frames[index + 1 :])
-                self._decide_large(wire)
+                self._decide_large(wire, route)
                 break
             try:
                 applied = self.quota.applies(wire)
                 if applied is None:
-                    self._request(wire)
+                    self._request(wire, route)
                 else:
-                    self._request_under_quota(applied, wire)
+                    self._request_under_quota(applied, wire, route)
             except Exception as exc:  # a refusal, or a gateway bug: either closes this connection only
                 self._request_failed(exc)
                 return
@@ -595,12 +596,11 @@ class ProxySession:
         if len(responses) + outbox.answers >= limit:
             self._set_read_paused("in-flight", True)
 
-    def _request(self, wire: memoryview) -> None:
-        route = self.ctx.routes.get(wire[4] << 8 | wire[5]) if len(wire) >= 8 else None  # the unsigned key
+    def _request(self, wire: memoryview, route: ApiRoute | None) -> None:
         if route is not None and route.dispatch is Dispatch.SASL:
             self._sasl_after_authentication(wire)
             return
-        self._apply(decide(self._request_context(), wire))
+        self._apply(decide(self._request_context(), wire, route))
 
     def _request_context(self) -> RequestContext:
         """What a decision reads, as of now: immutable values and snapshots of the shared state."""
@@ -695,20 +695,14 @@ class ProxySession:
 
     # --- large requests and responses: decided in the worker thread, in their slot ------------
 
-    def _is_large(self, wire: memoryview) -> bool:
-        if len(wire) < LARGE_WIRE_BYTES:
-            return False
-        route = self.ctx.routes.get(wire[4] << 8 | wire[5])
-        return route is not None and not route.stays_on_loop
-
-    def _decide_large(self, wire: memoryview) -> None:
+    def _decide_large(self, wire: memoryview, route: ApiRoute) -> None:
         key, version, correlation_id = peek_api(wire, 4)
         slot = self.responses.add_deferred(correlation_id, key, version)
         slot.large = True  # its response is decoded in the worker too, however small
         self._wait_for("large-request")
         if (applied := self.quota.applies(wire)) is not None:  # its CPU is the worker's, not counted
             self._mute(self.quota.request_done(applied, key, len(wire), 0, slot))
-        self._job(act.JobKind.LARGE, partial(decide, self._request_context(), wire),
+        self._job(act.JobKind.LARGE, partial(decide, self._request_context(), wire, route),
                   partial(self._large_decided, slot))
 
     def _large_decided(self, slot: ResponseSlot, result: Decision | BaseException) -> None:
@@ -745,13 +739,13 @@ class ProxySession:
 
     # --- client quotas (gateway/quotas): throttle_time_ms in the response, and a muted socket ------
 
-    def _request_under_quota(self, applied: AppliedQuotas, wire: memoryview) -> None:
+    def _request_under_quota(self, applied: AppliedQuotas, wire: memoryview, route: ApiRoute | None) -> None:
         slots = len(self.responses)
         cpu = cpu_clock_ns()
-        self._request(wire)
+        self._request(wire, route)
+        assert route is not None  # a frame without a route is refused: _request raised
         slot = self.responses.newest() if len(self.responses) > slots else None  # None: acks=0, the mute alone
-        self._mute(self.quota.request_done(applied, int.from_bytes(wire[4:6], "big"), len(wire),
-                                           cpu_clock_ns() - cpu, slot))
+        self._mute(self.quota.request_done(applied, route.api_key, len(wire), cpu_clock_ns() - cpu, slot))
 
     def _over_mutation_quota(self, decision: RelayRequest, slot: ResponseSlot | None) -> bool:
         """controller_mutation_rate (KIP-599): False when it has no say; else the request was answered here

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from gateway.server import Gateway
 from gateway.session import actions as act
+from gateway.session.routes import ApiRoute, RouteTable
 from gateway.session.session import LARGE_BYTES
 from protocol.api_keys import ApiKey
 from protocol.frame_receiver import FrameReceiver
@@ -128,3 +130,35 @@ def test_a_request_shorter_than_its_fixed_header_is_refused(plaintext: Gateway) 
         driver.send(struct.pack(">i", len(payload)) + payload)
         assert driver.closed is not None and "not a Kafka request" in str(driver.closed.reason)
         assert driver.upstream_bytes == b""
+
+
+class _CountedRoutes(Mapping[int, ApiRoute]):
+    """The gateway's route table, counting its lookups (``get`` and ``[]`` both come through ``__getitem__``)."""
+
+    def __init__(self, routes: RouteTable) -> None:
+        self.routes = routes
+        self.lookups = 0
+
+    def __getitem__(self, key: int) -> ApiRoute:
+        self.lookups += 1
+        return self.routes[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.routes)
+
+    def __len__(self) -> int:
+        return len(self.routes)
+
+
+def test_each_request_looks_its_route_up_once_for_every_stage(plaintext: Gateway) -> None:
+    counted = _CountedRoutes(plaintext.ctx.routes)
+    plaintext.ctx.routes = counted
+    driver = Driver.connect(plaintext)
+    big = _metadata(3, *(f"topic-{i:06}" for i in range(LARGE_BYTES // 4)))  # decided in the worker
+    for wire in (_produce(1), _metadata(2, "a"), big):
+        before = counted.lookups
+        driver.send(wire)
+        if driver.jobs:
+            driver.run_job(act.JobKind.LARGE)
+        assert counted.lookups - before == 1, f"api key {int.from_bytes(wire[4:6], 'big')}"
+    assert len(driver.upstream_requests()) == 3 and driver.closed is None

@@ -37,6 +37,7 @@ from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
 from gateway.session.request_stage import AnswerLocally, RelayRequest, ReplyNow, decide
 from gateway.session.response_stage import PipelineRefusal
+from gateway.session.routes import route_of
 from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame
 from protocol.record_batch import encode_batch
@@ -123,7 +124,8 @@ def _outcome(context: RequestContext, wire: bytes) -> tuple[Any, ...]:
     audit.events.clear()
     context = context._replace(misses=TopicIdMisses())
     try:
-        decided: tuple[Any, ...] = _decision(decide(context, memoryview(wire)))
+        frame = memoryview(wire)
+        decided: tuple[Any, ...] = _decision(decide(context, frame, route_of(context.routes, frame)))
     except PipelineRefusal as exc:
         decided = ("refused", str(exc))
     return decided, list(audit.events), context.misses.missed
@@ -176,8 +178,8 @@ def test_an_authorized_walked_produce_is_decided_and_audited_as_a_decoded_one(
 
 
 def _decide(context: RequestContext, txn_id: str | None, records: bytes, *names: str) -> Any:
-    return decide(context, memoryview(request_frame(ApiKey.PRODUCE, 11, 7,
-                                                    _produce(11, -1, txn_id, records, *names), "c")))
+    return decide(context, memoryview(request_frame(ApiKey.PRODUCE, 11, 7, _produce(11, -1, txn_id, records, *names),
+                                                    "c")), context.routes[ApiKey.PRODUCE])
 
 
 def test_an_allowed_produce_with_an_authorizer_is_relayed_undecoded_and_unrecorded(
@@ -211,8 +213,8 @@ def test_an_authorized_produce_the_shortcut_cannot_answer_is_decoded_and_recorde
         names = (_RESERVED,)
     context = base._replace(authorization=authorization, misses=TopicIdMisses())
     if case == "unknown topic id":  # only v13 names topics by id
-        decide(context, memoryview(request_frame(ApiKey.PRODUCE, 13, 7,
-                                                 _produce(13, -1, txn_id, records, *names), "c")))
+        decide(context, memoryview(request_frame(ApiKey.PRODUCE, 13, 7, _produce(13, -1, txn_id, records, *names),
+                                                 "c")), context.routes[ApiKey.PRODUCE])
         assert context.misses.missed
     else:
         _decide(context, txn_id, records, *names)

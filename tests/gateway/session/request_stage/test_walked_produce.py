@@ -19,6 +19,7 @@ import pytest
 from gateway.session.request_context import RequestContext
 from gateway.session.request_stage import AnswerLocally, RelayRequest, ReplyNow, decide
 from gateway.session.response_stage import PipelineRefusal
+from gateway.session.routes import route_of
 from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame
 from protocol.record_batch import encode_batch
@@ -58,7 +59,8 @@ def _sized(payload: bytes) -> bytes:
 
 def _outcome(context: RequestContext, wire: bytes) -> tuple[Any, ...]:
     try:
-        decision = decide(context, memoryview(wire))
+        frame = memoryview(wire)
+        decision = decide(context, frame, route_of(context.routes, frame))
     except PipelineRefusal as exc:
         return ("refused", str(exc))
     assert not isinstance(decision, AnswerLocally)
@@ -84,11 +86,13 @@ def test_a_walked_produce_is_decided_as_a_decoded_one(walking: RequestContext, v
 
 def test_a_produce_without_an_authorizer_is_not_decoded(walking: RequestContext, decoded: list[str]) -> None:
     wire = request_frame(ApiKey.PRODUCE, 11, 7, _produce(11, -1, "orders"), "c")
-    decision = decide(walking, memoryview(wire))
+    decision = decide(walking, memoryview(wire), walking.routes[ApiKey.PRODUCE])
     assert isinstance(decision, RelayRequest) and bytes(decision.wire) == wire and decision.expects_response
     assert decoded == []
-    acks_zero = decide(walking, memoryview(request_frame(ApiKey.PRODUCE, 11, 8, _produce(11, 0, "o"), "c")))
+    acks_zero = decide(walking, memoryview(request_frame(ApiKey.PRODUCE, 11, 8, _produce(11, 0, "o"), "c")),
+                       walking.routes[ApiKey.PRODUCE])
     assert isinstance(acks_zero, RelayRequest) and not acks_zero.expects_response and decoded == []
     # An illegal name goes through the full decode and the policy (its per-partition errors), as before.
-    illegal = decide(walking, memoryview(request_frame(ApiKey.PRODUCE, 11, 9, _produce(11, -1, "a b"), "c")))
+    illegal = decide(walking, memoryview(request_frame(ApiKey.PRODUCE, 11, 9, _produce(11, -1, "a b"), "c")),
+                     walking.routes[ApiKey.PRODUCE])
     assert isinstance(illegal, ReplyNow) and decoded == ["ProduceRequest"]
