@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import logging.handlers
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ NAME_CHARS = 256
 REASON_CHARS = 2 * NAME_CHARS
 # Items named per admin change event (its ``count`` is exact).
 ADMIN_SAMPLE_SIZE = 10
+_OPS_LOG = logging.getLogger("ksgate.logs")  # the operational log's, where log files report trouble
 
 
 def bounded_name(text: str, limit: int = NAME_CHARS) -> str:
@@ -61,11 +63,30 @@ class AdminChange:
 
 
 class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
-    """RotatingFileHandler whose files (the first and each one after a rollover) are mode 0600."""
+    """RotatingFileHandler whose files (the first and each one after a rollover) are mode 0600, and whose
+    failures reach the operational log as one line per outage, never with the record."""
+
+    lost = 0  # records not written since the file last failed (0: it is writable)
 
     def _open(self) -> io.TextIOWrapper:
         return open(open_private_log(self.baseFilename), "a", encoding=self.encoding,
                     errors=self.errors)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        lost = self.lost
+        super().emit(record)  # a failure comes back through handleError
+        if lost and self.lost == lost:
+            _OPS_LOG.warning("audit log %s is written again; %d audit records were lost", self.baseFilename, lost)
+            self.lost = 0
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Not the standard library's: it prints the record (an audit line) and a traceback to stderr, which is
+        the operational log, for every record the file cannot take (a full disk, a removed directory)."""
+        self.lost += 1
+        if self.lost == 1:  # once per outage, not once per record
+            error = sys.exc_info()[1]
+            _OPS_LOG.error("audit log %s cannot be written (%s: %s); audit records are lost until it can",
+                           self.baseFilename, type(error).__name__, bounded_name(str(error), REASON_CHARS))
 
 
 def _now_iso() -> str:
@@ -87,7 +108,9 @@ class AuditLog:
         if self.path is None:
             return
         logger = logging.getLogger(f"ksgate.audit.{id(self)}")
-        logger.propagate = False  # never mixed into the operational log
+        # Never mixed into the operational log. Under pytest audit lines still show in "Captured log": pytest
+        # adds its capture handler to every non-propagating logger that exists when a test phase starts.
+        logger.propagate = False
         logger.setLevel(logging.INFO)
         handler = _PrivateRotatingFileHandler(self.path, maxBytes=self.max_bytes, backupCount=self.backups,
                                               encoding="utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,3 +61,29 @@ def test_an_existing_world_readable_audit_log_is_narrowed_with_a_warning(tmp_pat
     assert mode(path) == 0o600
     assert path.read_text().startswith("earlier line\n")  # appended to, not replaced
     assert any("0644" in r.getMessage() and "0600" in r.getMessage() for r in caplog.records)
+
+
+def test_an_audit_file_that_cannot_be_written_is_reported_once_without_its_records(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    directory = tmp_path / "audit"
+    directory.mkdir()
+    audit = AuditLog(str(directory / "audit.log"), max_bytes=300, backups=1)  # the second record rolls over
+    try:
+        _login(audit, "kept")
+        shutil.rmtree(directory)  # the rollover cannot open a new file: these records are lost
+        with caplog.at_level(logging.INFO, logger="ksgate.logs"):
+            _login(audit, "lost-one")
+            _login(audit, "lost-two")
+            directory.mkdir()
+            _login(audit, "back")
+    finally:
+        audit.close()
+    out, err = capsys.readouterr()
+    assert '"attempted_user":"lost-' not in out + err  # no audit record on stdout or stderr, the operational log
+    assert "Traceback" not in err
+    reports = [r for r in caplog.records if r.name == "ksgate.logs"]
+    assert [r.levelname for r in reports] == ["ERROR", "WARNING"]  # one line per outage, one when it ends
+    assert "cannot be written (FileNotFoundError" in reports[0].getMessage()
+    assert "2 audit records were lost" in reports[1].getMessage()
+    assert not any("lost-" in r.getMessage() for r in reports)
+    assert '"attempted_user":"back"' in (directory / "audit.log").read_text()
