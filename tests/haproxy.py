@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from tests.harness import free_port
+from gateway.commands.embedded_broker import free_port
 
 
 class HAProxy:
