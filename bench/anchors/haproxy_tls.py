@@ -78,6 +78,7 @@ from bench.anchors.kroxylicious import (  # noqa: E402
     fixed_rate_runs,
     median,
     millicores_per_mb_s,
+    path_width,
     rate_list,
     throughput_lines,
     tls_client,
@@ -485,10 +486,12 @@ def cpu_us_per_round_trip(run: PathRun) -> float:
 
 def round_trip_cpu_lines(report: Report, paths: list[str]) -> list[str]:
     lines = ["proxy CPU per single-record round trip, us: median [each repeat]"]
-    for path in [p for p in paths if p != "direct"]:
+    proxies = [p for p in paths if p != "direct"]
+    width = path_width(proxies) + 2
+    for path in proxies:
         each = [cpu_us_per_round_trip(r) for r in report.runs if r.path == path]
         if each:
-            lines.append(f"  {path:<16}{median(each):>7.1f}  [{' '.join(f'{v:.1f}' for v in each)}]")
+            lines.append(f"  {path:<{width}}{median(each):>7.1f}  [{' '.join(f'{v:.1f}' for v in each)}]")
     return lines
 
 

@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,14 +116,22 @@ def millicores_per_mb_s(cpu_pct: float, mb_s: float) -> float:
     return 10 * cpu_pct / mb_s if mb_s else float("nan")
 
 
+def path_width(paths: Sequence[str]) -> int:
+    """The path column's width in the tables: the longest path name's (pyrelay-tls-asyncio is 19), at least the 14
+    this bench's own names need."""
+    return max(14, *map(len, paths))
+
+
 def throughput_lines(runs: list[PathRun], paths: list[str]) -> list[str]:
     """A row per path: produce and fetch MB/s, single-record latency, proxy millicores per MB/s (medians)."""
-    lines = [f"{'path':<14}{'produce MB/s':>13}{'fetch MB/s':>11}{'lat p50':>8}{'p99':>7}"
+    width = path_width(paths)
+    lines = [f"{'path':<{width}}{'produce MB/s':>13}{'fetch MB/s':>11}{'lat p50':>8}{'p99':>7}"
              f"{'proxy mcores/MB/s produce':>27}{'fetch':>7}   (medians; single-record latency, ms)"]
     for path in paths:
         mine = [r for r in runs if r.path == path]
         lines.append(
-            f"{path:<14}{median([r.produce_mb_s for r in mine]):>13.1f}{median([r.fetch_mb_s for r in mine]):>11.1f}"
+            f"{path:<{width}}{median([r.produce_mb_s for r in mine]):>13.1f}"
+            f"{median([r.fetch_mb_s for r in mine]):>11.1f}"
             f"{median([r.latency_p50_ms for r in mine]):>8.3f}{median([r.latency_p99_ms for r in mine]):>7.3f}"
             f"{median([millicores_per_mb_s(r.cpu_produce.get('gateway', 0), r.produce_mb_s) for r in mine]):>27.2f}"
             f"{median([millicores_per_mb_s(r.cpu_fetch.get('gateway', 0), r.fetch_mb_s) for r in mine]):>7.2f}")
@@ -132,12 +140,13 @@ def throughput_lines(runs: list[PathRun], paths: list[str]) -> list[str]:
 
 def fixed_rate_lines(runs: list[Run], paths: list[str], rates: list[int]) -> list[str]:
     """A row per rate and path: publish and end-to-end p50/p99, proxy CPU and its millicores per MB/s (medians)."""
-    lines = [f"{'rate/s':>7} {'path':<14}{'pub p50':>10}{'p99':>10}{'e2e p50':>10}{'p99':>10}{'proxy CPU%':>11}"
+    width = path_width(paths)
+    lines = [f"{'rate/s':>7} {'path':<{width}}{'pub p50':>10}{'p99':>10}{'e2e p50':>10}{'p99':>10}{'proxy CPU%':>11}"
              f"{'mcores/MB/s':>12}   (ms, medians of repeats)"]
     for rate in rates:
         for path in paths:
             fixed = [r for r in runs if r.path == path and r.rate == rate]
-            lines.append(f"{rate:>7} {path:<14}{median([r.publish['p50'] for r in fixed]):>10.2f}"
+            lines.append(f"{rate:>7} {path:<{width}}{median([r.publish['p50'] for r in fixed]):>10.2f}"
                          f"{median([r.publish['p99'] for r in fixed]):>10.2f}"
                          f"{median([r.end_to_end['p50'] for r in fixed]):>10.2f}"
                          f"{median([r.end_to_end['p99'] for r in fixed]):>10.2f}"

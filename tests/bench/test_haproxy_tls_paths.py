@@ -16,6 +16,7 @@ from auth.cert_tools import write_tls_material
 from bench.anchors.haproxy_tls import (
     PATHS,
     PYRELAY,
+    TLS_MODE_PATHS,
     HAProxyProcess,
     PyRelayProcess,
     Report,
@@ -25,7 +26,7 @@ from bench.anchors.haproxy_tls import (
     tls_fixed_rate_lines,
     tls_ratio_lines,
 )
-from bench.anchors.kroxylicious import fixed_rate_lines
+from bench.anchors.kroxylicious import fixed_rate_lines, throughput_lines
 from bench.latency import Run
 from bench.throughput import PathRun
 
@@ -131,3 +132,25 @@ def test_the_authorizing_ksgate_path_allows_the_bench_user_the_fixed_rate_topics
     # bench/latency.py's run_once: topic latency-<path>-<rate>-<id>, consumer group latency-<id>
     assert {("TOPIC", "latency-", "PREFIXED"), ("GROUP", "latency-", "PREFIXED")} <= allowed
     assert ("TOPIC", "bench-", "PREFIXED") in allowed  # throughput.py's topics, as before
+
+
+def _aligned(header: str, rows: list[str], note: str) -> None:
+    """Each row's figures end where the header's columns do (the columns are right-aligned and of fixed width):
+    every row is as long as the header without its trailing note."""
+    columns = header[:header.index(note)]
+    for row in rows:
+        assert len(row) == len(columns), f"{row!r} against {columns!r}"
+
+
+def test_the_fixed_rate_table_keeps_its_columns_under_the_longest_path_name() -> None:
+    publish = {path: (3.0, 3.5, 4.0) for path in TLS_MODE_PATHS}  # pyrelay-tls-asyncio: 19 characters
+    header, *rows = fixed_rate_lines(fixed_rate_report(publish, 5000).latency, list(publish), [5000])
+    _aligned(header, rows, "   (ms")
+    assert {row.split()[1] for row in rows} == set(TLS_MODE_PATHS)
+
+
+def test_the_throughput_table_keeps_its_columns_under_the_longest_path_name() -> None:
+    runs = [PathRun(path, 0, produce_mb_s=100.0, fetch_mb_s=200.0, latency_p50_ms=1.0, latency_p99_ms=2.0)
+            for path in TLS_MODE_PATHS]
+    header, *rows = throughput_lines(runs, list(TLS_MODE_PATHS))
+    _aligned(header, rows, "   (medians")
