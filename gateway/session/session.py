@@ -847,7 +847,10 @@ class ProxySession:
                 self._move(Move.REAUTHENTICATION)
             self._apply_step(self.authenticator.on_frame(wire[4:]))
             return
-        key, version, correlation_id = peek_api(wire, 4)
+        try:
+            key, version, correlation_id = peek_api(wire, 4)
+        except DecodeError as exc:  # a client's malformed frame, refused as decide() refuses it: not a gateway bug
+            raise PipelineRefusal(f"not a Kafka request: {exc}") from None
         schema = api(key)
         if schema is None or not schema.supports(version):
             raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")
