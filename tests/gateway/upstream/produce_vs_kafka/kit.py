@@ -144,11 +144,15 @@ def produce(version: int, acks: int, topics: Topics, parts: list[tuple[str, list
     """A Produce of one record per partition (its value names the partition); by id from v13, where a name no
     topic has gets an id no topic has."""
     stamp = int(time.time() * 1000)
+
+    def records(name: str, partition: int) -> bytes:
+        return encode_batch([(None, value(name, partition))], timestamp_ms=stamp)
+
+    topic_data = [{"name": name, "topic_id": topics.ids.get(name) or uuid.uuid5(uuid.NAMESPACE_URL, name),
+                   "partition_data": [{"index": p, "records": records(name, p)} for p in partitions]}
+                  for name, partitions in parts]
     return request_body(ApiKey.PRODUCE, version, {"transactional_id": None, "acks": acks, "timeout_ms": 10_000,
-                                                  "topic_data": [{
-        "name": name, "topic_id": topics.ids.get(name) or uuid.uuid5(uuid.NAMESPACE_URL, name),
-        "partition_data": [{"index": p, "records": encode_batch([(None, value(name, p))], timestamp_ms=stamp)}
-                           for p in partitions]} for name, partitions in parts]})
+                                                  "topic_data": topic_data})
 
 
 def produced(version: int, acks: int, topics: Topics, parts: list[tuple[str, list[int]]]) -> Pipelined:
