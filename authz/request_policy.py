@@ -10,6 +10,13 @@ request, asks the AuthzView about Kafka actions, and returns a Verdict:
 * ``Answer``  — nothing to relay: the gateway answers with ``response`` itself;
 * ``Refuse``  — close the connection (e.g. a denied acks=0 Produce, as Kafka does).
 
+Kafka answers an acks=0 Produce that has any error by closing the connection once it has handled the request
+(it has no answer to put the error in): a Produce the gateway must refuse that way is a ``Refuse`` with
+``in_turn``, or, when some of its topics may be written, a ``Rewrite`` with ``then_close`` (Kafka appends the
+allowed part before it closes).  Kafka handles a connection's requests one at a time, so both close only after
+the answers owed for the requests before it; a ``Refuse`` without ``in_turn`` is the gateway's own guard and
+closes at once.
+
 The merge rule of a ``Rewrite`` (one function, ``authz.policies.merge.merge_items``, used by every policy that
 merges): the response lists exactly the items the client asked for, in the client's order (or in Kafka's where
 Kafka's handler puts its refusals first or last; the policy lays the order out) — a relayed item with the
@@ -67,6 +74,7 @@ class Relay:
 class Rewrite:
     request: Body
     on_response: ResponseHook
+    then_close: str | None = None  # set: relayed, then the connection is closed in turn, for this reason
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,6 +85,7 @@ class Answer:
 @dataclass(slots=True, frozen=True)
 class Refuse:
     reason: str
+    in_turn: bool = False  # Kafka's close: after the answers owed for earlier requests, not at once
 
 
 Verdict = Relay | Rewrite | Answer | Refuse

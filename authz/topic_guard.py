@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from auth.principal import KafkaPrincipal
@@ -146,7 +146,7 @@ class TopicGuard:
         if not scrub and not self.illegal_denied:
             return verdict
         hook = self._finishing(verdict.on_response, scrub)
-        return Rewrite(verdict.request, hook) if isinstance(verdict, Rewrite) else Relay(hook)
+        return replace(verdict, on_response=hook) if isinstance(verdict, Rewrite) else Relay(hook)
 
     def _scrubs_responses(self) -> bool:
         """Whether an upstream answer may name a reserved topic nobody asked for (a listing: all topics, log dirs,

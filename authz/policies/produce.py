@@ -2,7 +2,11 @@
 
 As Kafka's handleProduceRequest: a transactional batch without WRITE on the transactional
 id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; otherwise partitions
-of topics without WRITE fail with TOPIC_AUTHORIZATION_FAILED and the rest is relayed.
+of topics without WRITE fail with TOPIC_AUTHORIZATION_FAILED and the rest is relayed.  With
+acks=0 there is no answer to carry an error, so Kafka closes the connection after handling the
+request: the allowed partitions are appended all the same, and the close comes in turn, after
+the answers owed for earlier requests (measured against Kafka 4.4:
+tests/gateway/upstream/produce_vs_kafka/).
 WALKED_PRODUCE is the same rule for the common case, everything allowed, over a walked body.
 """
 
@@ -50,7 +54,7 @@ def _error_entry(topic: Body, version: int, error: int) -> Body:
 def _all_failed(request: Body, version: int, error: int | list[int]) -> Verdict:
     """Every topic refused: with one error for all, or one per topic (in the request's order)."""
     if request["acks"] == 0:
-        return Refuse("denied Produce with acks=0 (Kafka closes the connection)")
+        return Refuse("denied Produce with acks=0 (Kafka closes the connection)", in_turn=True)
     topics = request["topic_data"]
     errors = error if isinstance(error, list) else [error] * len(topics)
     response = default_response(ApiKey.PRODUCE, version)
@@ -70,6 +74,11 @@ def _topic_error(topic: Body, version: int, view: AuthzView) -> int | None:
     return KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
+def _unanswered(response: Body) -> Body:
+    """The hook of a relayed acks=0 Produce, which no answer reaches."""
+    return response
+
+
 def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
     topics = request["topic_data"]
     transactional = any(is_transactional(p["records"]) for t in topics for p in t["partition_data"])
@@ -83,8 +92,9 @@ def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
         return Relay()
     if not allowed:
         return _all_failed(request, version, [e for e in errors if e is not None])
-    if request["acks"] == 0:
-        return Refuse("partly denied Produce with acks=0 (Kafka closes the connection)")
+    if request["acks"] == 0:  # nothing to merge into: Kafka appends the allowed topics, then closes
+        return Rewrite({**request, "topic_data": allowed}, _unanswered,
+                       then_close="partly denied Produce with acks=0 (Kafka closes the connection)")
 
     slots = [(_error_entry(t, version, error) if error is not None else None, _topic_key(t, version))
              for t, error in zip(topics, errors, strict=True)]

@@ -28,7 +28,7 @@ from gateway.session.api_versions import api_versions_reply, check_negotiated
 from gateway.session.policy_check import allowed_walked, authorize, check_topics
 from gateway.session.request_context import RequestContext
 from gateway.session.response_queue import WireBytes, with_correlation_id
-from gateway.session.response_stage import PipelineRefusal
+from gateway.session.response_stage import PipelineRefusal, RefusedInTurn
 from gateway.session.routes import ApiRoute, Dispatch
 from protocol.entities.topic_prepass import prepass_for
 from protocol.errors import DecodeError
@@ -52,6 +52,7 @@ class RelayRequest:
     hook: Hook = None  # post-processing of the upstream's answer (authorization merges and filters)
     expects_response: bool = True  # False: Produce acks=0, the client waits for nothing
     outcome: str | None = None  # the authorization outcome, for the metrics
+    then_close: str | None = None  # set: the connection is closed in turn once this is relayed (RefusedInTurn)
 
 
 @dataclass(slots=True)
@@ -143,21 +144,23 @@ def decide(requester: RequestContext, wire: memoryview, route: ApiRoute | None) 
         outcome: str | None = _OUTCOMES[type(verdict)]
     else:  # no ACLs, but Kafka's topic-name rules still hold
         verdict, outcome = check_topics(requester, route, version, body), None
+    then_close: str | None = None
     if type(verdict) is not Relay:  # the usual verdict, told apart with one check
         if isinstance(verdict, Refuse):
-            raise PipelineRefusal(verdict.reason)
+            raise (RefusedInTurn if verdict.in_turn else PipelineRefusal)(verdict.reason)
         if isinstance(verdict, Answer):
             return ReplyNow(key, version, correlation_id,
                             response_frame(key, version, correlation_id, verdict.response), outcome)
         if isinstance(verdict, Rewrite):
             relayed = framed(bytes(payload[:header_size]) + codec.encode(verdict.request))
+            then_close = verdict.then_close
     if route.local is not None:
         assert authorization is not None  # a gateway without an authorizer serves no admin API (build_routes)
         handler = partial(route.local, authorization, requester.admin_request(), body, version)
         return AnswerLocally(key, version, correlation_id, handler, verdict.on_response, outcome)
     fire_and_forget = route.fire_and_forget  # Produce acks=0: the client expects no answer
     return RelayRequest(key, version, correlation_id, relayed, verdict.on_response,
-                        fire_and_forget is None or not fire_and_forget(body), outcome)
+                        fire_and_forget is None or not fire_and_forget(body), outcome, then_close)
 
 
 def _walk(requester: RequestContext, spec: MessageSpec, version: int, keep: tuple[str, ...],

@@ -39,6 +39,11 @@ class PipelineRefusal(Exception):
     """The request (or response) cannot be handled safely; the connection is closed."""
 
 
+class RefusedInTurn(PipelineRefusal):
+    """Kafka's own refusal by closing (an acks=0 Produce with an error): the connection closes after the
+    answers owed for the requests before this one, which Kafka, handling one request at a time, sends first."""
+
+
 def match_response(responses: ResponseQueue, wire: memoryview) -> ResponseSlot | None:
     """The slot an upstream response (``wire``: size prefix included) fills, taken out of the awaited ones;
     None to drop it."""

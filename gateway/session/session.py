@@ -74,6 +74,7 @@ from gateway.session.response_queue import ResponseQueue, ResponseSlot, WireByte
 from gateway.session.response_stage import (
     Learned,
     PipelineRefusal,
+    RefusedInTurn,
     endpoints_only_in_trailer,
     match_response,
     names_no_endpoints,
@@ -93,7 +94,7 @@ from gateway.session.sasl_stage import (
 from gateway.session.state.client_outbox import ClientOutbox
 from gateway.session.state.local_answers import LocalAnswers
 from gateway.session.state.off_loop_jobs import JobThen, OffLoopJobs
-from gateway.session.state.phase import CLOSING_PHASES, STEADY, Event, Move, Phase, PhaseError, SessionPhase
+from gateway.session.state.phase import FRAMES_DROPPED, STEADY, Event, Move, Phase, PhaseError, SessionPhase
 from gateway.session.state.read_gate import ReadGate
 from gateway.session.stream_stage import StreamedTrailer, start_trailer_walk
 from protocol.api_keys import ApiKey
@@ -549,7 +550,7 @@ class ProxySession:
         held = gate.held
         if read:
             held = [*held, *read] if held else read
-        if held and gate.waiting_for is None and self._phase.phase not in CLOSING_PHASES \
+        if held and gate.waiting_for is None and self._phase.phase not in FRAMES_DROPPED \
                 and len(self.responses) + self._outbox.answers < self.ctx.config.queued_max_requests:
             gate.held = ()
             self._handle_frames(held)
@@ -562,7 +563,7 @@ class ProxySession:
         # Read once per call, not per frame: these objects live as long as the session (their fields change).
         state, gate, responses, outbox, routes = self._phase, self._gate, self.responses, self._outbox, self.ctx.routes
         for index, wire in enumerate(frames):
-            if state.phase in CLOSING_PHASES:  # refused (or a login failed): nothing after it is read or relayed
+            if state.phase in FRAMES_DROPPED:  # refused (or a login failed): nothing after it is read or relayed
                 break
             queued = len(responses) + outbox.answers  # queued_requests, without its property call
             if queued >= limit:  # answers that are ready free their slots, unless the client is full
@@ -628,6 +629,8 @@ class ProxySession:
         if isinstance(decision, RelayRequest):  # the usual decision first: one type test per request
             if self.quota.active is None or not self._over_mutation_quota(decision, slot):
                 self._relay(decision, slot)
+            if decision.then_close is not None:  # its allowed part relayed, as Kafka appends it before it closes
+                self._refuse_in_turn(decision.then_close)
         elif isinstance(decision, ReplyNow):
             self._fill(slot, decision.key, decision.version, decision.correlation_id, decision.frame)
         else:
@@ -675,14 +678,32 @@ class ProxySession:
         if self._backlog:
             self._out.append(act.SendToUpstream(self._backlog))
         self._backlog = None
+        if self._phase.phase is not STEADY:  # refused in turn with only an acks=0 Produce owed to the upstream
+            self._close_once_answered()
 
     def _request_failed(self, exc: BaseException) -> None:
         """Fail closed on a request, decided on the loop or in the worker."""
+        if isinstance(exc, RefusedInTurn):
+            self._refuse_in_turn(str(exc))
+            return
         if isinstance(exc, PipelineRefusal):
             self._close(str(exc))
             return
         self.log.error("request_pipeline_error", exc_info=exc)  # a gateway bug: its traceback goes to the log
         self._close("internal error in the request pipeline")
+
+    def _refuse_in_turn(self, reason: str) -> None:
+        """Close as Kafka does on a request it refuses by closing (an acks=0 Produce with an error): Kafka handles a
+        connection's requests one at a time, so those before it are relayed and answered first; none after it is
+        read, handled or relayed (the frames already read are dropped)."""
+        self.log.warning("connection_refused", reason=bounded_name(reason, REASON_CHARS))
+        self._move(Move.REFUSE_IN_TURN)
+        if self._phase.phase is not Phase.REFUSED:  # not a move from this phase: _bug() has closed already
+            return
+        self._gate.take_held()
+        self._set_read_paused("refused", True)
+        self._send_upstream()
+        self._flush()  # closes now if nothing is owed
 
     def _response_failed(self, exc: BaseException) -> None:
         """Fail closed on an upstream response (it is not Kafka, or the gateway has a bug)."""
@@ -965,7 +986,15 @@ class ProxySession:
                 self._out.append(act.SendToClient(ready))
         else:
             self._write_held_back()
-        if self._phase.phase is Phase.DRAINING and not len(self.responses) and not self._gate.held:
+        if self._phase.phase is not STEADY:
+            self._close_once_answered()
+
+    def _close_once_answered(self) -> None:
+        """Draining or refused in turn: close once every answer owed is out and every relayed request is sent
+        (the backlog waits for the upstream link; frames still held are owed only while draining)."""
+        phase = self._phase.phase
+        owed = len(self.responses) or self._backlog is not None
+        if not owed and ((phase is Phase.DRAINING and not self._gate.held) or phase is Phase.REFUSED):
             self._close(None)
 
     def _write_ready(self) -> None:

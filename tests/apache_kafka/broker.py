@@ -180,10 +180,20 @@ class KafkaBroker:
         self.users[user] = password
 
     def create_acls(self, bindings: Sequence[Any]) -> None:
-        """Create confluent_kafka.admin.AclBinding s as the super user."""
+        """Create confluent_kafka.admin.AclBinding s as the super user, and return once the broker's
+        authorizer has them: it takes up the controller's ACLs a moment after CreateAcls answers."""
+        from confluent_kafka.admin import AclBindingFilter  # type: ignore[attr-defined]
+
         admin = self.admin()
         for future in admin.create_acls(list(bindings)).values():
             future.result(timeout=20)
+        filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                                    b.permission_type) for b in bindings]
+        deadline = time.monotonic() + 20
+        while not all(admin.describe_acls(f).result(timeout=20) for f in filters):
+            if time.monotonic() > deadline:
+                raise KafkaStartError(f"the broker's authorizer never listed {len(filters)} new ACLs")
+            time.sleep(0.05)  # polling the broker's state: there is no event to wait for
 
     def alter_broker_config(self, settings: Mapping[str, str], listener: str = "SASL_SSL") -> None:
         """Set dynamic broker configs of this node (e.g. a listener's ssl.keystore.location) as a super

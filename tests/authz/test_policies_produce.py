@@ -62,3 +62,19 @@ def test_unknown_and_denied_topics_each_keep_their_own_error() -> None:
 def test_acks_zero_with_an_unknown_id_still_closes_the_connection() -> None:
     verdict = authorize_produce(produce_v13(UNKNOWN, acks=0), 13, FakeView(everything=True))
     assert isinstance(verdict, Refuse)
+    assert verdict.in_turn  # Kafka's close: after the answers owed for earlier requests
+
+
+def test_a_denied_acks_zero_produce_is_refused_in_turn_as_kafka_closes_once_it_has_handled_it() -> None:
+    verdict = authorize_produce(produce_v13(KNOWN, acks=0), 13, FakeView([], topics={KNOWN: "a"}))
+    assert isinstance(verdict, Refuse) and verdict.in_turn
+
+
+def test_a_partly_allowed_acks_zero_produce_relays_the_writable_topics_then_closes() -> None:
+    # Kafka appends the partitions it may before it closes the connection (measured against Kafka 4.4:
+    # tests/gateway/upstream/produce_vs_kafka/test_acks_zero_produce_kafka.py).
+    denied = uuid.UUID(int=0xB)
+    view = FakeView([writes("a")], topics={KNOWN: "a", denied: "b"})
+    verdict = authorize_produce(produce_v13(KNOWN, denied, acks=0), 13, view)
+    assert isinstance(verdict, Rewrite) and verdict.then_close is not None
+    assert [t["topic_id"] for t in verdict.request["topic_data"]] == [KNOWN] and verdict.request["acks"] == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,16 @@ class Outcome:
         return cls("closed")
 
 
+@dataclass(slots=True, frozen=True)
+class Pipelined:
+    """One request of a pipelined write; ``answered``: whether the server owes an answer (acks=0 Produce: no)."""
+
+    api_key: int
+    version: int
+    body: dict[str, Any]
+    answered: bool = True
+
+
 class LoginFailed(Exception):
     """The SASL login was refused (the error code and message the server sent)."""
 
@@ -75,6 +86,44 @@ class Connection:
             self.close()
             return Outcome.closed()
         return Outcome("response", decoded)
+
+    def pipeline(self, requests: Sequence[Pipelined]) -> list[Outcome]:
+        """Send ``requests`` in one write, as a client that pipelines them; the outcome of each answered one, in
+        order: its response, or how the connection ended before it (closed, or silent past the timeout)."""
+        sock = self._sock or self._open()
+        expected: list[tuple[Pipelined, int]] = []
+        frames = []
+        for request in requests:
+            self._correlation += 1
+            frames.append(request_frame(request.api_key, request.version, self._correlation, request.body, CLIENT_ID))
+            if request.answered:
+                expected.append((request, self._correlation))
+        ended: Outcome | None = None
+        try:
+            sock.sendall(b"".join(frames))
+        except (ConnectionError, ssl.SSLError, OSError):
+            ended = Outcome.closed()
+        outcomes = []
+        for request, correlation_id in expected:
+            if ended is None:
+                try:
+                    answered, decoded = decode_response(self._read_frame(sock), request.api_key, request.version)
+                    assert answered == correlation_id, f"answer {answered} where {correlation_id} was due"
+                    outcomes.append(Outcome("response", decoded))
+                    continue
+                except TimeoutError:
+                    ended = Outcome("timeout")
+                except (ConnectionError, ssl.SSLError, OSError):
+                    ended = Outcome.closed()
+            outcomes.append(ended)
+        if ended is not None:
+            self.close()
+        return outcomes
+
+    @property
+    def connected(self) -> bool:
+        """Open and logged in (exchange() would otherwise open a new connection)."""
+        return self._sock is not None
 
     def before_login(self, api_key: int, version: int, body: dict[str, Any]) -> Outcome:
         """Send one request as the first of a fresh connection, not logged in; its response (or how the

@@ -22,6 +22,9 @@ class Phase(Enum):
     AUTHENTICATED = "authenticated"  # requests are decided, relayed or answered
     REAUTHENTICATING = "reauthenticating"  # KIP-368: a new SASL exchange, requests still served meanwhile
     DRAINING = "draining"  # graceful shutdown: nothing new is read; closes once the answers owed are out
+    # Refused as Kafka refuses a request, by closing once it is handled (an acks=0 Produce with an error): nothing
+    # after it is read or relayed; what came before is relayed and answered, then the connection closes.
+    REFUSED = "refused"
     FAREWELL = "farewell"  # a login failed: nothing more is read; the refusal goes out after Kafka's delay
     CLOSING = "closing"  # Close was asked of the adapter; only the client's loss is still expected
     CLOSED = "closed"  # the client's socket is gone
@@ -67,7 +70,8 @@ class Move(Enum):
     REAUTHENTICATION = "reauthentication"  # a SASL frame after the login
     LOGIN_FAILED = "login failed"
     DRAIN = "drain"
-    CLOSE = "close"  # refused, answered everything while draining, or the farewell is out
+    REFUSE_IN_TURN = "refuse in turn"  # a request Kafka answers by closing, once the earlier ones are answered
+    CLOSE = "close"  # refused, answered everything while draining or refused in turn, or the farewell is out
     LOST = "lost"
 
 
@@ -82,6 +86,10 @@ _SERVING = _CLIENT | _UPSTREAM | {E.QUOTA_UNMUTED, E.UPSTREAM_LOGIN_DUE}
 _AFTER_CLOSE = _ALWAYS_LATE | _UPSTREAM | {E.CLIENT_BYTES, E.CLIENT_WRITE_PAUSED, E.AUTHENTICATION_TIMEOUT,
                                            E.FAREWELL_DUE, E.QUOTA_UNMUTED, E.UPSTREAM_LOGIN_DUE}
 
+# Once a request is refused in turn: frames read after it, memory for the next one, a quota's end of mute (all
+# about reading, which is over), and a drain (the phase closes by itself once the answers owed are out).
+_NOT_AFTER_REFUSAL = frozenset({E.CLIENT_BYTES, E.MEMORY_GRANTED, E.QUOTA_UNMUTED, E.DRAIN})
+
 # Per phase: the events it handles, and those it ignores (reports that come late). Any other is impossible.
 HANDLES: dict[Phase, frozenset[Event]] = {
     Phase.NEW: frozenset({E.CONNECTED, E.CLIENT_LOST, E.DRAIN, E.ABORT}),
@@ -93,6 +101,8 @@ HANDLES: dict[Phase, frozenset[Event]] = {
     # Answers already owed still go out before the refusal: their upstream answers are served.
     Phase.FAREWELL: frozenset({E.UPSTREAM_FRAMES, E.STREAM, E.UPSTREAM_WRITE_PAUSED, E.CLIENT_WRITE_PAUSED,
                                E.CLIENT_LOST, E.FAREWELL_DUE}),
+    # The answers owed still come (jobs, the upstream, its re-login); the client's frames and quota are over.
+    Phase.REFUSED: _SERVING - _NOT_AFTER_REFUSAL,
     Phase.CLOSING: frozenset({E.CLIENT_LOST}),
     Phase.CLOSED: frozenset(),
 }
@@ -108,6 +118,7 @@ IGNORES: dict[Phase, frozenset[Event]] = {
     Phase.FAREWELL: _ALWAYS_LATE | {E.CLIENT_BYTES, E.AUTHENTICATION_TIMEOUT, E.UPSTREAM_READY,
                                     E.UPSTREAM_FAILED, E.UPSTREAM_ERROR, E.UPSTREAM_LOST, E.QUOTA_UNMUTED,
                                     E.UPSTREAM_LOGIN_DUE, E.UPSTREAM_LOGGED_IN},
+    Phase.REFUSED: _NOT_AFTER_REFUSAL | {E.AUTHENTICATION_TIMEOUT},
     Phase.CLOSING: _AFTER_CLOSE,
     Phase.CLOSED: _AFTER_CLOSE | {E.CLIENT_LOST},
 }
@@ -117,18 +128,23 @@ _CLOSE_OR_LOSE = {_M.CLOSE: Phase.CLOSING, _M.LOST: Phase.CLOSED}
 TRANSITIONS: dict[Phase, dict[Move, Phase]] = {
     Phase.NEW: {_M.MUST_LOG_IN: Phase.AUTHENTICATING, _M.KNOWN_AT_CONNECT: Phase.AUTHENTICATED, **_CLOSE_OR_LOSE},
     Phase.AUTHENTICATING: {_M.LOGGED_IN: Phase.AUTHENTICATED, _M.LOGIN_FAILED: Phase.FAREWELL, **_CLOSE_OR_LOSE},
-    Phase.AUTHENTICATED: {_M.REAUTHENTICATION: Phase.REAUTHENTICATING, _M.DRAIN: Phase.DRAINING, **_CLOSE_OR_LOSE},
+    Phase.AUTHENTICATED: {_M.REAUTHENTICATION: Phase.REAUTHENTICATING, _M.DRAIN: Phase.DRAINING,
+                          _M.REFUSE_IN_TURN: Phase.REFUSED, **_CLOSE_OR_LOSE},
+    # A refusal in turn during a re-authentication ends it: nothing after the refused request is handled.
     Phase.REAUTHENTICATING: {_M.LOGGED_IN: Phase.AUTHENTICATED, _M.LOGIN_FAILED: Phase.FAREWELL,
-                             _M.DRAIN: Phase.DRAINING, **_CLOSE_OR_LOSE},
+                             _M.DRAIN: Phase.DRAINING, _M.REFUSE_IN_TURN: Phase.REFUSED, **_CLOSE_OR_LOSE},
     # A re-authentication may complete while draining: the connection keeps draining.
     Phase.DRAINING: {_M.REAUTHENTICATION: Phase.DRAINING, _M.LOGGED_IN: Phase.DRAINING,
-                     _M.LOGIN_FAILED: Phase.FAREWELL, **_CLOSE_OR_LOSE},
+                     _M.LOGIN_FAILED: Phase.FAREWELL, _M.REFUSE_IN_TURN: Phase.REFUSED, **_CLOSE_OR_LOSE},
+    Phase.REFUSED: dict(_CLOSE_OR_LOSE),
     Phase.FAREWELL: dict(_CLOSE_OR_LOSE),
     Phase.CLOSING: {_M.CLOSE: Phase.CLOSING, _M.LOST: Phase.CLOSED},  # closing twice is one close
     Phase.CLOSED: {},
 }
 
 CLOSING_PHASES = frozenset({Phase.FAREWELL, Phase.CLOSING, Phase.CLOSED})  # nothing more is read or relayed
+# The client's frames are no longer handled (those read are dropped); in REFUSED earlier ones are still answered.
+FRAMES_DROPPED = CLOSING_PHASES | {Phase.REFUSED}
 SERVING_PHASES = frozenset({Phase.AUTHENTICATED, Phase.REAUTHENTICATING, Phase.DRAINING})  # a principal is set
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.session.state.phase import (
+    FRAMES_DROPPED,
     HANDLES,
     IGNORES,
     TRANSITIONS,
@@ -30,6 +31,7 @@ EXPECTED_EVENTS = {
     P.AUTHENTICATED:     "X    H H H H H H    H H H H H H H H    H   I    X  H     H",
     P.REAUTHENTICATING:  "X    H H H H H H    H H H H H H H H    H   I    X  H     H",
     P.DRAINING:          "X    H H H H H H    H H H H H H H H    H   I    X  H     H",
+    P.REFUSED:           "X    I I H H I H    H H H H H H H H    H   I    X  I     H",  # owed answers still come
     P.FAREWELL:          "X    I I H H I I    I I I H H I I H    I   I    H  I     I",  # owed answers still go out
     P.CLOSING:           "X    I I I H I I    I I I I I I I I    I   I    I  I     I",
     P.CLOSED:            "X    I I I I I I    I I I I I I I I    I   I    I  I     I",
@@ -39,12 +41,13 @@ EXPECTED_MOVES = {
             M.LOST: P.CLOSED},
     P.AUTHENTICATING: {M.LOGGED_IN: P.AUTHENTICATED, M.LOGIN_FAILED: P.FAREWELL, M.CLOSE: P.CLOSING,
                        M.LOST: P.CLOSED},
-    P.AUTHENTICATED: {M.REAUTHENTICATION: P.REAUTHENTICATING, M.DRAIN: P.DRAINING, M.CLOSE: P.CLOSING,
-                      M.LOST: P.CLOSED},
+    P.AUTHENTICATED: {M.REAUTHENTICATION: P.REAUTHENTICATING, M.DRAIN: P.DRAINING, M.REFUSE_IN_TURN: P.REFUSED,
+                      M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
     P.REAUTHENTICATING: {M.LOGGED_IN: P.AUTHENTICATED, M.LOGIN_FAILED: P.FAREWELL, M.DRAIN: P.DRAINING,
-                         M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
+                         M.REFUSE_IN_TURN: P.REFUSED, M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
     P.DRAINING: {M.REAUTHENTICATION: P.DRAINING, M.LOGGED_IN: P.DRAINING, M.LOGIN_FAILED: P.FAREWELL,
-                 M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
+                 M.REFUSE_IN_TURN: P.REFUSED, M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
+    P.REFUSED: {M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
     P.FAREWELL: {M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
     P.CLOSING: {M.CLOSE: P.CLOSING, M.LOST: P.CLOSED},
     P.CLOSED: {},
@@ -105,6 +108,8 @@ def test_every_phase_is_reached_from_new_and_every_phase_reaches_closed() -> Non
     assert all(Phase.CLOSED in reachable(phase) for phase in Phase)
 
 
-def test_closing_phases_are_those_that_read_nothing() -> None:
-    closing = {phase for phase in Phase if SessionPhase(phase).closing}
-    assert closing == {phase for phase in Phase if Event.CLIENT_BYTES not in HANDLES[phase] and phase is not P.NEW}
+def test_the_phases_that_drop_frames_are_those_that_read_nothing_and_only_refused_still_relays() -> None:
+    reading_nothing = {phase for phase in Phase if Event.CLIENT_BYTES not in HANDLES[phase] and phase is not P.NEW}
+    assert reading_nothing == FRAMES_DROPPED
+    # A refusal in turn still relays what came before it (its link may still be opening): not closing.
+    assert {phase for phase in Phase if SessionPhase(phase).closing} == reading_nothing - {P.REFUSED}

@@ -9,7 +9,6 @@ on, the walk is not taken at all (an allowed decision must then be recorded)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
-    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -164,39 +162,25 @@ def _deliveries(config: dict[str, Any], topics: list[str], count: int) -> dict[s
     return outcome
 
 
-def _deny(admin: AdminClient, topic: str) -> list[AclBinding]:
+def _denial(topic: str) -> list[AclBinding]:
     """WRITE denied on ``topic`` (an ALLOW elsewhere cannot override it), DESCRIBE allowed: the producer's
     Metadata finds the topic, so its Produce is what is refused."""
-    bindings = [_binding(ResourceType.TOPIC, topic, AclOperation.WRITE, AclPermissionType.DENY),
-                _binding(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)]
-    _create_acls(admin, bindings)
-    return bindings
+    return [_binding(ResourceType.TOPIC, topic, AclOperation.WRITE, AclPermissionType.DENY),
+            _binding(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)]
 
 
 def _on_kafka(kafka: KafkaBroker, allowed: str, denied: str) -> dict[str, Any]:
     """alice's ACLs on Kafka itself as on the gateway (literal, so the broker shared by the session's other tests
     gains nothing else), once Kafka's authorizer has them; her settings for Kafka's SASL_SSL listener."""
-    admin = kafka.admin()
-    bindings = [_binding(ResourceType.TOPIC, topic, AclOperation.WRITE) for topic in (allowed, denied)]
-    _create_acls(admin, bindings)
-    bindings += _deny(admin, denied)
-    wanted = {(b.name, b.operation, b.permission_type) for b in bindings}
-    anything: Any = None  # a filter's None matches any name, any host
-    everything = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, PRINCIPAL, anything,
-                                  AclOperation.ANY, AclPermissionType.ANY)
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:  # the broker's authorizer takes up the controller's ACLs a moment after CreateAcls answers
-        seen = {(b.name, b.operation, b.permission_type) for b in admin.describe_acls(everything).result(TIMEOUT_S)}
-        if wanted <= seen or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)  # polling the broker's state: there is no event to wait for
+    kafka.create_acls([*(_binding(ResourceType.TOPIC, topic, AclOperation.WRITE) for topic in (allowed, denied)),
+                       *_denial(denied)])
     return kafka.client_config("SASL_SSL", user=USER)
 
 
 def test_a_denied_topic_gets_kafkas_answer_after_the_walk_through_the_full_path_and_is_audited(
         kafka: KafkaBroker, authz_gateway: GatewayThread, watch: WalkWatch) -> None:
     allowed, denied = new_topic(kafka, "deny-ok", 1), new_topic(kafka, "deny-no", 1)
-    _deny(AdminClient(_client(authz_gateway, "admin")), denied)
+    _create_acls(AdminClient(_client(authz_gateway, "admin")), _denial(denied))
     through_kafka = _deliveries(_on_kafka(kafka, allowed, denied), [allowed, denied], 10)
     before = relayed_produces(authz_gateway)
     through_gateway = _deliveries(_client(authz_gateway), [allowed, denied], 10)
