@@ -32,4 +32,7 @@ python3 -m venv .venv
 .venv/bin/ruff check .
 .venv/bin/mypy
 # pytest exits 5 when it collected nothing; set -e turns that into a failure too.
-.venv/bin/pytest -q -p no:cacheprovider "$@"
+# One worker per core (pytest-xdist): many tests wait on brokers and JVMs, so two workers overlap that waiting
+# on CI's two cores; worksteal hands a busy worker's queued tests to an idle one, so the minute-long tests do
+# not leave a core idle at the end. KSGATE_TEST_WORKERS=0 runs it in one process (a later `-n` also wins).
+.venv/bin/pytest -q -p no:cacheprovider -n "${KSGATE_TEST_WORKERS:-auto}" --dist worksteal "$@"
