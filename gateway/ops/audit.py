@@ -30,6 +30,7 @@ REASON_CHARS = 2 * NAME_CHARS
 # Items named per admin change event (its ``count`` is exact).
 ADMIN_SAMPLE_SIZE = 10
 _OPS_LOG = logging.getLogger("ksgate.logs")  # the operational log's, where log files report trouble
+_RECORD_NAME = "ksgate.audit"  # the name an audit line's LogRecord carries (no logger has it)
 
 
 def bounded_name(text: str, limit: int = NAME_CHARS) -> str:
@@ -102,36 +103,36 @@ class AuditLog:
     record_allowed: bool = False
     max_bytes: int = 100 * 1024 * 1024
     backups: int = 10
-    _logger: logging.Logger | None = field(default=None, init=False, repr=False)
+    # Written through directly, with no Logger: a logger in logging's registry would outlive this log, and one
+    # named after it could be handed, file handler and all, to a later log (never mixed into the ops log either).
+    _file: _PrivateRotatingFileHandler | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.path is None:
             return
-        logger = logging.getLogger(f"ksgate.audit.{id(self)}")
-        # Never mixed into the operational log. Under pytest audit lines still show in "Captured log": pytest
-        # adds its capture handler to every non-propagating logger that exists when a test phase starts.
-        logger.propagate = False
-        logger.setLevel(logging.INFO)
         handler = _PrivateRotatingFileHandler(self.path, maxBytes=self.max_bytes, backupCount=self.backups,
                                               encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-        self._logger = logger
+        self._file = handler
 
     @property
     def enabled(self) -> bool:
-        return self._logger is not None
+        return self._file is not None
 
     def _write(self, event: dict[str, Any]) -> None:
-        assert self._logger is not None
-        self._logger.info(json.dumps(event, separators=(",", ":"), default=str))
+        file = self._file  # read once: close() may run on another thread since the caller looked
+        if file is None:
+            return
+        line = json.dumps(event, separators=(",", ":"), default=str)
+        # handle(): under the handler's lock, as a logger would call it (decisions may come from worker threads).
+        file.handle(logging.LogRecord(_RECORD_NAME, logging.INFO, __file__, 0, line, None, None))
 
     def authorization(self, *, principal: str, client_host: str, client_port: int, listener: str,
                       api_key: int, api_name: str, api_version: int, operation: str, resource_type: str,
                       resource_name: str, pattern_type: str | None, allowed: bool, rule: str,
                       count: int | None = None, sample: list[str] | None = None) -> None:
         """One decision, or (``count`` > 1) ``count`` decisions of one kind in one request, named by ``sample``."""
-        if self._logger is None or (allowed and not self.record_allowed):
+        if self._file is None or (allowed and not self.record_allowed):
             return
         event: dict[str, Any] = {
             "schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "authorization", "principal": principal,
@@ -149,7 +150,7 @@ class AuditLog:
         """``count`` decisions of one request on which the shadow ACL set disagrees with the live one
         (authz/shadow.py): ``divergence`` is would_deny (live ALLOWED, shadow DENIED) or would_allow.
         Written whatever ksgate.audit.log.allowed says: it is what an operator must see before a promotion."""
-        if self._logger is None:
+        if self._file is None:
             return
         divergence, operation, resource_type, pattern_type, shadow_rule, implicit = aggregate.kind
         resource_names, count = aggregate.sample, aggregate.count
@@ -170,7 +171,7 @@ class AuditLog:
     def acl_set_change(self, *, operator: str, action: str, target: str, added: Sequence[str],
                        removed: Sequence[str], added_count: int, removed_count: int) -> None:
         """An operator's change of the live or shadow ACL set (``ksgate acls --shadow``): always recorded."""
-        if self._logger is None:
+        if self._file is None:
             return
         self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "acl_change", "principal": operator,
                      "action": action, "target": target, "decision": "APPLIED",
@@ -181,7 +182,7 @@ class AuditLog:
     def authentication(self, *, principal: str | None, attempted_user: str | None, client_host: str,
                        client_port: int, listener: str, mechanism: str | None, succeeded: bool,
                        failure: str | None = None) -> None:
-        if self._logger is None:
+        if self._file is None:
             return
         self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "authentication",
                      "principal": principal,
@@ -193,7 +194,7 @@ class AuditLog:
     def admin_change(self, *, principal: str, client_host: str, client_port: int, listener: str, api_key: int,
                      api_name: str, api_version: int, change: AdminChange) -> None:
         """An ACL, credential or token change the gateway made for a request (always recorded)."""
-        if self._logger is None:
+        if self._file is None:
             return
         self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "admin_change", "principal": principal,
                      "client_host": client_host, "client_port": client_port, "listener": listener,
@@ -205,7 +206,7 @@ class AuditLog:
                            limit: int, suppressed: int) -> None:
         """A connection closed at accept by a connection limit (``suppressed``: refusals since
         the previous such event that were counted but not written, to bound the log's growth)."""
-        if self._logger is None:
+        if self._file is None:
             return
         self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "connection",
                      "client_host": client_host, "client_port": client_port, "listener": listener,
@@ -215,14 +216,14 @@ class AuditLog:
                         count: int) -> None:
         """A client over its quota was throttled: at most one event per configured entity per
         interval (gateway/quotas/sensors.py); ``count`` throttles of that entity since the previous one."""
-        if self._logger is None:
+        if self._file is None:
             return
         self._write({"schema": SCHEMA_VERSION, "ts": _now_iso(), "event": "quota", "decision": "THROTTLED",
                      "entity": bounded_name(entity), "client": bounded_name(client), "quota": quota, "bound": bound,
                      "throttle_time_ms": throttle_ms, "count": count})
 
     def close(self) -> None:
-        if self._logger is not None:
-            for handler in list(self._logger.handlers):
-                handler.close()
-                self._logger.removeHandler(handler)
+        """Closes the file; later events are dropped (a closed handler would reopen the file to write)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -22,7 +22,7 @@ from gateway.authorization import GatewayAuthorization
 from gateway.config import ListenerConfig
 from gateway.session.api_versions import NOT_CHECKED, ServedNode
 from gateway.session.authz_view import TopicIdMisses
-from gateway.session.routes import RouteTable, VersionRanges
+from gateway.session.routes import VersionRanges
 
 
 class RequestContext(NamedTuple):
@@ -30,7 +30,6 @@ class RequestContext(NamedTuple):
     client_host: str
     client_port: int
     listener: ListenerConfig
-    routes: RouteTable
     negotiated: VersionRanges  # what this gateway offers clients (ApiVersions), by api key
     features: Mapping[str, Any]  # the upstream's feature fields, passed on in ApiVersions answers
     authorization: GatewayAuthorization | None  # None: authorizer.class.name is empty

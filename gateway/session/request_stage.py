@@ -89,7 +89,7 @@ _NOT_SERVED = "api key {key} v{version} is advertised but not served (as on Kafk
 def decide(requester: RequestContext, wire: memoryview, route: ApiRoute | None) -> Decision:
     """Run one request frame (``wire``: size prefix + payload, as received) through the stages its route names;
     raises PipelineRefusal to close the connection. ``route``: the frame's route, as the session looked it up
-    once for every stage (``requester.routes`` at its api key; None: the frame has no key, or no route)."""
+    once for every stage (the gateway's route table at its api key; None: the frame has no key, or no route)."""
     # peek_api(wire, 4) inline, with its struct and message (once per request): the header at offset 4 of the wire
     if len(wire) < _HEADER_END:
         raise PipelineRefusal(f"not a Kafka request: {SHORT_HEADER}")

@@ -608,8 +608,8 @@ class ProxySession:
         assert self.principal is not None
         ctx, now_ms = self.ctx, self.clock.wall_ms()
         expired = self.authenticator is not None and self.authenticator.session_expired(now_ms)
-        return RequestContext(self.principal, self.client.host, self.client.port, self.listener, ctx.routes,
-                              ctx.negotiated, ctx.cluster.features, ctx.authorization, ctx.cluster.topic_names,
+        return RequestContext(self.principal, self.client.host, self.client.port, self.listener, ctx.negotiated,
+                              ctx.cluster.features, ctx.authorization, ctx.cluster.topic_names,
                               self._topic_id_misses, now_ms, expired, self._served)
 
     def _served_by(self, upstream_address: str) -> ServedNode:

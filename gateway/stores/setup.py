@@ -246,11 +246,9 @@ def build_authorization(config: GatewayConfig, credentials: CredentialStore | No
     from gateway.ops.audit import AuditLog
     from gateway.stores.file_acls import AclStore, FileAclStore
 
-    settings = config.settings
-    audit = AuditLog(settings["ksgate.audit.log.file"], settings["ksgate.audit.log.allowed"],
-                     settings["ksgate.audit.log.max.bytes"], settings["ksgate.audit.log.backups"])
     if not config.authorization_enabled:
-        return None
+        return None  # nothing is ever audited, so no audit file is opened
+    settings = config.settings
     authorizer = StandardAuthorizer(config.super_users, settings["allow.everyone.if.no.acl.found"])
     store: AclStore
     if topic is not None:
@@ -267,11 +265,15 @@ def build_authorization(config: GatewayConfig, credentials: CredentialStore | No
         store.subscribe(authorizer.apply)
     from gateway.admin.delegation_tokens import TokenSettings
 
+    shadow = shadow_acls(config, authorizer, topic)
+    # Opened last, so that a refused ACL file leaves no audit file open; still before any listener opens,
+    # so that an audit file that cannot be opened stops start-up.
+    audit = AuditLog(settings["ksgate.audit.log.file"], settings["ksgate.audit.log.allowed"],
+                     settings["ksgate.audit.log.max.bytes"], settings["ksgate.audit.log.backups"])
     return GatewayAuthorization(authorizer, store, audit,
                                 reserved_topics=frozenset({topic.settings.topic}) if topic is not None else frozenset(),
                                 credentials=credentials, tokens=tokens, quota_store=quotas,
-                                token_settings=TokenSettings.from_settings(settings),
-                                shadow=shadow_acls(config, authorizer, topic))
+                                token_settings=TokenSettings.from_settings(settings), shadow=shadow)
 
 
 def shadow_acls(config: GatewayConfig, live: StandardAuthorizer, topic: SecurityTopic | None) -> ShadowAcls | None:

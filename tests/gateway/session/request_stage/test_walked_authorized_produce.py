@@ -37,7 +37,8 @@ from gateway.session.authz_view import TopicIdMisses
 from gateway.session.request_context import RequestContext
 from gateway.session.request_stage import AnswerLocally, RelayRequest, ReplyNow, decide
 from gateway.session.response_stage import PipelineRefusal
-from gateway.session.routes import route_of
+from gateway.session.routes import RouteTable, route_of
+from gateway.session.session import ProxySession
 from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame
 from protocol.record_batch import encode_batch
@@ -84,21 +85,36 @@ def _authorization(tmp: Path, record_allowed: bool, shadow: str = "none") -> Gat
 
 
 @pytest.fixture
-def base(tmp_path: Path) -> RequestContext:
+def session(tmp_path: Path) -> ProxySession:
     gateway = gateway_for(tmp_path, **{"authorizer.class.name": "StandardAuthorizer",
                                        "ksgate.acl.file": str(tmp_path / "acls.json")})
-    context: RequestContext = Driver.connect(gateway).session._request_context()
-    assert context.authorization is not None and context.routes[ApiKey.PRODUCE].walked_policy is WALKED_PRODUCE
+    return Driver.connect(gateway).session
+
+
+@pytest.fixture
+def routes(session: ProxySession) -> RouteTable:
+    """The gateway's routes: Produce's is walked with an authorizer."""
+    assert session.ctx.routes[ApiKey.PRODUCE].walked_policy is WALKED_PRODUCE
+    return session.ctx.routes
+
+
+@pytest.fixture
+def base(session: ProxySession) -> RequestContext:
+    context: RequestContext = session._request_context()
+    assert context.authorization is not None
     return context._replace(principal=KafkaPrincipal("User", "alice"),
                             topic_names={_topic_id(name): name for name in _KNOWN})
 
 
-def _sides(base: RequestContext, tmp: Path, record_allowed: bool,
-           shadow: str) -> tuple[RequestContext, RequestContext]:
+_Side = tuple[RequestContext, RouteTable]  # a request's context and the routes it is decided through
+
+
+def _sides(base: RequestContext, routes: RouteTable, tmp: Path, record_allowed: bool,
+           shadow: str) -> tuple[_Side, _Side]:
     """(walking, decoding): the same ACLs, each with its own audit log (and shadow set)."""
-    routes = {**base.routes, ApiKey.PRODUCE: replace(base.routes[ApiKey.PRODUCE], walked_policy=None)}
-    return (base._replace(authorization=_authorization(tmp / "walked.log", record_allowed, shadow)),
-            base._replace(authorization=_authorization(tmp / "decoded.log", record_allowed, shadow), routes=routes))
+    decoding = {**routes, ApiKey.PRODUCE: replace(routes[ApiKey.PRODUCE], walked_policy=None)}
+    return ((base._replace(authorization=_authorization(tmp / "walked.log", record_allowed, shadow)), routes),
+            (base._replace(authorization=_authorization(tmp / "decoded.log", record_allowed, shadow)), decoding))
 
 
 def _topic_id(name: str) -> uuid.UUID:
@@ -116,8 +132,9 @@ def _sized(payload: bytes) -> bytes:
     return len(payload).to_bytes(4, "big") + payload
 
 
-def _outcome(context: RequestContext, wire: bytes) -> tuple[Any, ...]:
+def _outcome(side: _Side, wire: bytes) -> tuple[Any, ...]:
     """The decision, the audit events it wrote and whether it noted a topic-id miss."""
+    context, routes = side
     assert context.authorization is not None
     audit = context.authorization.audit
     assert isinstance(audit, _RecordedAudit)
@@ -125,7 +142,7 @@ def _outcome(context: RequestContext, wire: bytes) -> tuple[Any, ...]:
     context = context._replace(misses=TopicIdMisses())
     try:
         frame = memoryview(wire)
-        decided: tuple[Any, ...] = _decision(decide(context, frame, route_of(context.routes, frame)))
+        decided: tuple[Any, ...] = _decision(decide(context, frame, route_of(routes, frame)))
     except PipelineRefusal as exc:
         decided = ("refused", str(exc))
     return decided, list(audit.events), context.misses.missed
@@ -160,8 +177,9 @@ def _frames(version: int, rng: random.Random) -> list[bytes]:
                          ids=["allowed-not-logged", "log-allowed", "shadow-acls"])
 @pytest.mark.parametrize("version", _VERSIONS)
 def test_an_authorized_walked_produce_is_decided_and_audited_as_a_decoded_one(
-        base: RequestContext, tmp_path: Path, version: int, record_allowed: bool, shadow: str) -> None:
-    walking, decoding = _sides(base, tmp_path, record_allowed, shadow)
+        base: RequestContext, routes: RouteTable, tmp_path: Path, version: int, record_allowed: bool,
+        shadow: str) -> None:
+    walking, decoding = _sides(base, routes, tmp_path, record_allowed, shadow)
     rng = random.Random(f"authorized walked produce v{version}")
     outcomes, events = set(), set()
     for frame in _frames(version, rng):
@@ -177,18 +195,18 @@ def test_an_authorized_walked_produce_is_decided_and_audited_as_a_decoded_one(
         assert (("shadow", "WOULD_DENY") in events) is (shadow == "active")
 
 
-def _decide(context: RequestContext, txn_id: str | None, records: bytes, *names: str) -> Any:
+def _decide(context: RequestContext, routes: RouteTable, txn_id: str | None, records: bytes, *names: str) -> Any:
     return decide(context, memoryview(request_frame(ApiKey.PRODUCE, 11, 7, _produce(11, -1, txn_id, records, *names),
-                                                    "c")), context.routes[ApiKey.PRODUCE])
+                                                    "c")), routes[ApiKey.PRODUCE])
 
 
 def test_an_allowed_produce_with_an_authorizer_is_relayed_undecoded_and_unrecorded(
-        base: RequestContext, tmp_path: Path, decoded: list[str]) -> None:
+        base: RequestContext, routes: RouteTable, tmp_path: Path, decoded: list[str]) -> None:
     context = base._replace(authorization=_authorization(tmp_path / "a.log", record_allowed=False))
     inactive_shadow = base._replace(authorization=_authorization(tmp_path / "b.log", False, shadow="inactive"))
     for txn_id, records in ((None, bytes(_PLAIN)), ("tx-ok", bytes(_TXN))):
         for requester in (context, inactive_shadow):
-            decision = _decide(requester, txn_id, records, "ok1", "ok2")
+            decision = _decide(requester, routes, txn_id, records, "ok1", "ok2")
             assert isinstance(decision, RelayRequest) and decision.outcome == "allowed" and decision.hook is None
     assert decoded == []
     assert context.authorization is not None and context.authorization.audit.events == []  # type: ignore[attr-defined]
@@ -197,7 +215,7 @@ def test_an_allowed_produce_with_an_authorizer_is_relayed_undecoded_and_unrecord
 @pytest.mark.parametrize("case", ["denied topic", "denied transactional id", "unknown topic id", "reserved topic",
                                   "log allowed", "shadow ACLs"])
 def test_an_authorized_produce_the_shortcut_cannot_answer_is_decoded_and_recorded(
-        base: RequestContext, tmp_path: Path, decoded: list[str], case: str) -> None:
+        base: RequestContext, routes: RouteTable, tmp_path: Path, decoded: list[str], case: str) -> None:
     authorization = _authorization(tmp_path / "a.log", record_allowed=case == "log allowed",
                                    shadow="active" if case == "shadow ACLs" else "none")
     names, txn_id, records = ("ok1",), None, bytes(_PLAIN)
@@ -214,10 +232,10 @@ def test_an_authorized_produce_the_shortcut_cannot_answer_is_decoded_and_recorde
     context = base._replace(authorization=authorization, misses=TopicIdMisses())
     if case == "unknown topic id":  # only v13 names topics by id
         decide(context, memoryview(request_frame(ApiKey.PRODUCE, 13, 7, _produce(13, -1, txn_id, records, *names),
-                                                 "c")), context.routes[ApiKey.PRODUCE])
+                                                 "c")), routes[ApiKey.PRODUCE])
         assert context.misses.missed
     else:
-        _decide(context, txn_id, records, *names)
+        _decide(context, routes, txn_id, records, *names)
     assert decoded == ["ProduceRequest"]
     events = authorization.audit.events  # type: ignore[attr-defined]
     if case == "log allowed":

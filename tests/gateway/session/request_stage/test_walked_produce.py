@@ -19,7 +19,7 @@ import pytest
 from gateway.session.request_context import RequestContext
 from gateway.session.request_stage import AnswerLocally, RelayRequest, ReplyNow, decide
 from gateway.session.response_stage import PipelineRefusal
-from gateway.session.routes import route_of
+from gateway.session.routes import RouteTable, route_of
 from protocol.api_keys import ApiKey
 from protocol.messages import decode_response, request_frame
 from protocol.record_batch import encode_batch
@@ -31,15 +31,16 @@ _RECORDS = encode_batch([(None, b"x" * 100)], timestamp_ms=0)
 
 
 @pytest.fixture
-def walking(tmp_path: Path) -> RequestContext:
-    context: RequestContext = Driver.connect(gateway_for(tmp_path)).session._request_context()
-    assert context.authorization is None and context.routes[ApiKey.PRODUCE].walked == ("acks",)
-    return context
+def walking(tmp_path: Path) -> tuple[RequestContext, RouteTable]:
+    """A request's context without an authorizer, and the gateway's routes (Produce's walks)."""
+    session = Driver.connect(gateway_for(tmp_path)).session
+    context: RequestContext = session._request_context()
+    assert context.authorization is None and session.ctx.routes[ApiKey.PRODUCE].walked == ("acks",)
+    return context, session.ctx.routes
 
 
-def _decoding(context: RequestContext) -> RequestContext:
-    routes = {**context.routes, ApiKey.PRODUCE: replace(context.routes[ApiKey.PRODUCE], walked=None)}
-    return context._replace(routes=routes)
+def _decoding(routes: RouteTable) -> RouteTable:
+    return {**routes, ApiKey.PRODUCE: replace(routes[ApiKey.PRODUCE], walked=None)}
 
 
 def _produce(version: int, acks: int, *names: str) -> dict[str, Any]:
@@ -57,10 +58,10 @@ def _sized(payload: bytes) -> bytes:
     return len(payload).to_bytes(4, "big") + payload
 
 
-def _outcome(context: RequestContext, wire: bytes) -> tuple[Any, ...]:
+def _outcome(context: RequestContext, routes: RouteTable, wire: bytes) -> tuple[Any, ...]:
     try:
         frame = memoryview(wire)
-        decision = decide(context, frame, route_of(context.routes, frame))
+        decision = decide(context, frame, route_of(routes, frame))
     except PipelineRefusal as exc:
         return ("refused", str(exc))
     assert not isinstance(decision, AnswerLocally)
@@ -73,26 +74,30 @@ def _outcome(context: RequestContext, wire: bytes) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("version", _VERSIONS)
-def test_a_walked_produce_is_decided_as_a_decoded_one(walking: RequestContext, version: int) -> None:
-    decoding = _decoding(walking)
+def test_a_walked_produce_is_decided_as_a_decoded_one(walking: tuple[RequestContext, RouteTable],
+                                                     version: int) -> None:
+    context, routes = walking
+    decoding = _decoding(routes)
     rng = random.Random(f"walked produce v{version}")
     frames = [request_frame(ApiKey.PRODUCE, version, 7, _produce(version, acks, *names), "c")
               for acks in (-1, 0, 1) for names in (("orders",), ("a", "b"), (), ("bad name",), ("..", "ok"))]
     frames += [_sized(frame[4:] + b"\x00\x01") for frame in frames[:3]]  # trailing bytes: the canonical body
     frames += [_sized(broken) for broken in _mutations(frames[1][4:], rng)]  # cut, padded, flipped
     for frame in frames:
-        assert _outcome(walking, frame) == _outcome(decoding, frame), frame.hex()
+        assert _outcome(context, routes, frame) == _outcome(context, decoding, frame), frame.hex()
 
 
-def test_a_produce_without_an_authorizer_is_not_decoded(walking: RequestContext, decoded: list[str]) -> None:
+def test_a_produce_without_an_authorizer_is_not_decoded(walking: tuple[RequestContext, RouteTable],
+                                                        decoded: list[str]) -> None:
+    context, routes = walking
     wire = request_frame(ApiKey.PRODUCE, 11, 7, _produce(11, -1, "orders"), "c")
-    decision = decide(walking, memoryview(wire), walking.routes[ApiKey.PRODUCE])
+    decision = decide(context, memoryview(wire), routes[ApiKey.PRODUCE])
     assert isinstance(decision, RelayRequest) and bytes(decision.wire) == wire and decision.expects_response
     assert decoded == []
-    acks_zero = decide(walking, memoryview(request_frame(ApiKey.PRODUCE, 11, 8, _produce(11, 0, "o"), "c")),
-                       walking.routes[ApiKey.PRODUCE])
+    acks_zero = decide(context, memoryview(request_frame(ApiKey.PRODUCE, 11, 8, _produce(11, 0, "o"), "c")),
+                       routes[ApiKey.PRODUCE])
     assert isinstance(acks_zero, RelayRequest) and not acks_zero.expects_response and decoded == []
     # An illegal name goes through the full decode and the policy (its per-partition errors), as before.
-    illegal = decide(walking, memoryview(request_frame(ApiKey.PRODUCE, 11, 9, _produce(11, -1, "a b"), "c")),
-                     walking.routes[ApiKey.PRODUCE])
+    illegal = decide(context, memoryview(request_frame(ApiKey.PRODUCE, 11, 9, _produce(11, -1, "a b"), "c")),
+                     routes[ApiKey.PRODUCE])
     assert isinstance(illegal, ReplyNow) and decoded == ["ProduceRequest"]
