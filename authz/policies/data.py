@@ -23,7 +23,7 @@ from authz.policies._kit import (
     distinct,
     item,
 )
-from authz.policies.merge import Slot, merge_items
+from authz.policies.merge import Slot, merge_items, once_per_partition
 from authz.policies.merge import by_name as _by_name
 from authz.request_policy import (
     CLUSTER_NAME,
@@ -125,7 +125,9 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
     if not denied and not incremental:  # the common case: relayed as it came, no answer to merge into
         return Relay()
     session = incremental or (sessions and request["session_id"] != 0)
-    slots = [(denied.get(i), _fetch_key(t, version)) for i, t in enumerate(topics)]
+    # FetchRequest.fetchData reads the topics into a map keyed by topic-partition: a repeated one is answered once.
+    slots = once_per_partition([(denied.get(i), _fetch_key(t, version)) for i, t in enumerate(topics)],
+                               "partitions", "partition_index")
 
     def session_partitions(entry: Body) -> Body:
         # Asked for by an earlier request of the session: sent on, or in its error entry if no longer readable.
@@ -144,7 +146,7 @@ def authorize_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
         return Relay(finish)  # incremental: the session's partitions the answer may carry are checked in finish
     if len(denied) == len(topics) and not session:
         response = default_response(ApiKey.FETCH, version)
-        response["responses"] = [denied[i] for i in range(len(topics))]
+        response["responses"] = [entry for entry, _ in slots]
         return Answer(response)
     # Within a fetch session the upstream must still see the request (epoch, forgotten topics), even when
     # no topic of it is authorized.

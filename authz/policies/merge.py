@@ -80,3 +80,23 @@ def _take(queue: deque[int] | None, used: set[int], *, everything: bool) -> list
         if not everything:
             break
     return taken
+
+
+def once_per_partition(slots: Sequence[Slot], partitions: str, index: str) -> list[Slot]:
+    """``slots`` as Kafka answers a request it reads into a map keyed by topic-partition (Produce, Fetch,
+    DeleteRecords): each key once, at its first place, and an error entry holding each of the key's partitions
+    once (those of every copy).  A relayed key needs no more: the upstream reads its copies into the same map."""
+    first: dict[Hashable, Slot] = {}
+    listed: dict[Hashable, set[int]] = {}
+    for error, key in slots:
+        if key not in first:
+            first[key] = (None if error is None else {**error, partitions: []}, key)
+            listed[key] = set()
+        entry = first[key][0]
+        if error is None or entry is None:
+            continue
+        for partition in error[partitions]:
+            if partition[index] not in listed[key]:
+                listed[key].add(partition[index])
+                entry[partitions].append(partition)
+    return list(first.values())

@@ -15,7 +15,7 @@ from typing import Any
 
 from authz.model import AclOperation, ResourceType
 from authz.policies._kit import OncePerName, cluster_allowed, item
-from authz.policies.merge import Slot, merge_items
+from authz.policies.merge import Slot, merge_items, once_per_partition
 from authz.request_policy import Answer, AuthzView, Body, Relay, Rewrite, Verdict
 from authz.response_defaults import default_response
 from authz.topic_guard import topic_name_problem
@@ -158,6 +158,7 @@ class PerItemRule:
     cluster_shortcut: AclOperation | None = None  # this operation on the cluster authorizes every item
     prechecks: tuple[Precheck, ...] = ()
     once_per_name: bool = False  # Kafka answers a repeated name once
+    keyed_by_partition: bool = False  # Kafka reads the items into a map: a repeated topic-partition is answered once
     refused_last: bool = False
     with_message: bool = False  # a refusal carries Kafka's default message (else null)
     error_fields: tuple[tuple[str, Any], ...] = ()  # other fields of a refusal (e.g. low_watermark -1)
@@ -202,6 +203,9 @@ class PerItemRule:
                 slots.append((self._refusal(shape, version, entry, failure or denial), name))
         if len(kept) == len(entries):
             return Relay()
+        if self.keyed_by_partition:
+            assert shape.answer_partitions is not None and shape.answer_partition_index is not None
+            slots = once_per_partition(slots, shape.answer_partitions, shape.answer_partition_index)
         if not kept:
             response = default_response(self.api_key, version)
             response[shape.answers] = [refusal for refusal, _ in slots]

@@ -16,7 +16,7 @@ from typing import Any
 
 from authz.field_presence import request_has
 from authz.model import AclOperation, ResourceType
-from authz.policies.merge import merge_items
+from authz.policies.merge import Slot, merge_items, once_per_partition
 from authz.request_policy import Action, Answer, AuthzView, Body, MayDo, Refuse, Relay, Rewrite, Verdict, WalkedPolicy
 from authz.response_defaults import default_item, default_response
 from protocol.api_keys import ApiKey
@@ -51,14 +51,22 @@ def _error_entry(topic: Body, version: int, error: int) -> Body:
     return entry
 
 
+def _slots(topics: list[Body], errors: list[int | None], version: int) -> list[Slot]:
+    """One slot per topic, as handleProduceRequest answers: it reads the request into maps keyed by topic-partition,
+    so a repeated topic or partition is answered once."""
+    slots = [(_error_entry(t, version, error) if error is not None else None, _topic_key(t, version))
+             for t, error in zip(topics, errors, strict=True)]
+    return once_per_partition(slots, "partition_responses", "index")
+
+
 def _all_failed(request: Body, version: int, error: int | list[int]) -> Verdict:
     """Every topic refused: with one error for all, or one per topic (in the request's order)."""
     if request["acks"] == 0:
         return Refuse("denied Produce with acks=0 (Kafka closes the connection)", in_turn=True)
     topics = request["topic_data"]
-    errors = error if isinstance(error, list) else [error] * len(topics)
+    errors: list[int | None] = list(error) if isinstance(error, list) else [error] * len(topics)
     response = default_response(ApiKey.PRODUCE, version)
-    response["responses"] = [_error_entry(t, version, e) for t, e in zip(topics, errors, strict=True)]
+    response["responses"] = [entry for entry, _ in _slots(topics, errors, version)]
     return Answer(response)
 
 
@@ -96,8 +104,7 @@ def authorize_produce(request: Body, version: int, view: AuthzView) -> Verdict:
         return Rewrite({**request, "topic_data": allowed}, _unanswered,
                        then_close="partly denied Produce with acks=0 (Kafka closes the connection)")
 
-    slots = [(_error_entry(t, version, error) if error is not None else None, _topic_key(t, version))
-             for t, error in zip(topics, errors, strict=True)]
+    slots = _slots(topics, errors, version)
 
     def merge(response: Body) -> Body:
         response["responses"] = merge_items(slots, response["responses"], lambda r: (_topic_key(r, version),))

@@ -16,7 +16,9 @@ RULES: tuple[PerItemRule, ...] = (
     # KIP-320: brokers (CLUSTER_ACTION) may ask about every topic, whatever the replica id.
     PerItemRule(ApiKey.OFFSET_FOR_LEADER_EPOCH, Op.DESCRIBE, "each topic, when CLUSTER_ACTION is not allowed",
                 cluster_shortcut=Op.CLUSTER_ACTION),
-    PerItemRule(ApiKey.DELETE_RECORDS, Op.DELETE, "each topic", error_fields=(("low_watermark", -1),)),
+    # handleDeleteRecordsRequest keys its answers by topic-partition: a repeated one is answered once.
+    PerItemRule(ApiKey.DELETE_RECORDS, Op.DELETE, "each topic", error_fields=(("low_watermark", -1),),
+                keyed_by_partition=True),
     # handleDescribeProducersRequest validates each name before (and without) authorizing it.
     PerItemRule(ApiKey.DESCRIBE_PRODUCERS, Op.READ, "each topic; an illegal name fails first (INVALID_TOPIC_EXCEPTION)",
                 prechecks=(illegal_topic_name,), with_message=True),
