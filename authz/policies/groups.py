@@ -79,8 +79,10 @@ class _TopicErrors:
     answer for the asked topics, which follows.
     """
 
-    def __init__(self, api: int, version: int, topics: str, key: str, **partition_fields: Any) -> None:
+    def __init__(self, api: int, version: int, topics: str, key: str, *, grouped: bool = False,
+                 **partition_fields: Any) -> None:
         self._api, self._version, self._topics, self._key = api, version, topics, key
+        self._grouped = grouped
         self._partition_fields = partition_fields
         self.by_key: dict[Any, Body] = {}
 
@@ -131,7 +133,19 @@ class _TopicErrors:
         """Our entries (``with_errors``), then the coordinator's for the ``asked`` topics (merge_items' rule)."""
         slots: list[Slot] = [(entry, key) for key, entry in self.by_key.items()] if with_errors else []
         slots += [(None, key) for key in dict.fromkeys(topic[self._key] for topic in asked)]
-        return merge_items(slots, answered, lambda topic: (topic[self._key],))
+        merged = merge_items(slots, answered, lambda topic: (topic[self._key],))
+        return self._by_topic(merged) if self._grouped and with_errors and self.by_key else merged
+
+    def _by_topic(self, topics: list[Body]) -> list[Body]:
+        """As the response builders' merge(), once they hold error entries: the coordinator's topics are added by
+        key, a repeated topic's partitions to its first entry (so a topic named twice is answered in one)."""
+        first: dict[Any, Body] = {}
+        for topic in topics:
+            if topic[self._key] in first:
+                first[topic[self._key]]["partitions"].extend(topic["partitions"])
+            else:
+                first[topic[self._key]] = {**topic, "partitions": list(topic["partitions"])}
+        return list(first.values())
 
 
 def _indexes(topic: Body) -> list[int]:
@@ -241,7 +255,7 @@ def authorize_leave_group(request: Body, version: int, view: AuthzView) -> Verdi
 def authorize_offset_commit(request: Body, version: int, view: AuthzView) -> Verdict:
     key = ApiKey.OFFSET_COMMIT
     by_id = request_has(key, version, "topics", "topic_id")
-    errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name")
+    errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name", grouped=True)
     if not _group(view, Op.READ, request["group_id"]):
         # OffsetCommitRequest.getErrorResponse: every requested partition carries the group error.
         topics = [item(key, version, ("topics",), name=t.get("name"), topic_id=t.get("topic_id"),
@@ -390,7 +404,7 @@ def authorize_offset_delete(request: Body, version: int, view: AuthzView) -> Ver
     key = ApiKey.OFFSET_DELETE
     if not _group(view, Op.DELETE, request["group_id"]):
         return answer(key, version, error_code=KafkaError.GROUP_AUTHORIZATION_FAILED)
-    errors = _TopicErrors(key, version, "topics", "name")
+    errors = _TopicErrors(key, version, "topics", "name", grouped=True)
     # OffsetDeleteResponse.Builder.merge: a group-level error from the coordinator replaces everything; Kafka
     # asks the coordinator even when no topic is left (it still reports the group's errors).
     return errors.verdict(request, view)
@@ -713,7 +727,7 @@ def authorize_txn_offset_commit(request: Body, version: int, view: AuthzView) ->
                 for i in _indexes(t)]) for t in topics])
     # v6 (Kafka 4.4, KIP-1319) names topics by id, as OffsetCommit v10: an id no topic has is UNKNOWN_TOPIC_ID.
     by_id = request_has(key, version, "topics", "topic_id")
-    errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name")
+    errors = _TopicErrors(key, version, "topics", "topic_id" if by_id else "name", grouped=True)
     return errors.verdict(request, view, (lambda t: view.topic_name(t["topic_id"])) if by_id else None)
 
 
