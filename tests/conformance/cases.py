@@ -471,6 +471,82 @@ def _quota_cases() -> list[Case]:
     ]
 
 
+# Duplicates under partial authorization: cf-a is cf-part's (allowed), other is not (denied); each named twice,
+# interleaved, or the same partition twice within one entry.  Kafka collapses some into a map, refuses others.
+_TWICE = ("cf-a", "other", "cf-a", "other")
+
+
+def _duplicate_cases() -> list[Case]:
+    def parts(count: int) -> list[Body]:
+        return [{"partition_index": 0, "partition": 0, "fetch_offset": 0, "partition_max_bytes": 65536,
+                 "timestamp": -1, "current_leader_epoch": -1, "leader_epoch": 0, "offset": 0, "index": 0,
+                 "records": RECORDS, "committed_offset": 1, "committed_metadata": None}] * count
+
+    def topics(ids: Names, names: tuple[str, ...], count: int, key: str = "name", sub: str = "partitions"
+               ) -> list[Body]:
+        return [{key: n, "topic_id": ids.topic_id(n), sub: parts(count)} for n in names]
+
+    def shapes(make: Callable[[Names, tuple[str, ...], int], Body]) -> list[tuple[str, Callable[[Names], Body]]]:
+        return [("dup_topics", lambda ids: make(ids, _TWICE, 1)),
+                ("dup_partition", lambda ids: make(ids, ("cf-a", "other"), 2))]
+
+    def produce(acks: int) -> Callable[[Names, tuple[str, ...], int], Body]:
+        return lambda ids, names, count: {"acks": acks, "timeout_ms": 5000,
+                                          "topic_data": topics(ids, names, count, sub="partition_data")}
+
+    group = {"group_id": "cf-g", "generation_id_or_member_epoch": -1, "generation_id": -1, "member_id": "",
+             "group_instance_id": None, "retention_time_ms": -1}
+    makers: list[tuple[str, int, Callable[[Names, tuple[str, ...], int], Body]]] = [
+        ("produce", ApiKey.PRODUCE, produce(1)),
+        ("produce.acks_all", ApiKey.PRODUCE, produce(-1)),
+        ("fetch", ApiKey.FETCH, lambda ids, names, count: {
+            "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "topics": topics(ids, names, count, key="topic"), "forgotten_topics_data": [],
+            "rack_id": ""}),
+        ("list_offsets", ApiKey.LIST_OFFSETS, lambda ids, names, count: {
+            "replica_id": -1, "isolation_level": 0, "timeout_ms": 5000, "topics": topics(ids, names, count)}),
+        ("offset_for_leader_epoch", ApiKey.OFFSET_FOR_LEADER_EPOCH, lambda ids, names, count: {
+            "replica_id": -2, "topics": topics(ids, names, count, key="topic")}),
+        ("delete_records", ApiKey.DELETE_RECORDS, lambda ids, names, count: {
+            "timeout_ms": 5000, "topics": topics(ids, names, count)}),
+        ("offset_commit", ApiKey.OFFSET_COMMIT, lambda ids, names, count: {
+            **group, "topics": topics(ids, names, count)}),
+        ("txn_offset_commit", ApiKey.TXN_OFFSET_COMMIT, lambda ids, names, count: {
+            **group, "transactional_id": "cf-t", "producer_id": 999999, "producer_epoch": 0,
+            "topics": topics(ids, names, count)}),
+        ("offset_fetch", ApiKey.OFFSET_FETCH, lambda ids, names, count: {
+            "group_id": "cf-g", "topics": [{"name": n, "partition_indexes": [0] * count} for n in names],
+            "groups": [{"group_id": "cf-g", "topics": [
+                {"name": n, "topic_id": ids.topic_id(n), "partition_indexes": [0] * count} for n in names]}],
+            "require_stable": False}),
+        ("offset_delete", ApiKey.OFFSET_DELETE, lambda ids, names, count: {
+            "group_id": "cf-g", "topics": topics(ids, names, count)}),
+        ("describe_producers", ApiKey.DESCRIBE_PRODUCERS, lambda ids, names, count: {
+            "topics": [{"name": n, "partition_indexes": [0] * count} for n in names]}),
+        ("elect_leaders", ApiKey.ELECT_LEADERS, lambda ids, names, count: {
+            "election_type": 0, "timeout_ms": 5000,
+            "topic_partitions": [{"topic": n, "partitions": [0] * count} for n in names]}),
+        ("alter_partition_reassignments", ApiKey.ALTER_PARTITION_REASSIGNMENTS, lambda ids, names, count: {
+            "timeout_ms": 5000, "allow_replication_factor_change": True, "topics": [
+                {"name": n, "partitions": [{"partition_index": 0, "replicas": None}] * count} for n in names]}),
+    ]
+    whole = [
+        # Topic-level items (no partitions): the same name twice, interleaved with a denied one.
+        Case("create_partitions.dup_topics", ApiKey.CREATE_PARTITIONS, _static({
+            "timeout_ms": 10000, "validate_only": True, "topics": [
+                {"name": n, "count": 3, "assignments": None} for n in _TWICE]})),
+        # cf-part may delete no missing topic; cf-full may delete cf-missing, not other-missing.
+        Case("delete_topics.dup_topics", ApiKey.DELETE_TOPICS, lambda ids: {"timeout_ms": 5000,
+             "topic_names": ["cf-missing", "other-missing", "cf-missing", "other-missing"],
+             "topics": [{"name": n, "topic_id": uuid.UUID(int=0)}
+                        for n in ("cf-missing", "other-missing", "cf-missing", "other-missing")]}),
+        Case("describe_configs.dup_topics", ApiKey.DESCRIBE_CONFIGS,
+             _configs(*((TOPIC, n) for n in _TWICE), keys=["retention.ms"])),
+    ]
+    return [*(Case(f"{name}.{shape}", key, template) for name, key, make in makers
+              for shape, template in shapes(make)), *whole]
+
+
 def all_cases() -> list[Case]:
     return [*_api_versions_cases(), *_metadata_cases(), *_data_cases(), *_topic_admin_cases(), *_group_cases(),
-            *_transaction_cases(), *_security_cases()]
+            *_transaction_cases(), *_security_cases(), *_duplicate_cases()]
