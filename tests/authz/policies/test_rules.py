@@ -71,7 +71,8 @@ ROWS: dict[ApiKey, Row] = {
     ApiKey.DELETE_RECORDS: Row(Op.DELETE, RT.TOPIC, TOPIC_AUTHORIZATION_FAILED, None, True,
                                _topics(ApiKey.DELETE_RECORDS, "name", _partition_structs(ApiKey.DELETE_RECORDS,
                                                                                          "partition_index")),
-                               "topics", "name", extra=(("low_watermark", -1),)),
+                               # Kafka keys the answer by topic-partition: a repeated topic is answered once.
+                               "topics", "name", once_per_name=True, extra=(("low_watermark", -1),)),
     ApiKey.DESCRIBE_PRODUCERS: Row(Op.READ, RT.TOPIC, TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.",
                                    True, _topics(ApiKey.DESCRIBE_PRODUCERS, "name",
                                                  lambda v: {"partition_indexes": [0, 1]}), "topics", "name"),
