@@ -69,3 +69,18 @@ def test_an_allowed_acks0_produce_keeps_the_connection_open(sides: Sides, topics
     assert kafka.outcomes == ["response"] and kafka.still_open  # the same connection answers what comes next
     assert kafka.written == {**_nothing_written(topics), (topics.allowed, 0): [value(topics.allowed, 0)],
                              (topics.allowed, 1): [value(topics.allowed, 1)]}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_partly_allowed_acks0_produce_naming_topics_twice_writes_once_then_closes_the_connection(
+        sides: Sides, topics: Topics, version: int) -> None:
+    parts = [(topics.allowed, [0]), (topics.denied, [0]), (topics.allowed, [0, 1, 0]), (topics.denied, [0, 0])]
+    requests = [produced(version, 0, topics, parts), metadata(topics)]
+    landing = frozenset({(topics.allowed, 0), (topics.allowed, 1)})
+    kafka = run(sides, sides.reference, topics, requests, landing)
+    ksgate = run(sides, sides.ksgate, topics, requests, landing)
+
+    assert ksgate == kafka
+    assert kafka.outcomes == ["closed"] and not kafka.still_open
+    assert kafka.written == {**_nothing_written(topics), (topics.allowed, 0): [value(topics.allowed, 0)],
+                             (topics.allowed, 1): [value(topics.allowed, 1)]}

@@ -47,3 +47,26 @@ def test_a_partly_allowed_produce_is_answered_and_written_as_kafka_does(
     assert kafka.written == {
         (topics.allowed, 0): [value(topics.allowed, 0)], (topics.allowed, 1): [value(topics.allowed, 1)],
         (topics.denied, 0): [], **{(name, 0): None for name in topics.missing}}
+
+
+def _twice(topics: Topics) -> list[tuple[str, list[int]]]:
+    """Each topic named twice, interleaved, and partition 0 of each named twice within one entry."""
+    return [(topics.allowed, [0]), (topics.denied, [0]), (topics.allowed, [0, 1, 0]), (topics.denied, [0, 0])]
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+@pytest.mark.parametrize("version", (3, 13))
+def test_a_topic_and_a_partition_named_twice_are_answered_and_written_once_as_kafka_does(
+        sides: Sides, topics: Topics, version: int, acks: int) -> None:
+    # Kafka reads the request into a map keyed by topic-partition: one answer and one batch per partition.
+    request = produced(version, acks, topics, _twice(topics))
+    landing = frozenset({(topics.allowed, 0), (topics.allowed, 1)})
+    kafka = run(sides, sides.reference, topics, [request], landing)
+    ksgate = run(sides, sides.ksgate, topics, [request], landing)
+
+    assert ksgate == kafka
+    assert errors(kafka) == {(topics.allowed, 0): KafkaError.NONE, (topics.allowed, 1): KafkaError.NONE,
+                             (topics.denied, 0): KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    assert kafka.written == {
+        (topics.allowed, 0): [value(topics.allowed, 0)], (topics.allowed, 1): [value(topics.allowed, 1)],
+        (topics.denied, 0): [], **{(name, 0): None for name in topics.missing}}
