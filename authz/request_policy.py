@@ -30,7 +30,11 @@ Two cases stay within the rule: (Incremental)AlterConfigs answer a missing resou
 as Kafka's own ConfigAdminManager.reassemble*Response does; and an incremental Fetch/ShareFetch response may
 carry partitions of the session that this request does not name (the client asked for them earlier in the
 session, and the gateway does not track sessions), so those are authorized again and sent on, or replaced by
-their error entry, after the client's items.
+their error entry, after the client's items.  A request that names an item twice is answered as Kafka answers
+it: where Kafka reads the items into a map keyed by topic-partition (Produce, Fetch, DeleteRecords) each is
+answered once (``merge.once_per_partition``); elsewhere as that API's handler does: each copy, each copy in one
+entry per topic (the group offset APIs), or a refusal of the repeated name (measured: tests/conformance,
+``*.dup_*`` and the cases with a duplicate item).
 """
 
 from __future__ import annotations
