@@ -77,9 +77,12 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
                     errors=self.errors)
 
     def close(self) -> None:
-        with self.lock:  # the lock handle() holds around emit(): a record is written before, or dropped after
+        self.acquire()  # the lock handle() holds around emit(): a record is written before, or dropped after
+        try:
             self.shut = True
             super().close()
+        finally:
+            self.release()
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.shut:  # a writer that found the log open raced its close: the file stays closed
