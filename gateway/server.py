@@ -315,7 +315,7 @@ class Gateway:
 
     async def _release_after_failed_start(self) -> None:
         """Close the listeners opened so far, end the watchers (awaited: a task merely told to stop
-        is still pending if the loop closes next) and the security store's thread."""
+        is still pending if the loop closes next), the audit log's file and the security store's thread."""
         self._stopping = True  # a broker learnt from now on gets no listener
         for server in self._servers.values():
             server.close()
@@ -323,6 +323,8 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.ctx.hashes.close()
+        if self.ctx.authorization is not None:
+            self.ctx.authorization.audit.close()  # once: a shutdown() after this leaves it closed
         if self.security_topic is not None:
             await asyncio.to_thread(self.security_topic.stop)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -42,13 +43,26 @@ def free_port_block(size: int = 128) -> int:
 
 
 class GatewayThread:
-    """A started gateway; ``bootstrap`` is its client address. Stop with ``stop()``."""
+    """A started gateway; ``bootstrap`` is its client address. Stop with ``stop()``.
+
+    Its ACL file and audit log are in ``directory``: a temporary one removed by ``stop()`` (or by a failed
+    ``start()``) unless the caller passes its own, as a test reading the audit log after ``stop()`` must."""
 
     def __init__(self, upstream: str, extra: Mapping[str, Any] | None = None, protocol: str = "PLAINTEXT",
-                 advertised_host: str = "127.0.0.1", bind_host: str = "127.0.0.1") -> None:
+                 advertised_host: str = "127.0.0.1", bind_host: str = "127.0.0.1",
+                 directory: Path | None = None) -> None:
         self.port = free_port()
         self.host = advertised_host
-        self.directory = Path(tempfile.mkdtemp(prefix="ksgate-test-"))
+        self._owns_directory = directory is None
+        self.directory = Path(tempfile.mkdtemp(prefix="ksgate-test-")) if directory is None else directory
+        try:
+            self._configure(upstream, extra, protocol, advertised_host, bind_host)
+        except BaseException:
+            self._remove_directory()
+            raise
+
+    def _configure(self, upstream: str, extra: Mapping[str, Any] | None, protocol: str, advertised_host: str,
+                   bind_host: str) -> None:
         settings = {
             # Authorization is on everywhere (every request runs its policy); tests that are
             # not about ACLs allow everything by default, as Kafka does with no ACLs.
@@ -77,7 +91,11 @@ class GatewayThread:
     def start(self) -> GatewayThread:
         configure_logging("WARNING")
         self._thread.start()
-        self._started.result(timeout=30)
+        try:
+            self._started.result(timeout=30)
+        except BaseException:
+            self.stop()  # nobody holds a thread whose start failed: its directory goes with it
+            raise
         return self
 
     def _run(self) -> None:
@@ -123,6 +141,12 @@ class GatewayThread:
         if self.loop is not None and self._stop is not None and not self._start_failed() and self._thread.is_alive():
             self.loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=15)
+        if not self._thread.is_alive():  # a gateway still stopping may yet write its audit log: left in place
+            self._remove_directory()
+
+    def _remove_directory(self) -> None:
+        if self._owns_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _start_failed(self) -> bool:
         return self._started.done() and self._started.exception() is not None

@@ -64,16 +64,30 @@ class AdminChange:
 
 
 class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
-    """RotatingFileHandler whose files (the first and each one after a rollover) are mode 0600, and whose
-    failures reach the operational log as one line per outage, never with the record."""
+    """RotatingFileHandler whose files (the first and each one after a rollover) are mode 0600, whose
+    failures reach the operational log as one line per outage, never with the record, and which once
+    closed never opens its file again (logging's would, for a record emitted after close())."""
 
     lost = 0  # records not written since the file last failed (0: it is writable)
+    shut = False  # close() has run: records are dropped and counted, never written
+    dropped_after_close = 0
 
     def _open(self) -> io.TextIOWrapper:
         return open(open_private_log(self.baseFilename), "a", encoding=self.encoding,
                     errors=self.errors)
 
+    def close(self) -> None:
+        self.acquire()  # the lock handle() holds around emit(): a record is written before, or dropped after
+        try:
+            self.shut = True
+            super().close()
+        finally:
+            self.release()
+
     def emit(self, record: logging.LogRecord) -> None:
+        if self.shut:  # a writer that found the log open raced its close: the file stays closed
+            self._drop_after_close()
+            return
         lost = self.lost
         super().emit(record)  # a failure comes back through handleError
         if lost and self.lost == lost:
@@ -88,6 +102,12 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
             error = sys.exc_info()[1]
             _OPS_LOG.error("audit log %s cannot be written (%s: %s); audit records are lost until it can",
                            self.baseFilename, type(error).__name__, bounded_name(str(error), REASON_CHARS))
+
+    def _drop_after_close(self) -> None:
+        self.dropped_after_close += 1
+        if self.dropped_after_close == 1:  # once: the count says how many followed
+            _OPS_LOG.warning("audit log %s is closed; an audit record emitted after its close was dropped "
+                             "(not written anywhere else)", self.baseFilename)
 
 
 def _now_iso() -> str:
@@ -105,7 +125,9 @@ class AuditLog:
     backups: int = 10
     # Written through directly, with no Logger: a logger in logging's registry would outlive this log, and one
     # named after it could be handed, file handler and all, to a later log (never mixed into the ops log either).
+    # Kept after close(), closed: an event written after it is counted and dropped by the handler, not ignored here.
     _file: _PrivateRotatingFileHandler | None = field(default=None, init=False, repr=False)
+    _open: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.path is None:
@@ -114,13 +136,20 @@ class AuditLog:
                                               encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(message)s"))
         self._file = handler
+        self._open = True
 
     @property
     def enabled(self) -> bool:
-        return self._file is not None
+        """Whether events are written (False without a file, and once closed)."""
+        return self._open
+
+    @property
+    def dropped_after_close(self) -> int:
+        """Events that reached this log after close(): dropped, never written to its file or elsewhere."""
+        return 0 if self._file is None else self._file.dropped_after_close
 
     def _write(self, event: dict[str, Any]) -> None:
-        file = self._file  # read once: close() may run on another thread since the caller looked
+        file = self._file
         if file is None:
             return
         line = json.dumps(event, separators=(",", ":"), default=str)
@@ -223,7 +252,8 @@ class AuditLog:
                      "throttle_time_ms": throttle_ms, "count": count})
 
     def close(self) -> None:
-        """Closes the file; later events are dropped (a closed handler would reopen the file to write)."""
-        if self._file is not None:
+        """Closes the file, once; later events, and those racing the close on another thread, are dropped
+        and counted (``dropped_after_close``; the operational log says so at the first)."""
+        if self._open and self._file is not None:
+            self._open = False
             self._file.close()
-            self._file = None

@@ -147,7 +147,8 @@ def decide(requester: RequestContext, wire: memoryview, route: ApiRoute | None) 
     then_close: str | None = None
     if type(verdict) is not Relay:  # the usual verdict, told apart with one check
         if isinstance(verdict, Refuse):
-            raise (RefusedInTurn if verdict.in_turn else PipelineRefusal)(verdict.reason)
+            raise (RefusedInTurn if verdict.in_turn else PipelineRefusal)(
+                verdict.reason, key if outcome is not None else None)
         if isinstance(verdict, Answer):
             return ReplyNow(key, version, correlation_id,
                             response_frame(key, version, correlation_id, verdict.response), outcome)

@@ -38,6 +38,12 @@ _RESPONSE_CORRELATION_AT = 4  # size(4): where a response frame's correlation id
 class PipelineRefusal(Exception):
     """The request (or response) cannot be handled safely; the connection is closed."""
 
+    def __init__(self, reason: str, refused_api: int | None = None) -> None:
+        super().__init__(reason)
+        # Set: the authorizer's Refuse of a request of this api key, which the session counts as outcome "refused"
+        # (the decision never reaches the session's _apply, where the other outcomes are counted).
+        self.refused_api = refused_api
+
 
 class RefusedInTurn(PipelineRefusal):
     """Kafka's own refusal by closing (an acks=0 Produce with an error): the connection closes after the

@@ -683,6 +683,8 @@ class ProxySession:
 
     def _request_failed(self, exc: BaseException) -> None:
         """Fail closed on a request, decided on the loop or in the worker."""
+        if isinstance(exc, PipelineRefusal) and exc.refused_api is not None:
+            self.ctx.metrics.authorization_decision(exc.refused_api, "refused")
         if isinstance(exc, RefusedInTurn):
             self._refuse_in_turn(str(exc))
             return

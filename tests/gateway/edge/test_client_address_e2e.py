@@ -12,7 +12,6 @@ import ipaddress
 import json
 import socket
 import struct
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,17 +49,20 @@ def _binding(permission: AclPermissionType, operation: AclOperation, prefix: str
                       AccessControlEntry("User:ANONYMOUS", host, operation, permission))
 
 
-def _gateway(broker: EmbeddedBroker, acl_host: str, extra: dict[str, Any], **where: str) -> GatewayThread:
+def _gateway(broker: EmbeddedBroker, directory: Path, acl_host: str, extra: dict[str, Any],
+             **where: str) -> GatewayThread:
     """A PLAINTEXT gateway where ``demo-*`` is described by anyone but denied to ``acl_host``, and
     ``only-*`` is described by ``acl_host`` alone (no ACL found means deny)."""
-    acl_file = Path(tempfile.mkdtemp(prefix="ksgate-acls-")) / "acls.json"
+    acl_file = directory / "acls.json"
     acl_file.write_bytes(encode_acl_file([
         _binding(AclPermissionType.ALLOW, AclOperation.DESCRIBE, "demo-", "*"),
         _binding(AclPermissionType.DENY, AclOperation.ALL, "demo-", acl_host),
         _binding(AclPermissionType.ALLOW, AclOperation.DESCRIBE, "only-", acl_host),
     ]))
+    # In the test's directory, not one stop() removes: the tests read the audit log after stopping the gateway.
     return GatewayThread(broker.bootstrap, {"allow.everyone.if.no.acl.found": False, "ksgate.acl.file": str(acl_file),
-                                            "ksgate.audit.log.allowed": True, **extra}, **where).start()
+                                            "ksgate.audit.log.allowed": True, **extra},
+                         directory=directory, **where).start()
 
 
 def _topics() -> tuple[str, str]:
@@ -94,10 +96,10 @@ def _assert_host_acls_applied(gateway: GatewayThread, errors: dict[str, int], ho
 # --- PROXY headers on the raw wire ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def proxied(broker: EmbeddedBroker) -> Iterator[GatewayThread]:
-    gateway = _gateway(broker, CLIENT, {"listener.name.plaintext.ksgate.proxy.protocol": True,
-                                        "listener.name.plaintext.ksgate.proxy.protocol.trusted.networks":
-                                            f"{BALANCER}/32"})
+def proxied(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
+    gateway = _gateway(broker, tmp_path_factory.mktemp("proxied"), CLIENT, {
+        "listener.name.plaintext.ksgate.proxy.protocol": True,
+        "listener.name.plaintext.ksgate.proxy.protocol.trusted.networks": f"{BALANCER}/32"})
     yield gateway
     gateway.stop()
 
@@ -134,11 +136,12 @@ def test_a_proxy_header_with_an_ipv4_mapped_client_meets_the_ipv4_host_acls(prox
 @pytest.mark.skipif(not HAProxy.available(), reason="needs Debian's haproxy (scripts/test.sh installs it)")
 @pytest.mark.parametrize("proxy_version", [1, 2])
 def test_confluent_kafka_behind_a_dual_stack_haproxy_meets_the_ipv4_host_acls(broker: EmbeddedBroker,
-                                                                              proxy_version: int) -> None:
+                                                                              proxy_version: int,
+                                                                              tmp_path: Path) -> None:
     # HAProxy binds an IPv4-mapped address (an AF_INET6 socket) on 127.0.0.5, the address the gateway
     # advertises, with the gateway's own port numbers: bootstrap and node connections both pass it, and
     # it states each IPv4 client (127.0.0.1) as ::ffff:127.0.0.1, in a v1 TCP6 or a v2 AF_INET6 header.
-    gateway = _gateway(broker, "127.0.0.1", {
+    gateway = _gateway(broker, tmp_path, "127.0.0.1", {
         "listener.name.plaintext.ksgate.proxy.protocol": True,
         "listener.name.plaintext.ksgate.proxy.protocol.trusted.networks": f"{BALANCER}/32"},
         advertised_host="127.0.0.5")
@@ -167,8 +170,8 @@ def _client_topic_errors(bootstrap: str, *topics: str) -> dict[str, int]:
 # --- a dual-stack [::] listener reached over IPv4 ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def dual_stack(broker: EmbeddedBroker) -> Iterator[GatewayThread]:
-    gateway = _gateway(broker, "127.0.0.1", {}, bind_host="::")
+def dual_stack(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
+    gateway = _gateway(broker, tmp_path_factory.mktemp("dual-stack"), "127.0.0.1", {}, bind_host="::")
     yield gateway
     gateway.stop()
 
@@ -189,8 +192,8 @@ def test_confluent_kafka_on_a_dual_stack_listener_meets_the_ipv4_host_acls(dual_
     _assert_host_acls_applied(dual_stack, errors, "127.0.0.1", denied, allowed)
 
 
-def test_an_ipv6_only_listener_refuses_ipv4_and_serves_ipv6(broker: EmbeddedBroker) -> None:
-    gateway = _gateway(broker, "::1", {"listener.name.plaintext.ksgate.ipv6.only": True}, bind_host="::")
+def test_an_ipv6_only_listener_refuses_ipv4_and_serves_ipv6(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    gateway = _gateway(broker, tmp_path, "::1", {"listener.name.plaintext.ksgate.ipv6.only": True}, bind_host="::")
     try:
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", gateway.port), timeout=10).close()
@@ -218,7 +221,7 @@ def test_the_hash_budget_counts_a_mapped_and_a_plain_ipv4_client_as_one_address(
         "ksgate.authentication.hash.rate.per.ip": 0.01, "ksgate.authentication.hash.burst.per.ip": 1,
         "listener.name.sasl_plaintext.ksgate.proxy.protocol": True,
         "listener.name.sasl_plaintext.ksgate.proxy.protocol.trusted.networks": f"{BALANCER}/32"},
-        protocol="SASL_PLAINTEXT").start()
+        protocol="SASL_PLAINTEXT", directory=tmp_path).start()  # its audit log is read after stop()
     try:
         headers = (f"PROXY TCP6 ::ffff:{CLIENT} ::ffff:10.0.0.1 40001 9092\r\n".encode(),
                    _v2_inet6(f"::ffff:{CLIENT}", 40002),

@@ -14,7 +14,9 @@ import pytest
 
 from gateway.commands.embedded_broker import EmbeddedBroker, free_port
 from gateway.config import ConfigError, build_config
+from gateway.ops.audit import _PrivateRotatingFileHandler as audit_file_handler
 from gateway.server import Gateway
+from tests.gateway.stores.test_authorization_setup import _descriptors_on
 
 NODE_ID = 0  # with node.id.min 0, node 0 is served on node.port.base itself
 
@@ -86,6 +88,33 @@ async def test_a_gateway_whose_start_up_fails_closes_the_listeners_it_had_opened
         taken.close()
         for server in gateway._servers.values():
             server.close()
+
+
+async def test_a_gateway_whose_start_up_fails_closes_its_audit_log_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its descriptor would otherwise stay open for as long as the process lives; a shutdown() after
+    the failure (as the tests' finalisers do) leaves it closed, not closed twice."""
+    closes: list[object] = []
+    close = audit_file_handler.close
+    monkeypatch.setattr(audit_file_handler, "close", lambda handler: (closes.append(handler), close(handler))[1])
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    gateway = HeldProbe(build_config({**settings(tmp_path, free_port(), taken.getsockname()[1]),
+                                      "authorizer.class.name": "StandardAuthorizer",
+                                      "ksgate.acl.file": str(tmp_path / "acls.json")}))
+    gateway.hold()
+    gateway.release.set()
+    try:
+        assert len(_descriptors_on(tmp_path / "audit.log")) == 1  # opened with the authorizer
+        with pytest.raises(ConfigError, match="cannot bind"):
+            await gateway.start()
+        assert _descriptors_on(tmp_path / "audit.log") == []
+        await gateway.shutdown()
+    finally:
+        taken.close()
+    audit = gateway.ctx.authorization.audit if gateway.ctx.authorization is not None else None
+    assert audit is not None and not audit.enabled and len(closes) == 1
 
 
 def test_a_gateway_whose_start_up_fails_after_loading_the_security_store_stops_its_thread(

@@ -3,11 +3,14 @@ not a file handler a later log could inherit, not an entry in logging's registry
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gateway.ops import audit as audit_module
 from gateway.ops.audit import AuditLog
 
 # AuditLogs made and dropped, looking for one whose address (id) an earlier one had. CPython reuses a freed
@@ -71,4 +74,31 @@ def test_a_closed_log_writes_nothing_and_does_not_reopen_its_file(tmp_path: Path
     audit.close()
     path.unlink()
     _login(audit, "after-close")
-    assert (path.exists(), audit.enabled) == (False, False)
+    assert (path.exists(), audit.enabled, audit.dropped_after_close) == (False, False, 1)
+
+
+class _ClosingWhileEncoding:
+    """json as the audit log sees it, closing the log between the writer's look at it and its write:
+    the interleaving of a decision on a worker thread with the gateway's shutdown, made deterministic."""
+
+    def __init__(self, audit: AuditLog) -> None:
+        self.audit = audit
+
+    def dumps(self, obj: object, **kwargs: Any) -> str:
+        self.audit.close()
+        return json.dumps(obj, **kwargs)
+
+
+def test_a_write_racing_close_neither_reopens_the_file_nor_is_lost_silently(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "audit.log"
+    audit = AuditLog(str(path))
+    _login(audit, "alice")
+    path.unlink()  # a reopened file would appear again
+    monkeypatch.setattr(audit_module, "json", _ClosingWhileEncoding(audit))
+    with caplog.at_level(logging.WARNING, logger="ksgate.logs"):
+        _login(audit, "bob-racing-close")
+        _login(audit, "after-close")
+    reports = [r.getMessage() for r in caplog.records if r.name == "ksgate.logs"]
+    assert (path.exists(), audit.dropped_after_close) == (False, 2)
+    assert len(reports) == 1 and "dropped" in reports[0] and "bob" not in reports[0]  # never the record

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -42,7 +43,8 @@ from tests.harness import GatewayThread
 from tests.scram_wire import can_connect, create_token, scram_login, scram_salt
 from tests.wire_client import request_frame
 
-CONVERGENCE_S = 2.0  # the issue's bound
+CONVERGENCE_S = 2.0  # the issue's bound: printed beside the measured figure, never asserted
+HANG_S = 60.0  # bounds a hang only
 TOPIC_AUTHORIZATION_FAILED = 29
 
 
@@ -63,9 +65,14 @@ class Cluster:
         self.config_file = directory / "gateway.yaml"
         self.config_file.write_text(yaml.safe_dump({**self.settings, "upstream.bootstrap.servers": broker.bootstrap}))
         self.running: list[GatewayThread] = []
+        # Set after any instance's store applied a run of records and ran its listeners (the gateway's, subscribed
+        # when it was built, first): the event a test waits on to look at an instance's state again.
+        self.applied = threading.Event()
 
     def start(self) -> GatewayThread:
         gateway = GatewayThread(self.broker.bootstrap, self.settings, protocol="SASL_PLAINTEXT").start()
+        assert gateway.gateway.security_topic is not None
+        gateway.gateway.security_topic.subscribe(lambda _run: self.applied.set())
         self.running.append(gateway)
         return gateway
 
@@ -100,16 +107,18 @@ def cluster(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) ->
         shared.stop(gateway)
 
 
-def _within(seconds: float, condition: Callable[[], bool]) -> float:
-    """How long until ``condition()`` held; fails the test if it did not within ``seconds``."""
+def _within(cluster: Cluster, condition: Callable[[], bool]) -> float:
+    """How long until ``condition()`` held, checked again each time an instance's store has applied records: printed
+    beside the docs' figure (CONVERGENCE_S), never asserted (tests never assert on timings); HANG_S bounds a hang."""
     start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > seconds:
-            pytest.fail(f"not converged within {seconds} s")
-        time.sleep(0.02)
+    while True:
+        cluster.applied.clear()  # before the check: a run applied after it sets the event again
+        if condition():
+            break
+        if not cluster.applied.wait(max(0.0, start + HANG_S - time.monotonic())):
+            pytest.fail(f"never converged (waited {HANG_S:g} s)")
     elapsed = time.monotonic() - start
-    print(f"converged in {elapsed * 1000:.0f} ms")  # shown with -s: the figure the docs quote
-    assert elapsed <= seconds, f"converged only after {elapsed:.2f} s"
+    print(f"converged in {elapsed * 1000:.0f} ms (the docs quote under {CONVERGENCE_S:g} s)")  # shown with -s
     return elapsed
 
 
@@ -120,7 +129,7 @@ def _logs_in(gateway: GatewayThread, user: str, password: str) -> bool:
     return error == 0
 
 
-def test_an_acl_created_through_one_instance_applies_on_the_other_within_two_seconds(cluster: Cluster) -> None:
+def test_an_acl_created_through_one_instance_applies_on_the_other(cluster: Cluster) -> None:
     a, b = cluster.running[:2]
     admin_a = AdminClient(_client(a, "admin", "admin-secret"))
     topic = f"orders-{uuid.uuid4().hex[:6]}"
@@ -132,7 +141,7 @@ def test_an_acl_created_through_one_instance_applies_on_the_other_within_two_sec
                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
     for future in admin_a.create_acls([binding]).values():
         future.result(timeout=10)
-    _within(CONVERGENCE_S, lambda: topic in alice_b.list_topics(timeout=5).topics)
+    _within(cluster, lambda: topic in alice_b.list_topics(timeout=5).topics)
 
     # A DENY added on B wins on A too.
     deny = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
@@ -141,7 +150,7 @@ def test_an_acl_created_through_one_instance_applies_on_the_other_within_two_sec
     for future in admin_b.create_acls([deny]).values():
         future.result(timeout=10)
     alice_a = AdminClient(_client(a, "alice", "alice-secret"))
-    _within(CONVERGENCE_S, lambda: topic not in alice_a.list_topics(timeout=5).topics)
+    _within(cluster, lambda: topic not in alice_a.list_topics(timeout=5).topics)
 
     # The store's own topic is the gateway's: hidden even from a super user, and never readable.
     store_topic = cluster.settings["ksgate.security.store.topic"]
@@ -174,7 +183,7 @@ def test_a_scram_user_created_on_one_instance_logs_in_on_the_other_and_is_locked
     for future in admin_a.alter_user_scram_credentials([upsert]).values():
         future.result(timeout=10)
     assert can_connect(_client(a, "carol", "carol-pw")), "the writing instance reads its own write"
-    _within(CONVERGENCE_S, lambda: _logs_in(b, "carol", "carol-pw"))
+    _within(cluster, lambda: _logs_in(b, "carol", "carol-pw"))
     assert can_connect(_client(b, "carol", "carol-pw"))
     admin_b = AdminClient(_client(b, "admin", "admin-secret"))
     described = admin_b.describe_user_scram_credentials(["carol"])
@@ -183,7 +192,7 @@ def test_a_scram_user_created_on_one_instance_logs_in_on_the_other_and_is_locked
     deletion = UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)
     for future in admin_a.alter_user_scram_credentials([deletion]).values():
         future.result(timeout=10)
-    _within(CONVERGENCE_S, lambda: not _logs_in(b, "carol", "carol-pw"))
+    _within(cluster, lambda: not _logs_in(b, "carol", "carol-pw"))
     assert not can_connect(_client(b, "carol", "carol-pw")), "and a real client is refused too"
 
 
@@ -201,7 +210,7 @@ def test_a_token_created_on_one_instance_authenticates_on_the_other_and_expiring
         client.close()
         return code == 0
 
-    _within(CONVERGENCE_S, token_logs_in_on_b)
+    _within(cluster, token_logs_in_on_b)
     # Expire through B: A refuses the token within the bound.
     holder, error = scram_login(b.bootstrap, "alice", "alice-secret")
     assert error == 0
@@ -214,7 +223,7 @@ def test_a_token_created_on_one_instance_authenticates_on_the_other_and_expiring
         client.close()
         return code != 0
 
-    _within(CONVERGENCE_S, token_refused_on_a)
+    _within(cluster, token_refused_on_a)
 
 
 def _raw_topic(cluster: Cluster, until_key_contains: bytes) -> list[tuple[bytes, bytes | None]]:
@@ -273,7 +282,7 @@ def test_an_instance_started_from_scratch_converges_to_the_same_state(cluster: C
                          AclOperation.READ, AclPermissionType.ALLOW)
     for future in admin_a.create_acls([binding]).values():
         future.result(timeout=10)
-    _within(CONVERGENCE_S, lambda: _state(b) == _state(a))
+    _within(cluster, lambda: _state(b) == _state(a))
     expected = _state(a)
     assert _as_tuple(binding) in expected[0] and {"admin", "alice"} <= set(expected[1])
 
@@ -291,7 +300,7 @@ def test_an_instance_started_from_scratch_converges_to_the_same_state(cluster: C
     admin_b = AdminClient(_client(b, "admin", "admin-secret"))
     for future in admin_b.delete_acls([any_group]).values():
         future.result(timeout=10)
-    _within(CONVERGENCE_S, lambda: _as_tuple(binding) not in _state(restarted)[0])
+    _within(cluster, lambda: _as_tuple(binding) not in _state(restarted)[0])
 
 
 def test_pipelined_admin_requests_on_one_connection_see_each_others_changes_in_order(cluster: Cluster) -> None:
@@ -326,13 +335,13 @@ def test_operators_manage_tokens_of_the_replicated_store_with_ksgate_tokens_conf
     password = next(word for word in out.split() if len(word) == 88 and word.endswith("=="))  # base64 of 64 bytes
     # The instances, tailing the topic, accept it at once.
     for gateway in (a, b):
-        _within(CONVERGENCE_S, lambda g=gateway: _token_logs_in(g, token_id.group(1), password))
+        _within(cluster, lambda g=gateway: _token_logs_in(g, token_id.group(1), password))
     assert ksgate(["tokens", "describe", "--config", str(cluster.config_file), "--owner", "User:alice"]) == 0
     assert token_id.group(1) in capsys.readouterr().out
     hmac_file = cluster.config_file.with_name("token.hmac")
     hmac_file.write_text(password + "\n")
     assert ksgate(["tokens", "expire", "--config", str(cluster.config_file), "--hmac-file", str(hmac_file)]) == 0
-    _within(CONVERGENCE_S, lambda: not _token_logs_in(b, token_id.group(1), password))
+    _within(cluster, lambda: not _token_logs_in(b, token_id.group(1), password))
 
 
 def _token_logs_in(gateway: GatewayThread, token_id: str, password: str) -> bool:
@@ -377,7 +386,7 @@ def test_an_unknown_users_scram_salt_is_the_same_on_every_instance_and_after_a_r
     winner = topic_b.snapshot.decoy_secret
     assert winner is not None
     topic_b.append([decoy_secret_record(b"late-candidate-0123456789abcdef!")])
-    _within(CONVERGENCE_S, lambda: topic_a.next_offset >= topic_b.next_offset)
+    _within(cluster, lambda: topic_a.next_offset >= topic_b.next_offset)
     assert topic_a.snapshot.decoy_secret == topic_b.snapshot.decoy_secret == winner
 
     cluster.stop(a)
@@ -394,7 +403,7 @@ def test_instances_starting_together_on_a_new_topic_converge_on_one_decoy_secret
     try:
         topics = [g.gateway.security_topic for g in started]
         assert all(t is not None for t in topics)
-        _within(CONVERGENCE_S, lambda: len({t.next_offset for t in topics if t is not None}) == 1)
+        _within(fresh, lambda: len({t.next_offset for t in topics if t is not None}) == 1)
         secrets = {t.snapshot.decoy_secret for t in topics if t is not None}
         assert len(secrets) == 1 and None not in secrets
         assert scram_salt(started[0].bootstrap, "mallory") == scram_salt(started[1].bootstrap, "mallory")

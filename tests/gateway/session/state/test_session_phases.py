@@ -127,6 +127,19 @@ def test_a_denied_acks0_produce_closes_after_the_answers_owed_and_nothing_after_
     assert driver.session.phase is Phase.CLOSING and driver.upstream_requests() == []
 
 
+def test_a_denied_acks0_produce_counts_as_an_authorization_refusal(alice_sees_a: Gateway) -> None:
+    """ksgate_authorization_decisions_total's "refused": the Refuse never reaches the session as a decision."""
+    decisions = alice_sees_a.ctx.metrics.authorization_decisions
+    driver = authenticated(alice_sees_a)  # alice may describe topic a, not write t
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 1, metadata("a"))
+                + request_frame(ApiKey.PRODUCE, PRODUCE_V, 2, _produce_acks0("t")))
+    assert driver.session.phase is Phase.REFUSED
+    counted = {labels: decisions.value(labels) for labels in
+               [("Produce", "refused"), ("Produce", "denied"), ("Metadata", "allowed"), ("Metadata", "refused")]}
+    assert counted == {("Produce", "refused"): 1, ("Produce", "denied"): 0,
+                       ("Metadata", "allowed"): 1, ("Metadata", "refused"): 0}
+
+
 def test_a_partly_allowed_acks0_produce_relays_its_allowed_part_then_closes(tmp_path: Path) -> None:
     FileAclStore(tmp_path / "acls.json").add([acl("a", AclOperation.WRITE)])
     users = FileCredentialStore(tmp_path / "users.json")
