@@ -230,6 +230,11 @@ KNOWN_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "ksgate.authentication.hash.queue.per.user": (_int, 8),
     "ksgate.authentication.hash.max.tracked.ips": (_int, 10_000),
     "ksgate.authentication.verification.threads": (_int, 1),
+    # TLS handshakes per client address (gateway.edge.handshake_budget); rate 0: no budget.
+    "ksgate.tls.handshake.rate.per.ip": (_float, 50.0),
+    "ksgate.tls.handshake.burst.per.ip": (_int, 200),
+    "ksgate.tls.handshake.queue.per.ip": (_int, 256),
+    "ksgate.tls.handshake.max.tracked.ips": (_int, 10_000),
     "ksgate.authentication.verification.queue.size": (_int, 256),
     "ksgate.authentication.plain.cache.size": (_int, 10_000),
     "ksgate.credentials.file": (_optional_str, None),
@@ -453,6 +458,7 @@ def build_config(values: Mapping[str, Any]) -> GatewayConfig:
                           f"got {settings['queued.max.request.bytes']}")
     _check_connection_limits(settings)
     _check_hash_budget(settings)
+    _check_handshake_budget(settings)
     listeners = _listeners(settings, per_listener)
     authorizer = settings["authorizer.class.name"].strip()
     if authorizer and authorizer.rsplit(".", 1)[-1] != "StandardAuthorizer":
@@ -508,6 +514,14 @@ def _check_positive(settings: Mapping[str, Any], *keys: str) -> None:
     for key in keys:
         if settings[key] <= 0:
             raise ConfigError(f"{key}: must be positive, got {settings[key]}")
+
+
+def _check_handshake_budget(settings: Mapping[str, Any]) -> None:
+    if settings["ksgate.tls.handshake.rate.per.ip"] < 0:
+        raise ConfigError("ksgate.tls.handshake.rate.per.ip: must not be negative (0 disables the budget), "
+                          f"got {settings['ksgate.tls.handshake.rate.per.ip']}")
+    _check_positive(settings, "ksgate.tls.handshake.burst.per.ip", "ksgate.tls.handshake.queue.per.ip",
+                    "ksgate.tls.handshake.max.tracked.ips")
 
 
 def _check_hash_budget(settings: Mapping[str, Any]) -> None:

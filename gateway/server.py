@@ -30,6 +30,7 @@ from gateway.edge.connection_limits import (
     RefusalSampler,
     limit_settings,
 )
+from gateway.edge.handshake_budget import HandshakeBudget
 from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
 from gateway.ops.allocator import give_back_free_memory, keep_large_buffers_on_the_heap
@@ -89,6 +90,7 @@ class Gateway:
     # its own connections: N workers behind one port act as N brokers would).
     limits: ConnectionLimits = field(init=False)
     _refusal_audit: RefusalSampler = field(init=False)
+    handshake_budget: HandshakeBudget = field(init=False)  # TLS handshakes per client address
     _handshakes: set[asyncio.Task[None]] = field(default_factory=set)  # accepted, TLS not yet complete
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
@@ -271,6 +273,10 @@ class Gateway:
         self.ctx.request_memory = memory = RequestMemoryBudget(settings["queued.max.request.bytes"])
         self.ctx.metrics.watch_request_memory(lambda: memory.in_use, memory.waiting)
         self._refusal_audit = RefusalSampler(time.monotonic)
+        self.handshake_budget = HandshakeBudget(settings["ksgate.tls.handshake.rate.per.ip"],
+                                                settings["ksgate.tls.handshake.burst.per.ip"],
+                                                settings["ksgate.tls.handshake.queue.per.ip"],
+                                                settings["ksgate.tls.handshake.max.tracked.ips"])
         ctx = self.ctx
         self.ctx.quota_sensors = quota_sensors(settings, ctx.metrics, ctx.authorization.audit if ctx.authorization
                                                else None, lambda kind, label: ctx.quotas.configured(kind, label))
@@ -603,7 +609,22 @@ class Gateway:
             return
         # connection_creation_rate (KIP-612): an address over its quota waits, alone
         delay = connection_delay_s(self.ctx.quotas, self.ctx.quota_sensors, client.host)
-        self._track(self._serve(listener, node_id, sock, decision, client, delay))
+        deferred = False
+        if self.ctx.security[listener.name].ssl_context is not None:
+            # an address over its TLS handshake budget waits too, alone: the loop stays others'
+            slot = self.handshake_budget.offer(client.host)
+            if slot is None:  # its bound of connections already waits: a limit, as max.connections.per.ip
+                self.limits.release(decision)
+                self._refused(listener.name, client, Refusal("ksgate.tls.handshake.queue.per.ip",
+                                                             self.handshake_budget.queue_per_ip,
+                                                             "tls_handshake_queue_per_ip"))
+                sock.close()
+                return
+            deferred = slot.delay_s > 0
+            if deferred:
+                self.ctx.metrics.tls_handshake_deferred(listener.name)
+            delay = max(delay, slot.delay_s)
+        self._track(self._serve(listener, node_id, sock, decision, client, delay, deferred))
 
     def _refused(self, listener_name: str, address: ClientAddress, refusal: Refusal) -> None:
         self.ctx.metrics.connection_refused(listener_name, refusal.metric_reason)
@@ -618,9 +639,13 @@ class Gateway:
                 limit=refusal.limit, suppressed=suppressed)
 
     async def _serve(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                     admission: Admission, client: ClientAddress, delay_s: float = 0.0) -> None:
+                     admission: Admission, client: ClientAddress, delay_s: float = 0.0,
+                     deferred: bool = False) -> None:
         """Hand the socket to the event loop; a TLS handshake must complete within the
-        authentication timeout (a peer that sends nothing is not held for asyncio's 60 s)."""
+        authentication timeout (a peer that sends nothing is not held for asyncio's 60 s).
+        The timeout starts when the handshake does: a connection ``deferred`` by its address's
+        handshake budget waits first (bounded by ksgate.tls.handshake.queue.per.ip / rate), and
+        that wait, caused by its address's rate, does not eat its handshake's time."""
         made: list[ClientConnection] = []
 
         def protocol() -> ClientConnection:
@@ -632,8 +657,13 @@ class Gateway:
         if context is not None:
             send_handshake_alerts_to(sock)  # this task's context is the handshake's
         try:
-            if delay_s > 0:  # over its address's connection_creation_rate
-                await asyncio.sleep(delay_s)
+            if delay_s > 0:  # over its address's connection_creation_rate or handshake budget
+                try:
+                    await asyncio.sleep(delay_s)
+                finally:
+                    if deferred:
+                        self.handshake_budget.started(client.host)
+                        self.ctx.metrics.tls_handshake_resumed()
             await asyncio.get_running_loop().connect_accepted_socket(
                 protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
         except (OSError, ssl.SSLError, asyncio.CancelledError) as exc:

@@ -76,7 +76,7 @@ AUTH_MECHANISMS = (*SASL_MECHANISMS, *SECURITY_PROTOCOLS)
 UPSTREAM_ERROR_KINDS = ("connect", "unreachable", "authentication", "disconnected", "protocol")
 # Why a connection was refused at accept (gateway.edge.connection_limits.Refusal.metric_reason).
 REFUSAL_REASONS = ("listener_max_connections", "max_connections", "listener_max_connection_creation_rate",
-                   "max_connection_creation_rate", "max_connections_per_ip")
+                   "max_connection_creation_rate", "max_connections_per_ip", "tls_handshake_queue_per_ip")
 TLS_HANDSHAKE_FAILURES = ("timeout", "failed")
 
 
@@ -414,6 +414,14 @@ class Metrics:
             "ksgate_tls_handshake_failures_total",
             "Client connections closed during the TLS handshake: timeout (not completed within "
             "ksgate.authentication.timeout.ms) or failed.", ("listener", "kind"))
+        self.tls_handshakes_deferred = r.counter(
+            "ksgate_tls_handshakes_deferred_total",
+            "TLS connections whose handshake waited for their address's budget "
+            "(ksgate.tls.handshake.rate.per.ip).", ("listener",))
+        self.tls_handshakes_waiting = r.gauge(
+            "ksgate_tls_handshakes_waiting",
+            "TLS connections accepted and waiting for their address's handshake budget now.")
+        self.tls_handshakes_waiting.declare(())
 
         self.gc_pauses = r.histogram(
             "ksgate_gc_pause_seconds",
@@ -478,6 +486,7 @@ class Metrics:
                 self.connections_refused.declare((name, reason))
             for kind in TLS_HANDSHAKE_FAILURES:
                 self.tls_handshake_failures.declare((name, kind))
+            self.tls_handshakes_deferred.declare(labels)
         return labels
 
     def _api_labels(self, api_key: int) -> LabelValues:
@@ -502,6 +511,14 @@ class Metrics:
         """``kind`` is one of TLS_HANDSHAKE_FAILURES."""
         bounded = kind if kind in TLS_HANDSHAKE_FAILURES else "other"
         self.tls_handshake_failures.inc((self._listener(listener)[0], bounded))
+
+    def tls_handshake_deferred(self, listener: str) -> None:
+        """A TLS connection waits for its address's handshake budget (until tls_handshake_resumed)."""
+        self.tls_handshakes_deferred.inc(self._listener(listener))
+        self.tls_handshakes_waiting.inc()
+
+    def tls_handshake_resumed(self) -> None:
+        self.tls_handshakes_waiting.dec()
 
     def authentication(self, mechanism: str | None, outcome: str) -> None:
         """``outcome``: "success" or a failure class; unknown mechanisms/outcomes become "other"."""

@@ -107,6 +107,7 @@ def test_every_product_series_is_exposed_with_its_type() -> None:
         "ksgate_sasl_scram_legacy_nonce_total": "counter",
         "ksgate_password_hashes_total": "counter",
         "ksgate_connections_refused_total": "counter", "ksgate_tls_handshake_failures_total": "counter",
+        "ksgate_tls_handshakes_deferred_total": "counter", "ksgate_tls_handshakes_waiting": "gauge",
         "ksgate_gc_pause_seconds": "histogram",
     }
     assert "ksgate_store_lag_seconds 0\n" in text
@@ -118,6 +119,7 @@ def test_configured_listeners_are_exported_at_zero_before_any_connection() -> No
     text = Metrics(["SASL_SSL"]).render()
     assert 'ksgate_connections{listener="SASL_SSL"} 0\n' in text
     assert 'ksgate_connections_total{listener="SASL_SSL"} 0\n' in text
+    assert 'ksgate_tls_handshakes_deferred_total{listener="SASL_SSL"} 0\n' in text
 
 
 def test_refusals_and_handshake_failures_are_exported_per_listener_from_zero() -> None:
