@@ -204,8 +204,8 @@ class SaslServerAuthenticator:
             self.state = state = SaslState.REAUTH_PROCESS_HANDSHAKE
         if key == ApiKey.API_VERSIONS:
             if state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
-                return self._illegal(ApiKey.API_VERSIONS, version, correlation_id,
-                                     {"api_keys": [], "throttle_time_ms": 0}, f"ApiVersions in state {state.value}")
+                return self._unexpected(ApiKey.API_VERSIONS, version, correlation_id,
+                                        {"api_keys": [], "throttle_time_ms": 0}, state)
             frame, answered = self._api_versions(payload, correlation_id, version)
             if answered:  # after an error (an unsupported or invalid request) Kafka waits for another ApiVersions
                 self.state = SaslState.HANDSHAKE_REQUEST
@@ -213,8 +213,7 @@ class SaslServerAuthenticator:
         if key == ApiKey.SASL_HANDSHAKE:
             if state not in (SaslState.HANDSHAKE_OR_VERSIONS_REQUEST, SaslState.HANDSHAKE_REQUEST,
                              SaslState.REAUTH_PROCESS_HANDSHAKE):
-                return self._illegal(ApiKey.SASL_HANDSHAKE, version, correlation_id, {"mechanisms": []},
-                                     f"SaslHandshake in state {state.value}")
+                return self._unexpected(ApiKey.SASL_HANDSHAKE, version, correlation_id, {"mechanisms": []}, state)
             return self._handshake(payload, version, correlation_id)
         if key == ApiKey.SASL_AUTHENTICATE:
             if state is not SaslState.AUTHENTICATE:
@@ -227,11 +226,14 @@ class SaslServerAuthenticator:
         self.state = SaslState.FAILED
         return Refused(reason)
 
-    def _illegal(self, api_key: int, version: int, correlation_id: int, body: dict[str, Any],
-                 reason: str) -> Refused:
-        """Kafka answers an ApiVersions or SaslHandshake it did not expect with ILLEGAL_SASL_STATE (measured against
-        Kafka 4.4, tests/auth_vs_kafka), then closes."""
+    def _unexpected(self, api_key: int, version: int, correlation_id: int, body: dict[str, Any],
+                    state: SaslState) -> Refused:
+        """An ApiVersions or SaslHandshake out of turn: closed, as on Kafka 4.4 (measured, tests/auth_vs_kafka),
+        which answers it ILLEGAL_SASL_STATE first only while it awaits a SaslAuthenticate."""
         self.state = SaslState.FAILED
+        reason = f"{ApiKey(api_key).name} in state {state.value}"
+        if state is not SaslState.AUTHENTICATE:
+            return Refused(reason)
         frame = self._response(api_key, version, correlation_id, {"error_code": KafkaError.ILLEGAL_SASL_STATE, **body})
         return Refused(reason, frame)
 

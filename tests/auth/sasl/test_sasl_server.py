@@ -293,7 +293,14 @@ def test_challenge_and_success_carry_an_empty_error_message() -> None:
     assert _decode(done.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_message"] == ""
 
 
-def test_unexpected_api_versions_or_handshake_is_answered_illegal_state_then_closed() -> None:
+def test_api_versions_out_of_turn_before_the_handshake_closes_without_answer() -> None:
+    m = _machine(_user("x"))
+    assert isinstance(m.on_frame(_api_versions()), Respond)
+    step = m.on_frame(_api_versions(cid=2))
+    assert isinstance(step, Refused) and step.frame is None and m.state is SaslState.FAILED
+
+
+def test_api_versions_or_handshake_awaiting_authenticate_is_answered_illegal_state_then_closed() -> None:
     cases = [([_api_versions(), _handshake(1, "SCRAM-SHA-512")], _api_versions(3, cid=3), ApiKey.API_VERSIONS, 3),
              ([_handshake(1, "SCRAM-SHA-512")], _handshake(1, "SCRAM-SHA-512", cid=2), ApiKey.SASL_HANDSHAKE, 1),
              ([_handshake(1, "SCRAM-SHA-512"), _authenticate(b"client-first")], _handshake(1, "SCRAM-SHA-512", cid=3),
