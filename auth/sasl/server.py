@@ -177,6 +177,15 @@ class SaslServerAuthenticator:
             self.state = SaslState.FAILED
             return Refused(f"unparsable frame during authentication: {exc}", failure_class="malformed")
 
+    def takes_after_login(self, api_key: int) -> bool:
+        """Whether a SASL request after the login is this machine's: a re-authentication in progress, or a
+        SaslHandshake starting one (KIP-368) on a session that expires.  Otherwise Kafka's request handler answers
+        it ILLEGAL_SASL_STATE and keeps the connection (measured against Kafka 4.4: a SaslAuthenticate after the
+        login, a SaslHandshake without connections.max.reauth.ms)."""
+        if self.state is not SaslState.COMPLETE:
+            return True
+        return api_key == ApiKey.SASL_HANDSHAKE and self.session_expiry_ms is not None
+
     def session_expired(self, now_ms: int) -> bool:
         return self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms
 
@@ -195,7 +204,8 @@ class SaslServerAuthenticator:
             self.state = state = SaslState.REAUTH_PROCESS_HANDSHAKE
         if key == ApiKey.API_VERSIONS:
             if state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
-                return self._fail_state(f"ApiVersions in state {state.value}")
+                return self._unexpected(ApiKey.API_VERSIONS, version, correlation_id,
+                                        {"api_keys": [], "throttle_time_ms": 0}, state)
             frame, answered = self._api_versions(payload, correlation_id, version)
             if answered:  # after an error (an unsupported or invalid request) Kafka waits for another ApiVersions
                 self.state = SaslState.HANDSHAKE_REQUEST
@@ -203,7 +213,7 @@ class SaslServerAuthenticator:
         if key == ApiKey.SASL_HANDSHAKE:
             if state not in (SaslState.HANDSHAKE_OR_VERSIONS_REQUEST, SaslState.HANDSHAKE_REQUEST,
                              SaslState.REAUTH_PROCESS_HANDSHAKE):
-                return self._fail_state(f"SaslHandshake in state {state.value}")
+                return self._unexpected(ApiKey.SASL_HANDSHAKE, version, correlation_id, {"mechanisms": []}, state)
             return self._handshake(payload, version, correlation_id)
         if key == ApiKey.SASL_AUTHENTICATE:
             if state is not SaslState.AUTHENTICATE:
@@ -215,6 +225,17 @@ class SaslServerAuthenticator:
     def _fail_state(self, reason: str) -> Refused:
         self.state = SaslState.FAILED
         return Refused(reason)
+
+    def _unexpected(self, api_key: int, version: int, correlation_id: int, body: dict[str, Any],
+                    state: SaslState) -> Refused:
+        """An ApiVersions or SaslHandshake out of turn: closed, as on Kafka 4.4 (measured, tests/auth_vs_kafka),
+        which answers it ILLEGAL_SASL_STATE first only while it awaits a SaslAuthenticate."""
+        self.state = SaslState.FAILED
+        reason = f"{ApiKey(api_key).name} in state {state.value}"
+        if state is not SaslState.AUTHENTICATE:
+            return Refused(reason)
+        frame = self._response(api_key, version, correlation_id, {"error_code": KafkaError.ILLEGAL_SASL_STATE, **body})
+        return Refused(reason, frame)
 
     # --- SaslHandshake -----------------------------------------------------------------
 
@@ -248,6 +269,9 @@ class SaslServerAuthenticator:
     def _illegal_authenticate(self, payload: memoryview, version: int, correlation_id: int,
                               state: SaslState) -> Step:
         self.state = SaslState.FAILED
+        if state in (SaslState.HANDSHAKE_OR_VERSIONS_REQUEST, SaslState.HANDSHAKE_REQUEST):
+            # Before a handshake Kafka takes it for any other request (measured against Kafka 4.4): no answer.
+            return Refused(f"SaslAuthenticate in state {state.value}")
         frame = self._response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, {
             "error_code": KafkaError.ILLEGAL_SASL_STATE,
             "error_message": f"Unexpected SaslAuthenticate request in state {state.value}",
@@ -265,14 +289,15 @@ class SaslServerAuthenticator:
 
         def step_for(outcome: Challenge | Done | Failure) -> Step:
             if isinstance(outcome, Challenge):
-                return Respond(reply(KafkaError.NONE, None, outcome.data))
+                return Respond(reply(KafkaError.NONE, "", outcome.data))
             if isinstance(outcome, Failure):
                 self.state = SaslState.FAILED
                 answer = reply(KafkaError.SASL_AUTHENTICATION_FAILED, outcome.client_message, b"")
                 return Refused(outcome.reason, answer, authentication_failure=True,
                                failure_class=outcome.failure_class, quiet=outcome.quiet)
             final = outcome.final
-            return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, None, final, lifetime),
+            # Kafka's answer without an error carries an empty message, not a null one (measured on Kafka 4.4).
+            return self._complete(outcome, lambda lifetime: reply(KafkaError.NONE, "", final, lifetime),
                                   lambda message: reply(KafkaError.SASL_AUTHENTICATION_FAILED, message, b""))
 
         return self._settle(self._evaluate(bytes(body["auth_bytes"])), step_for)

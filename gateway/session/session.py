@@ -863,24 +863,25 @@ class ProxySession:
     def _sasl_after_authentication(self, wire: memoryview) -> None:
         """SASL frames are never relayed: they would authenticate to the upstream itself.
 
-        On a SASL listener they are KIP-368 re-authentication; elsewhere Kafka answers ILLEGAL_SASL_STATE.
+        On a SASL listener a SaslHandshake may start KIP-368 re-authentication; anything else (and everything on
+        other listeners) Kafka answers ILLEGAL_SASL_STATE, keeping the connection.
         """
-        if self.authenticator is not None:
-            if self.phase is not Phase.REAUTHENTICATING:
-                self._move(Move.REAUTHENTICATION)
-            self._apply_step(self.authenticator.on_frame(wire[4:]))
-            return
         try:
             key, version, correlation_id = peek_api(wire, 4)
         except DecodeError as exc:  # a client's malformed frame, refused as decide() refuses it: not a gateway bug
             raise PipelineRefusal(f"not a Kafka request: {exc}") from None
+        if self.authenticator is not None and self.authenticator.takes_after_login(key):
+            if self.phase is not Phase.REAUTHENTICATING:
+                self._move(Move.REAUTHENTICATION)
+            self._apply_step(self.authenticator.on_frame(wire[4:]))
+            return
         schema = api(key)
         if schema is None or not schema.supports(version):
             raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")
         illegal = KafkaError.ILLEGAL_SASL_STATE
         body: Body = {"error_code": illegal, "mechanisms": []} if key == ApiKey.SASL_HANDSHAKE \
             else {"error_code": illegal, "auth_bytes": b"", "session_lifetime_ms": 0,
-                  "error_message": "SASL is not enabled on this listener"}
+                  "error_message": "SaslAuthenticate request received after successful authentication"}
         self.responses.add_local(correlation_id, key, version, response_frame(key, version, correlation_id, body))
 
     def _apply_step(self, step: Step) -> None:

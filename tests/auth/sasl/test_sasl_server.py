@@ -75,6 +75,11 @@ def _authenticate(token: bytes, cid: int = 2, version: int = 2) -> memoryview:
     return _payload(request_frame(ApiKey.SASL_AUTHENTICATE, version, cid, {"auth_bytes": token}))
 
 
+def _api_versions(version: int = 0, cid: int = 1) -> memoryview:
+    body = {"client_software_name": "c", "client_software_version": "1"} if version >= 3 else {}
+    return _payload(request_frame(ApiKey.API_VERSIONS, version, cid, body))
+
+
 def _decode(frame: bytes, key: int, version: int) -> tuple[int, dict[str, Any]]:
     schema = api(key)
     assert schema is not None
@@ -129,11 +134,14 @@ def test_plain_is_not_offered_without_tls_unless_allowed() -> None:
     assert _machine(plain, tls=True).enabled_mechanisms == ["PLAIN"]
 
 
-def test_authenticate_before_handshake_is_an_illegal_sasl_state() -> None:
-    m = _machine(_user("x"))
-    step = m.on_frame(_authenticate(b"client-first"))
-    assert isinstance(step, Refused) and step.frame is not None
-    assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_code"] == KafkaError.ILLEGAL_SASL_STATE
+def test_authenticate_before_handshake_closes_without_answer() -> None:
+    # As Kafka 4.4 does (tests/auth_vs_kafka): before a handshake it is any other request, unanswered.
+    for first in ([], [_api_versions()]):
+        m = _machine(_user("x"))
+        for frame in first:
+            assert isinstance(m.on_frame(frame), Respond)
+        step = m.on_frame(_authenticate(b"client-first"))
+        assert isinstance(step, Refused) and step.frame is None and m.state is SaslState.FAILED
 
 
 def test_any_other_request_before_authentication_closes_without_answer() -> None:
@@ -266,3 +274,61 @@ def test_an_api_versions_answered_with_an_error_leaves_room_for_another() -> Non
     assert isinstance(m.on_frame(frame), Respond)
     assert m.state is SaslState.HANDSHAKE_REQUEST
     assert isinstance(m.on_frame(frame), Refused)
+
+
+# --- measured against Kafka 4.4 on the raw wire (tests/auth_vs_kafka) ---------------------------------------------
+
+def test_challenge_and_success_carry_an_empty_error_message() -> None:
+    m = _machine(_user("x"))
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    for version in (0, 1, 2):  # v0 is not flexible either: "" and null differ on the wire
+        challenge = _machine(_user("x"))
+        challenge.on_frame(_handshake(1, "SCRAM-SHA-512"))
+        step = challenge.on_frame(_authenticate(b"client-first", version=version))
+        assert isinstance(step, Respond)
+        assert _decode(step.frame, ApiKey.SASL_AUTHENTICATE, version)[1]["error_message"] == ""
+    m.on_frame(_authenticate(b"client-first"))
+    done = m.on_frame(_authenticate(b"client-final", cid=3))
+    assert isinstance(done, Authenticated)
+    assert _decode(done.frame, ApiKey.SASL_AUTHENTICATE, 2)[1]["error_message"] == ""
+
+
+def test_api_versions_out_of_turn_before_the_handshake_closes_without_answer() -> None:
+    m = _machine(_user("x"))
+    assert isinstance(m.on_frame(_api_versions()), Respond)
+    step = m.on_frame(_api_versions(cid=2))
+    assert isinstance(step, Refused) and step.frame is None and m.state is SaslState.FAILED
+
+
+def test_api_versions_or_handshake_awaiting_authenticate_is_answered_illegal_state_then_closed() -> None:
+    cases = [([_api_versions(), _handshake(1, "SCRAM-SHA-512")], _api_versions(3, cid=3), ApiKey.API_VERSIONS, 3),
+             ([_handshake(1, "SCRAM-SHA-512")], _handshake(1, "SCRAM-SHA-512", cid=2), ApiKey.SASL_HANDSHAKE, 1),
+             ([_handshake(1, "SCRAM-SHA-512"), _authenticate(b"client-first")], _handshake(1, "SCRAM-SHA-512", cid=3),
+              ApiKey.SASL_HANDSHAKE, 1)]
+    for before, unexpected, key, version in cases:
+        m = _machine(_user("x"))
+        for frame in before:
+            assert isinstance(m.on_frame(frame), Respond)
+        step = m.on_frame(unexpected)
+        assert isinstance(step, Refused) and step.frame is not None and m.state is SaslState.FAILED
+        answer = _decode(step.frame, key, version)[1]
+        assert answer["error_code"] == KafkaError.ILLEGAL_SASL_STATE
+        assert answer.get("mechanisms", []) == [] and answer.get("api_keys", []) == []
+
+
+def test_sasl_requests_after_a_login_without_expiry_are_not_the_machines() -> None:
+    clock = Clock()
+    m = _machine(_user("x"), clock=clock)  # connections.max.reauth.ms unset, no credential expiry
+    m.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    m.on_frame(_authenticate(b"client-first"))
+    assert isinstance(m.on_frame(_authenticate(b"client-final", cid=3)), Authenticated)
+    assert not m.takes_after_login(ApiKey.SASL_HANDSHAKE)
+    assert not m.takes_after_login(ApiKey.SASL_AUTHENTICATE)
+    expiring = _machine(_user("x"), reauth_ms=60_000, clock=clock)
+    expiring.on_frame(_handshake(1, "SCRAM-SHA-512"))
+    expiring.on_frame(_authenticate(b"client-first"))
+    assert isinstance(expiring.on_frame(_authenticate(b"client-final", cid=3)), Authenticated)
+    assert expiring.takes_after_login(ApiKey.SASL_HANDSHAKE)  # KIP-368 starts with a handshake
+    assert not expiring.takes_after_login(ApiKey.SASL_AUTHENTICATE)
+    assert isinstance(expiring.on_frame(_handshake(1, "SCRAM-SHA-512", cid=4)), Respond)
+    assert expiring.takes_after_login(ApiKey.SASL_AUTHENTICATE)  # a re-authentication in progress

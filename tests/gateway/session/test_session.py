@@ -14,6 +14,7 @@ from gateway.server import Gateway
 from gateway.session import actions as act
 from gateway.session.session import LARGE_BYTES, STREAM_MIN_BYTES
 from gateway.stores.file_acls import FileAclStore
+from gateway.stores.file_users import FileCredentialStore
 from protocol.api_keys import ApiKey
 from protocol.kafka_errors import KafkaError
 from protocol.messages import request_frame, response_frame
@@ -359,6 +360,31 @@ def test_reauthentication_as_the_same_principal_keeps_the_connection(alice_sees_
     [(_, answer)] = driver.responses(ApiKey.SASL_AUTHENTICATE, 2)
     assert answer["error_code"] == 0 and answer["session_lifetime_ms"] > 0
     assert driver.closed is None and driver.upstream_bytes == b""  # SASL frames are never relayed
+
+
+def test_sasl_authenticate_after_login_is_answered_illegal_state_and_the_connection_kept(
+        alice_sees_a: Gateway) -> None:
+    # As Kafka 4.4's request handler answers it (tests/auth_vs_kafka): only a SaslHandshake re-authenticates.
+    driver = authenticated(alice_sees_a)
+    driver.send(request_frame(ApiKey.SASL_AUTHENTICATE, 2, 10, {"auth_bytes": b"\0alice\0alice-secret"}))
+    [(correlation_id, answer)] = driver.responses(ApiKey.SASL_AUTHENTICATE, 2)
+    assert correlation_id == 10 and answer["error_code"] == KafkaError.ILLEGAL_SASL_STATE
+    assert answer["error_message"] == "SaslAuthenticate request received after successful authentication"
+    assert driver.closed is None and driver.upstream_bytes == b""
+    assert driver.session.principal is not None and driver.session.principal.name == "alice"
+
+
+def test_sasl_handshake_after_login_without_reauthentication_is_answered_illegal_state(tmp_path: Path) -> None:
+    users = FileCredentialStore(tmp_path / "users.json")
+    users.upsert_user("alice", "alice-secret")
+    gateway = gateway_for(tmp_path, "SASL_PLAINTEXT", **{  # no connections.max.reauth.ms: sessions never expire
+        "sasl.enabled.mechanisms": "PLAIN", "ksgate.credentials.file": str(tmp_path / "users.json"),
+        "ksgate.sasl.plain.allow.insecure": True})
+    driver = authenticated(gateway)
+    driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 10, {"mechanism": "PLAIN"}))
+    [(correlation_id, answer)] = driver.responses(ApiKey.SASL_HANDSHAKE, 1)
+    assert (correlation_id, answer["error_code"], answer["mechanisms"]) == (10, KafkaError.ILLEGAL_SASL_STATE, [])
+    assert driver.closed is None and driver.upstream_bytes == b""
 
 
 def test_reauthentication_as_another_principal_is_refused(alice_sees_a: Gateway) -> None:
