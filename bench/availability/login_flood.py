@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from multiprocessing.queues import SimpleQueue
 from pathlib import Path
@@ -145,8 +146,13 @@ async def _flood(address: tuple[str, int], seconds: float, concurrency: int, kin
     return done, errors
 
 
-def flood_process(address: tuple[str, int], seconds: float, concurrency: int, kind: str,
+FloodResult = tuple[int, int]  # done, errors
+
+
+def flood_process(flood: Callable[..., Coroutine[Any, Any, FloodResult]], args: tuple[Any, ...],
                   ready: Any, go: Any, out: SimpleQueue[tuple[int, int, float]]) -> None:
+    """A flood in a process of its own (on uvloop if it is there): ``flood(*args)`` once ``go`` is set,
+    its (done, errors) and duration put on ``out``.  The login and TLS handshake floods share it."""
     try:
         import uvloop
 
@@ -156,7 +162,7 @@ def flood_process(address: tuple[str, int], seconds: float, concurrency: int, ki
     ready.set()
     go.wait()
     start = time.perf_counter()
-    done, errors = asyncio.run(_flood(address, seconds, concurrency, kind))
+    done, errors = asyncio.run(flood(*args))
     out.put((done, errors, time.perf_counter() - start))
 
 
@@ -226,7 +232,8 @@ def run_scenario(name: str, broker: EmbeddedBroker, workdir: Path, credentials: 
         spawn = multiprocessing.get_context("spawn")
         ready, go, out = spawn.Event(), spawn.Event(), spawn.SimpleQueue()
         flooder = spawn.Process(target=flood_process,
-                                args=(address, args.seconds, args.concurrency, kind, ready, go, out), daemon=True)
+                                args=(_flood, (address, args.seconds, args.concurrency, kind), ready, go, out),
+                                daemon=True)
         flooder.start()
         try:
             if not ready.wait(30):

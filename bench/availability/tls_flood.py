@@ -29,9 +29,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from multiprocessing.queues import SimpleQueue
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -40,7 +38,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from throughput import GatewayProcess, cpu_seconds, loadavg, machine, only_node, parse_settings, plain_client  # noqa: E402
 
 from auth.cert_tools import TlsFiles, write_tls_material  # noqa: E402
-from bench.availability.login_flood import SmallClient, percentile  # noqa: E402
+from bench.availability.login_flood import SmallClient, flood_process, percentile  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 
@@ -87,21 +85,6 @@ async def _flood(address: tuple[str, int], seconds: float, concurrency: int, tls
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return done, errors
-
-
-def flood_process(address: tuple[str, int], seconds: float, concurrency: int, tls: TlsFiles,
-                  ready: Any, go: Any, out: SimpleQueue[tuple[int, int, float]]) -> None:
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
-    ready.set()
-    go.wait()
-    start = time.perf_counter()
-    done, errors = asyncio.run(_flood(address, seconds, concurrency, tls))
-    out.put((done, errors, time.perf_counter() - start))
 
 
 # --- the measurement ------------------------------------------------------------------------
@@ -160,7 +143,8 @@ def measure(broker: EmbeddedBroker, workdir: Path, tls: TlsFiles, args: argparse
         spawn = multiprocessing.get_context("spawn")
         ready, go, out = spawn.Event(), spawn.Event(), spawn.SimpleQueue()
         flooder = spawn.Process(target=flood_process,
-                                args=(address, args.seconds, args.concurrency, tls, ready, go, out), daemon=True)
+                                args=(_flood, (address, args.seconds, args.concurrency, tls), ready, go, out),
+                                daemon=True)
         flooder.start()
         try:
             if not ready.wait(30):
