@@ -166,6 +166,62 @@ def flood_process(flood: Callable[..., Coroutine[Any, Any, FloodResult]], args: 
     out.put((done, errors, time.perf_counter() - start))
 
 
+@dataclass(slots=True)
+class FloodRun:
+    """A small client's round trips alone and under a flood from another process, and what the gateway spent."""
+
+    baseline: list[float]  # ms
+    baseline_cpu_rate: float  # gateway CPU seconds per second, alone
+    during: list[float]  # ms, under the flood
+    probe: tuple[int, float]  # what probe() returned (how many got in, the slowest in ms)
+    done: int
+    errors: int
+    flood_s: float
+    cpu_ms: float  # the gateway's CPU over the flood
+    wall_s: float
+
+    def per_item_ms(self) -> tuple[float, float]:
+        """The gateway's CPU per flooded item: raw, and net of the baseline's CPU rate."""
+        if not self.done:
+            return float("nan"), float("nan")
+        return self.cpu_ms / self.done, (self.cpu_ms - self.baseline_cpu_rate * self.wall_s * 1000) / self.done
+
+    def cpu_pct(self) -> float:
+        return 100 * self.cpu_ms / 1000 / self.wall_s
+
+
+def flood_phases(gateway_pid: int, round_trips: Callable[[float], list[float]],
+                 flood: Callable[..., Coroutine[Any, Any, FloodResult]], flood_args: tuple[Any, ...],
+                 probe: Callable[[], tuple[int, float]], *, seconds: float, baseline_seconds: float,
+                 probe_after: float) -> FloodRun:
+    """Warm-up, a baseline alone, then ``flood(*flood_args)`` in another process for ``seconds`` while the
+    small client keeps going; ``probe`` runs once ``probe_after`` of the flood has passed (the flood still on)."""
+    round_trips(0.5)  # warm-up
+    cpu0, wall0 = cpu_seconds(gateway_pid), time.perf_counter()
+    baseline = round_trips(baseline_seconds)
+    baseline_rate = (cpu_seconds(gateway_pid) - cpu0) / (time.perf_counter() - wall0)
+    spawn = multiprocessing.get_context("spawn")
+    ready, go, out = spawn.Event(), spawn.Event(), spawn.SimpleQueue()
+    flooder = spawn.Process(target=flood_process, args=(flood, flood_args, ready, go, out), daemon=True)
+    flooder.start()
+    try:
+        if not ready.wait(30):
+            raise RuntimeError("the flood process did not start")
+        cpu1, wall1 = cpu_seconds(gateway_pid), time.perf_counter()
+        go.set()
+        during = round_trips(seconds * probe_after)
+        probed = probe()
+        during += round_trips(max(0.0, wall1 + seconds - time.perf_counter()))
+        done, errors, flood_s = out.get()
+        cpu2, wall2 = cpu_seconds(gateway_pid), time.perf_counter()
+    finally:
+        flooder.join(timeout=30)
+        if flooder.is_alive():
+            flooder.terminate()
+            flooder.join(timeout=5)
+    return FloodRun(baseline, baseline_rate, during, probed, done, errors, flood_s, (cpu2 - cpu1) * 1000, wall2 - wall1)
+
+
 # --- one scenario --------------------------------------------------------------------------
 
 @dataclass(slots=True)
@@ -224,46 +280,22 @@ def run_scenario(name: str, broker: EmbeddedBroker, workdir: Path, credentials: 
         small = SmallClient(address)
         if not small.login():
             raise RuntimeError("the small client could not log in")
-        small.round_trips(0.5, args.pace_ms / 1000)  # warm-up
-        cpu0, wall0 = cpu_seconds(gateway.pid), time.perf_counter()
-        baseline = small.round_trips(args.baseline_seconds, args.pace_ms / 1000)
-        baseline_rate = (cpu_seconds(gateway.pid) - cpu0) / (time.perf_counter() - wall0)
-
-        spawn = multiprocessing.get_context("spawn")
-        ready, go, out = spawn.Event(), spawn.Event(), spawn.SimpleQueue()
-        flooder = spawn.Process(target=flood_process,
-                                args=(_flood, (address, args.seconds, args.concurrency, kind), ready, go, out),
-                                daemon=True)
-        flooder.start()
-        try:
-            if not ready.wait(30):
-                raise RuntimeError("the flood process did not start")
-            cpu1, wall1 = cpu_seconds(gateway.pid), time.perf_counter()
-            go.set()
-            during = small.round_trips(args.seconds * 0.7, args.pace_ms / 1000)
-            fresh_ok, fresh_max = fresh_logins(address)  # the flood still runs
-            during += small.round_trips(max(0.0, wall1 + args.seconds - time.perf_counter()), args.pace_ms / 1000)
-            attempts, errors, flood_s = out.get()
-            cpu2, wall2 = cpu_seconds(gateway.pid), time.perf_counter()
-        finally:
-            flooder.join(timeout=30)
-            if flooder.is_alive():
-                flooder.terminate()
-                flooder.join(timeout=5)
+        pace = args.pace_ms / 1000
+        run = flood_phases(gateway.pid, lambda seconds: small.round_trips(seconds, pace),
+                           _flood, (address, args.seconds, args.concurrency, kind), lambda: fresh_logins(address),
+                           seconds=args.seconds, baseline_seconds=args.baseline_seconds, probe_after=0.7)
         small.close()
-    cpu_ms = (cpu2 - cpu1) * 1000
-    wall = wall2 - wall1
-    per_attempt = cpu_ms / attempts if attempts else float("nan")
-    net = (cpu_ms - baseline_rate * wall * 1000) / attempts if attempts else float("nan")
+    per_attempt, net = run.per_item_ms()
+    baseline, during = run.baseline, run.during
     return ScenarioResult(
-        scenario=name, attempts=attempts, errors=errors, flood_s=round(flood_s, 2),
-        attempts_per_s=round(attempts / flood_s, 1), gateway_cpu_ms_per_attempt=round(per_attempt, 3),
-        gateway_cpu_ms_per_attempt_net=round(net, 3), gateway_cpu_pct_flood=round(100 * cpu_ms / 1000 / wall, 1),
-        gateway_cpu_pct_baseline=round(100 * baseline_rate, 1),
+        scenario=name, attempts=run.done, errors=run.errors, flood_s=round(run.flood_s, 2),
+        attempts_per_s=round(run.done / run.flood_s, 1), gateway_cpu_ms_per_attempt=round(per_attempt, 3),
+        gateway_cpu_ms_per_attempt_net=round(net, 3), gateway_cpu_pct_flood=round(run.cpu_pct(), 1),
+        gateway_cpu_pct_baseline=round(100 * run.baseline_cpu_rate, 1),
         baseline_p50_ms=round(statistics.median(baseline), 2), baseline_p99_ms=round(percentile(baseline, 0.99), 2),
         flood_p50_ms=round(statistics.median(during), 2), flood_p99_ms=round(percentile(during, 0.99), 2),
         flood_max_ms=round(max(during), 2), small_requests_in_flood=len(during),
-        fresh_logins_ok=fresh_ok, fresh_login_max_ms=round(fresh_max, 1))
+        fresh_logins_ok=run.probe[0], fresh_login_max_ms=round(run.probe[1], 1))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import socket
 import ssl
 import statistics
@@ -35,10 +34,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from throughput import GatewayProcess, cpu_seconds, loadavg, machine, only_node, parse_settings, plain_client  # noqa: E402
+from throughput import GatewayProcess, loadavg, machine, only_node, parse_settings, plain_client  # noqa: E402
 
 from auth.cert_tools import TlsFiles, write_tls_material  # noqa: E402
-from bench.availability.login_flood import SmallClient, flood_process, percentile  # noqa: E402
+from bench.availability.login_flood import SmallClient, flood_phases, percentile  # noqa: E402
 from gateway.commands.embedded_broker import EmbeddedBroker  # noqa: E402
 from protocol.api_keys import ApiKey  # noqa: E402
 
@@ -135,46 +134,21 @@ def measure(broker: EmbeddedBroker, workdir: Path, tls: TlsFiles, args: argparse
     with GatewayProcess(broker.bootstrap, workdir, extra, protocol="SSL") as gateway:
         address = ("127.0.0.1", gateway.port)
         small = TlsSmallClient(address, tls)
-        small.round_trips(0.5, pace)  # warm-up
-        cpu0, wall0 = cpu_seconds(gateway.pid), time.perf_counter()
-        baseline = small.round_trips(args.baseline_seconds, pace)
-        baseline_rate = (cpu_seconds(gateway.pid) - cpu0) / (time.perf_counter() - wall0)
-
-        spawn = multiprocessing.get_context("spawn")
-        ready, go, out = spawn.Event(), spawn.Event(), spawn.SimpleQueue()
-        flooder = spawn.Process(target=flood_process,
-                                args=(_flood, (address, args.seconds, args.concurrency, tls), ready, go, out),
-                                daemon=True)
-        flooder.start()
-        try:
-            if not ready.wait(30):
-                raise RuntimeError("the flood process did not start")
-            cpu1, wall1 = cpu_seconds(gateway.pid), time.perf_counter()
-            go.set()
-            during = small.round_trips(args.seconds * 0.5, pace)
-            fresh_ok, fresh_max = new_clients(address, tls)  # the flood still runs
-            during += small.round_trips(max(0.0, wall1 + args.seconds - time.perf_counter()), pace)
-            handshakes, errors, flood_s = out.get()
-            cpu2, wall2 = cpu_seconds(gateway.pid), time.perf_counter()
-        finally:
-            flooder.join(timeout=30)
-            if flooder.is_alive():
-                flooder.terminate()
-                flooder.join(timeout=5)
+        run = flood_phases(gateway.pid, lambda seconds: small.round_trips(seconds, pace),
+                           _flood, (address, args.seconds, args.concurrency, tls), lambda: new_clients(address, tls),
+                           seconds=args.seconds, baseline_seconds=args.baseline_seconds, probe_after=0.5)
         small.close()
-    cpu_ms = (cpu2 - cpu1) * 1000
-    wall = wall2 - wall1
-    per = cpu_ms / handshakes if handshakes else float("nan")
-    net = (cpu_ms - baseline_rate * wall * 1000) / handshakes if handshakes else float("nan")
+    per, net = run.per_item_ms()
+    baseline, during = run.baseline, run.during
     return Result(
-        handshakes=handshakes, errors=errors, flood_s=round(flood_s, 2),
-        handshakes_per_s=round(handshakes / flood_s, 1), gateway_cpu_ms_per_handshake=round(per, 3),
-        gateway_cpu_ms_per_handshake_net=round(net, 3), gateway_cpu_pct_flood=round(100 * cpu_ms / 1000 / wall, 1),
+        handshakes=run.done, errors=run.errors, flood_s=round(run.flood_s, 2),
+        handshakes_per_s=round(run.done / run.flood_s, 1), gateway_cpu_ms_per_handshake=round(per, 3),
+        gateway_cpu_ms_per_handshake_net=round(net, 3), gateway_cpu_pct_flood=round(run.cpu_pct(), 1),
         baseline_p50_ms=round(statistics.median(baseline), 2), baseline_p99_ms=round(percentile(baseline, 0.99), 2),
         baseline_max_ms=round(max(baseline), 2),
         flood_p50_ms=round(statistics.median(during), 2), flood_p99_ms=round(percentile(during, 0.99), 2),
         flood_max_ms=round(max(during), 2), small_requests_in_flood=len(during),
-        new_clients_ok=fresh_ok, new_client_max_ms=round(fresh_max, 1))
+        new_clients_ok=run.probe[0], new_client_max_ms=round(run.probe[1], 1))
 
 
 def measure_retrying(broker: EmbeddedBroker, workdir: Path, tls: TlsFiles, args: argparse.Namespace) -> Result:
