@@ -95,40 +95,33 @@ class Probe:
 
     def send_frame(self, frame: bytes, api_key: int, answer_version: int) -> dict[str, Any] | None:
         """Send a hand-built frame; its answer decoded as ``api_key`` at ``answer_version``."""
-        if self._ended is not None:
-            self.seen.append(self._ended)
+        answer = self._exchange(frame)
+        if answer is None:
             return None
-        try:
-            self.sock.sendall(frame)
-            _, body = decode_response(self._read_frame(), api_key, answer_version)
-        except TimeoutError:
-            self._ended = TIMEOUT
-        except (ConnectionError, ssl.SSLError, OSError):
-            self._ended = CLOSED
-        if self._ended is not None:
-            self.seen.append(self._ended)
-            return None
+        _, body = decode_response(answer, api_key, answer_version)
         self.raw_answers.append(body)
         self.seen.append(reduced(api_key, body))
         return body
 
     def send_token(self, token: bytes) -> bytes | None:
         """A bare token (after SaslHandshake v0); the server's bare answer, None if the connection ended."""
-        if self._ended is not None:
-            self.seen.append(self._ended)
-            return None
-        try:
-            self.sock.sendall(_SIZE.pack(len(token)) + token)
-            answer = self._read_frame()
-        except TimeoutError:
-            self._ended = TIMEOUT
-        except (ConnectionError, ssl.SSLError, OSError):
-            self._ended = CLOSED
-        if self._ended is not None:
-            self.seen.append(self._ended)
-            return None
-        self.seen.append({"token": auth_bytes_shape(answer)})
+        answer = self._exchange(_SIZE.pack(len(token)) + token)
+        if answer is not None:
+            self.seen.append({"token": auth_bytes_shape(answer)})
         return answer
+
+    def _exchange(self, data: bytes) -> bytes | None:
+        """Send ``data`` and read one frame; None (and how it ended, in ``seen``) if the connection ended."""
+        if self._ended is None:
+            try:
+                self.sock.sendall(data)
+                return self._read_frame()
+            except TimeoutError:
+                self._ended = TIMEOUT
+            except (ConnectionError, ssl.SSLError, OSError):
+                self._ended = CLOSED
+        self.seen.append(self._ended)
+        return None
 
     def ending(self) -> list[Any]:
         """Everything seen, then whether the server closed the connection or left it open."""
