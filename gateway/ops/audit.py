@@ -127,7 +127,6 @@ class AuditLog:
     # named after it could be handed, file handler and all, to a later log (never mixed into the ops log either).
     # Kept after close(), closed: an event written after it is counted and dropped by the handler, not ignored here.
     _file: _PrivateRotatingFileHandler | None = field(default=None, init=False, repr=False)
-    _open: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.path is None:
@@ -136,12 +135,12 @@ class AuditLog:
                                               encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(message)s"))
         self._file = handler
-        self._open = True
 
     @property
     def enabled(self) -> bool:
         """Whether events are written (False without a file, and once closed)."""
-        return self._open
+        file = self._file
+        return file is not None and not file.shut
 
     @property
     def dropped_after_close(self) -> int:
@@ -254,6 +253,5 @@ class AuditLog:
     def close(self) -> None:
         """Closes the file, once; later events, and those racing the close on another thread, are dropped
         and counted (``dropped_after_close``; the operational log says so at the first)."""
-        if self._open and self._file is not None:
-            self._open = False
+        if self._file is not None and not self._file.shut:
             self._file.close()
