@@ -6,6 +6,7 @@ Each must be released exactly once whether its wait ends at its turn, by its tas
 cancellation (before its first step: its coroutine never runs; or during the wait), by its peer
 leaving, or by the gateway shutting down.  The deferred sockets here are real TCP connections
 handed to the gateway's admission on its loop, so the test chooses the instant of cancellation.
+A PROXY-protocol connection waiting for its header is held to the same.
 """
 
 from __future__ import annotations
@@ -177,5 +178,39 @@ def test_a_deferred_connection_is_handshaken_and_served_at_its_turn(broker: Embe
             assert _answered(first) and _answered(second)
             assert gateway.call(gw.ctx.metrics.tls_handshakes_deferred.value, ("SSL",)) >= 1
             assert _counts(gateway) == (0, 0, 2)
+    finally:
+        gateway.stop()
+
+
+@pytest.mark.parametrize("when", ["before_its_first_step", "while_it_reads"])
+def test_a_connection_cancelled_before_its_proxy_header_gives_back_its_pending_count_and_descriptor(
+        broker: EmbeddedBroker, tls: TlsFiles, when: str) -> None:
+    """The same for a PROXY-protocol listener's connection whose header is not read yet: counted
+    against max.connections from accept, its count and descriptor released however its task ends."""
+    gateway = GatewayThread(broker.bootstrap, {
+        "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
+        "listener.name.ssl.ksgate.proxy.protocol": True,
+        "listener.name.ssl.ksgate.proxy.protocol.trusted.networks": "127.0.0.0/8",
+    }, protocol="SSL", advertised_host="localhost").start()
+    gw = gateway.gateway
+    client, server_side = _tcp_pair()
+
+    async def accept_then_cancel() -> int:
+        before = set(gw._handshakes)
+        gw._accept(gw.config.listeners[0], None, server_side, ClientAddress.of(FLOODER, server_side.getpeername()[1]))
+        pending = gw._proxied_pending
+        if when == "while_it_reads":
+            await asyncio.sleep(0)  # one step: it waits for the header
+        tasks = set(gw._handshakes) - before
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        return pending
+
+    try:
+        with client:
+            assert _on_loop(gateway, accept_then_cancel()) == 1
+            assert gateway.call(lambda: gw._proxied_pending) == 0
+            assert _peer_closed(client)
     finally:
         gateway.stop()
