@@ -30,7 +30,7 @@ from gateway.edge.connection_limits import (
     RefusalSampler,
     limit_settings,
 )
-from gateway.edge.deferred_wait import PEER_GONE, wait_turn
+from gateway.edge.deferred_wait import PEER_GONE, HangupWatch
 from gateway.edge.handshake_budget import HandshakeBudget
 from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
@@ -106,6 +106,7 @@ class Gateway:
     _refusal_audit: RefusalSampler = field(init=False)
     handshake_budget: HandshakeBudget = field(init=False)  # TLS handshakes per client address
     _handshakes: set[asyncio.Task[None]] = field(default_factory=set)  # accepted, TLS not yet complete
+    _hangups: HangupWatch | None = None  # deferred connections' peers, watched (made on the loop when first needed)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
     security_topic: SecurityTopic | None = None  # the replicated store (ksgate.security.store KAFKA)
@@ -696,7 +697,7 @@ class Gateway:
         try:
             if delay_s > 0:  # over its address's connection_creation_rate or handshake budget
                 try:
-                    turn = await wait_turn(pending.sock, delay_s)
+                    turn = await self._hangup_watch().wait_turn(pending.sock, delay_s)
                 finally:
                     self._end_wait(pending)
                 if turn is PEER_GONE:
@@ -724,9 +725,14 @@ class Gateway:
             if failure is not None:  # the client's certificate was refused: an authentication failure
                 record_certificate_failure(self.ctx, listener, client, failure)
 
+    def _hangup_watch(self) -> HangupWatch:
+        if self._hangups is None:
+            self._hangups = HangupWatch(asyncio.get_running_loop())
+        return self._hangups
+
     def _let_go(self, listener: ListenerConfig, pending: _Pending, tls: bool) -> None:
-        """The peer closed or reset while its connection waited, having sent nothing: closed now, not
-        at its turn.  Counted as the failed handshake it would have become at its turn."""
+        """The peer closed or reset while its connection waited (a ClientHello it sent is left unread):
+        closed now, not at its turn.  Counted as the failed handshake it would have become then."""
         self._settle(pending)
         if tls:
             self.ctx.metrics.tls_handshake_failed(listener.name, "failed")
@@ -789,6 +795,8 @@ class Gateway:
             conn.close()
         for server in self._servers.values():
             await server.wait_closed()
+        if self._hangups is not None:
+            self._hangups.close()
         self.ctx.hashes.close()
         if self.ctx.authorization is not None:
             self.ctx.authorization.audit.close()

@@ -12,6 +12,7 @@ A PROXY-protocol connection waiting for its header is held to the same.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 import struct
@@ -92,6 +93,14 @@ def _answered(sock: ssl.SSLSocket) -> bool:
     return len(sock.recv(4)) == 4
 
 
+def _client_hello() -> bytes:
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    hello = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with contextlib.suppress(ssl.SSLWantReadError):  # it waits for the server's answer: the hello is out
+        hello.do_handshake()
+    return outgoing.read()
+
+
 def _peer_closed(client: socket.socket) -> bool:
     client.settimeout(ENDED_WITHIN_S)
     try:
@@ -123,7 +132,7 @@ def test_a_deferred_connection_whose_task_is_cancelled_gives_back_its_place_coun
             assert _peer_closed(client)  # and its descriptor is closed
 
 
-@pytest.mark.parametrize("leaves", ["closes", "resets"])
+@pytest.mark.parametrize("leaves", ["closes", "resets", "sends_a_hello_then_closes"])
 def test_a_deferred_connection_whose_peer_leaves_is_let_go_at_once(gateway: GatewayThread, tls: TlsFiles,
                                                                     leaves: str) -> None:
     gw = gateway.gateway
@@ -137,6 +146,8 @@ def test_a_deferred_connection_whose_peer_leaves_is_let_go_at_once(gateway: Gate
             await asyncio.sleep(0)  # its wait has begun
             if leaves == "resets":
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            elif leaves == "sends_a_hello_then_closes":  # its turn would cost a key share and a signature
+                client.sendall(_client_hello())
             client.close()
             _, pending = await asyncio.wait(tasks, timeout=ENDED_WITHIN_S)  # ends long before its 100 s turn
             return held, not pending
