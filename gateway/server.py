@@ -30,6 +30,7 @@ from gateway.edge.connection_limits import (
     RefusalSampler,
     limit_settings,
 )
+from gateway.edge.deferred_wait import PEER_GONE, HangupWatch
 from gateway.edge.handshake_budget import HandshakeBudget
 from gateway.edge.proxied_listener import proxied_client
 from gateway.edge.sni_routing import SniRoutes
@@ -78,6 +79,19 @@ log = get_logger(component="server")
 
 
 @dataclass(slots=True)
+class _Pending:
+    """An accepted socket not yet a connection (its PROXY header, its deferral or its handshake
+    still ahead) and what it holds until then."""
+
+    sock: socket.socket
+    admission: Admission | None  # None until admitted (a PROXY-protocol connection before its header)
+    client: ClientAddress
+    deferred: bool = False  # counted among its address's connections waiting for the handshake budget
+    given: bool = False  # handed to the event loop, whose transport closes the socket from then on
+    settled: bool = False  # what it holds is released, or owned by the connection it became
+
+
+@dataclass(slots=True)
 class Gateway:
     config: GatewayConfig
     ctx: GatewayContext = field(init=False)
@@ -92,6 +106,7 @@ class Gateway:
     _refusal_audit: RefusalSampler = field(init=False)
     handshake_budget: HandshakeBudget = field(init=False)  # TLS handshakes per client address
     _handshakes: set[asyncio.Task[None]] = field(default_factory=set)  # accepted, TLS not yet complete
+    _hangups: HangupWatch | None = None  # deferred connections' peers, watched (made on the loop when first needed)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tokens: TokenStore | None = None
     security_topic: SecurityTopic | None = None  # the replicated store (ksgate.security.store KAFKA)
@@ -577,24 +592,41 @@ class Gateway:
                 sock.close()
                 return
             self._proxied_pending += 1
-            self._track(self._accept_proxied(listener, node_id, sock, address))
+            pending = _Pending(sock, None, address)
+            # released by the task's end, not by a finally inside it: a task cancelled before its first
+            # step (at shutdown) never runs its coroutine
+            self._track(self._accept_proxied(listener, node_id, pending)).add_done_callback(
+                lambda _: self._settle_proxied(pending))
             return
         self._admit(listener, node_id, sock, address)
 
-    async def _accept_proxied(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                              peer: ClientAddress) -> None:
+    async def _accept_proxied(self, listener: ListenerConfig, node_id: int | None, pending: _Pending) -> None:
         try:
-            client = await proxied_client(sock, peer, listener.proxy_trusted_networks,
+            client = await proxied_client(pending.sock, pending.client, listener.proxy_trusted_networks,
                                           self.config.authentication_timeout_ms / 1000, listener.name)
         finally:
-            self._proxied_pending -= 1
+            self._header_over(pending)
         if client is not None:  # limits count the client's address, not the balancer's
-            self._admit(listener, node_id, sock, client)
+            pending.given = True
+            self._admit(listener, node_id, pending.sock, client)
 
-    def _track(self, coroutine: Coroutine[None, None, None]) -> None:
+    def _header_over(self, pending: _Pending) -> None:
+        """Its PROXY header read or refused, or its task ended: no longer counted as pending, once."""
+        if not pending.settled:
+            pending.settled = True
+            self._proxied_pending -= 1
+
+    def _settle_proxied(self, pending: _Pending) -> None:
+        """Its task ended: a socket not passed on to _admit is closed (cancelled while or before reading)."""
+        self._header_over(pending)
+        if not pending.given:
+            pending.sock.close()
+
+    def _track(self, coroutine: Coroutine[None, None, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._handshakes.add(task)
         task.add_done_callback(self._handshakes.discard)
+        return task
 
     def _admit(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
                client: ClientAddress) -> None:
@@ -624,7 +656,11 @@ class Gateway:
             if deferred:
                 self.ctx.metrics.tls_handshake_deferred(listener.name)
             delay = max(delay, slot.delay_s)
-        self._track(self._serve(listener, node_id, sock, decision, client, delay, deferred))
+        pending = _Pending(sock, decision, client, deferred)
+        # What the connection holds is released when its task ends, whichever way: a task cancelled
+        # before its first step (at shutdown) never runs its coroutine, so never its finally blocks.
+        self._track(self._serve(listener, node_id, pending, delay)).add_done_callback(
+            lambda _: self._settle(pending))
 
     def _refused(self, listener_name: str, address: ClientAddress, refusal: Refusal) -> None:
         self.ctx.metrics.connection_refused(listener_name, refusal.metric_reason)
@@ -638,15 +674,17 @@ class Gateway:
                 client_host=address.host, client_port=address.port, listener=listener_name, limit_key=refusal.key,
                 limit=refusal.limit, suppressed=suppressed)
 
-    async def _serve(self, listener: ListenerConfig, node_id: int | None, sock: socket.socket,
-                     admission: Admission, client: ClientAddress, delay_s: float = 0.0,
-                     deferred: bool = False) -> None:
+    async def _serve(self, listener: ListenerConfig, node_id: int | None, pending: _Pending,
+                     delay_s: float = 0.0) -> None:
         """Hand the socket to the event loop; a TLS handshake must complete within the
         authentication timeout (a peer that sends nothing is not held for asyncio's 60 s).
         The timeout starts when the handshake does: a connection ``deferred`` by its address's
         handshake budget waits first (bounded by ksgate.tls.handshake.queue.per.ip / rate), and
-        that wait, caused by its address's rate, does not eat its handshake's time."""
+        that wait, caused by its address's rate, does not eat its handshake's time.  A peer that
+        leaves while it waits is let go at once (gateway/edge/deferred_wait.py)."""
         made: list[ClientConnection] = []
+        client, admission = pending.client, pending.admission
+        assert admission is not None  # admitted: _admit made it
 
         def protocol() -> ClientConnection:
             made.append(self._new_connection(listener.name, node_id, admission, client))
@@ -655,22 +693,25 @@ class Gateway:
         context = self.ctx.security[listener.name].ssl_context
         timeout = self.config.authentication_timeout_ms / 1000 if context is not None else None
         if context is not None:
-            send_handshake_alerts_to(sock)  # this task's context is the handshake's
+            send_handshake_alerts_to(pending.sock)  # this task's context is the handshake's
         try:
             if delay_s > 0:  # over its address's connection_creation_rate or handshake budget
                 try:
-                    await asyncio.sleep(delay_s)
+                    turn = await self._hangup_watch().wait_turn(pending.sock, delay_s)
                 finally:
-                    if deferred:
-                        self.handshake_budget.started(client.host)
-                        self.ctx.metrics.tls_handshake_resumed()
+                    self._end_wait(pending)
+                if turn is PEER_GONE:
+                    self._let_go(listener, pending, context is not None)
+                    return
+            pending.given = True  # from here the loop's transport owns the socket, and closes it
             await asyncio.get_running_loop().connect_accepted_socket(
-                protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
+                protocol, pending.sock, ssl=context, ssl_handshake_timeout=timeout)
+            pending.settled = True  # the connection holds its admission now: its close hook releases it
         except (OSError, ssl.SSLError, asyncio.CancelledError) as exc:
             # Never connected: the connection's own close hook will not run.
             for conn in made:
                 self._connections.pop(conn, None)
-            self.limits.release(admission)
+            self._settle(pending)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             if context is None:  # the peer was gone before the loop took the socket
@@ -683,6 +724,39 @@ class Gateway:
                      failure=failure, error=repr(exc))
             if failure is not None:  # the client's certificate was refused: an authentication failure
                 record_certificate_failure(self.ctx, listener, client, failure)
+
+    def _hangup_watch(self) -> HangupWatch:
+        if self._hangups is None:
+            self._hangups = HangupWatch(asyncio.get_running_loop())
+        return self._hangups
+
+    def _let_go(self, listener: ListenerConfig, pending: _Pending, tls: bool) -> None:
+        """The peer closed or reset while its connection waited (a ClientHello it sent is left unread):
+        closed now, not at its turn.  Counted as the failed handshake it would have become then."""
+        self._settle(pending)
+        if tls:
+            self.ctx.metrics.tls_handshake_failed(listener.name, "failed")
+        log.info("connection_lost_while_deferred", listener=listener.name, client=str(pending.client))
+
+    def _end_wait(self, pending: _Pending) -> None:
+        """Its wait for its address's handshake budget is over (its turn, its peer gone, or its task ended): once."""
+        if pending.deferred:
+            pending.deferred = False
+            self.handshake_budget.started(pending.client.host)
+            self.ctx.metrics.tls_handshake_resumed()
+
+    def _settle(self, pending: _Pending) -> None:
+        """Release, once, what an accepted connection holds until the loop has made it a connection:
+        its place in its address's wait, its admission (connection counts), and its socket unless the
+        loop was given it."""
+        self._end_wait(pending)
+        if pending.settled:
+            return
+        pending.settled = True
+        if pending.admission is not None:
+            self.limits.release(pending.admission)
+        if not pending.given:
+            pending.sock.close()
 
     def _new_connection(self, listener_name: str, node_id: int | None, admission: Admission,
                         client: ClientAddress) -> ClientConnection:
@@ -721,6 +795,8 @@ class Gateway:
             conn.close()
         for server in self._servers.values():
             await server.wait_closed()
+        if self._hangups is not None:
+            self._hangups.close()
         self.ctx.hashes.close()
         if self.ctx.authorization is not None:
             self.ctx.authorization.audit.close()

@@ -6,9 +6,12 @@ tls_flood.py).  Each address may start ``rate_per_s`` handshakes a second, ``bur
 beyond that its new connections are accepted and their handshake deferred to the address's next
 slot (a virtual schedule, GCRA), so the offender is paused and other addresses keep the loop.
 Nothing is refused for its rate: the budget refills.  What is bounded is the wait itself:
-``queue_per_ip`` deferred connections per address (at most queue_per_ip / rate_per_s seconds
-of waiting); a connection beyond that is refused, as at max.connections.per.ip.  Sans-IO: the
-clock is passed in.
+``queue_per_ip`` deferred connections per address, and at most queue_per_ip / rate_per_s seconds
+of waiting; a connection beyond either is refused, as at max.connections.per.ip.  The second
+bound matters because a deferred connection whose peer leaves stops waiting at once but keeps
+the slot it was given: without it, an address connecting and leaving fast would push its
+schedule, and its next honest connection's wait, ever further ahead.  Sans-IO: the clock is
+passed in.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ class HandshakeBudget:
 
     def offer(self, address: str) -> Deferral | None:
         """A new TLS connection from ``address`` (canonical host): when its handshake may start,
-        or QUEUE_FULL (None) when the address already has its bound of connections waiting."""
+        or QUEUE_FULL (None) when the address already has its bound of connections waiting or
+        its next slot is further than that bound's worth of waiting (queue_per_ip / rate_per_s)."""
         if self.rate_per_s <= 0:
             return Deferral(0.0)
         now = self._clock()
@@ -79,7 +83,8 @@ class HandshakeBudget:
         start = state.next_slot - (self.burst - 1) * interval
         if start - now < _EPSILON_S:  # within the burst (float sums of intervals drift by ~1e-13)
             start = now
-        if start > now and state.waiting >= self.queue_per_ip:
+        too_far = start - now > self.queue_per_ip * interval + _EPSILON_S  # slots kept by peers that left
+        if start > now and (state.waiting >= self.queue_per_ip or too_far):
             return QUEUE_FULL
         state.next_slot = max(state.next_slot, now) + interval
         if start > now:

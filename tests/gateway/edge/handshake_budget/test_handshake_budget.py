@@ -54,9 +54,10 @@ def test_the_wait_is_bounded_per_address_and_its_slot_is_not_spent_when_refused(
     for _ in range(5):  # 3 at once, 2 waiting
         assert budget.offer("10.0.0.1") is not QUEUE_FULL
     assert budget.offer("10.0.0.1") is QUEUE_FULL
-    budget.started("10.0.0.1")  # one wait over: room for one more, at the slot after the last
+    clock.now += 0.1  # the first waiting connection's turn
+    budget.started("10.0.0.1")  # its wait over: room for one more, at the slot after the last
     later = budget.offer("10.0.0.1")
-    assert later is not None and round(later.delay_s, 6) == 0.3
+    assert later is not None and round(later.delay_s, 6) == 0.2  # 0.3 had the refused one spent a slot
 
 
 def test_rate_zero_disables_the_budget() -> None:
@@ -76,3 +77,23 @@ def test_tracked_addresses_are_bounded_but_those_with_connections_waiting_are_ke
     assert budget.waiting("10.0.0.1") == 1
     follow = budget.offer("10.0.0.1")  # still paced: its state was not forgotten
     assert follow is not None and follow.delay_s > 0
+
+
+def test_connections_that_left_while_waiting_do_not_push_the_wait_beyond_its_bound() -> None:
+    """A deferred connection whose peer leaves stops waiting but keeps its slot: an address that
+    connects and leaves fast is refused once its schedule is a full queue's worth ahead, so its
+    next connection never waits longer than queue_per_ip / rate_per_s."""
+    clock = Clock()
+    budget = _budget(clock, queue_per_ip=4)  # 10/s: at most 0.4 s of waiting
+    for _ in range(3):  # the burst
+        budget.offer("10.0.0.1")
+    delays = []
+    for _ in range(20):  # each deferred, then gone at once (started: its wait is over)
+        slot = budget.offer("10.0.0.1")
+        if slot is not None:
+            delays.append(slot.delay_s)
+            budget.started("10.0.0.1")
+    assert len(delays) == 4 and max(delays) <= 0.4 + 1e-9
+    assert budget.offer("10.0.0.1") is QUEUE_FULL and budget.waiting("10.0.0.1") == 0
+    clock.now += 0.4  # a queue's worth later the address is served again
+    assert budget.offer("10.0.0.1") is not QUEUE_FULL
