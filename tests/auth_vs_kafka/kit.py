@@ -4,7 +4,8 @@
 Each answer is reduced to the fields a client acts on: error codes, Kafka's error messages, the mechanisms list,
 session_lifetime_ms, the shape of auth_bytes (a SCRAM server message's attribute names, not its random nonce or
 salt), the advertised version ranges of the APIs of this phase; and, at the end, whether the connection was
-closed or left open.  Requests are built with ksgate's codec, identical on both sides.
+closed or left open, proven by the answer to one more request (``Probe.ending``), not by silence.  Requests are
+built with ksgate's codec, identical on both sides.
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ USER = CLIENT_USER
 MECHANISMS = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"  # Kafka's SASL_SSL listener enables them in this order
 AUTH_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE)
 CLOSED, TIMEOUT, OPEN = "closed", "timeout", "open"
-# How long a client waits for an answer, and for the server to close after its last answer.  A server that
-# closes does so at once or after connection.failed.authentication.delay.ms (100 ms on both sides); silence 15
-# times that long is "open".  Only the cases that end open wait it out.
+# How long a client waits for an answer: a bound on a hang, not a measure; no case waits it out unless it fails.
 ANSWER_TIMEOUT_S = 8.0
-CLOSE_WAIT_S = 1.5
+# The request that tells "left open" from "closed" at the end of each case.  Kafka answers a SaslHandshake in every
+# state a connection can be left open in: before the exchange (HANDSHAKE_OR_VERSIONS_REQUEST, HANDSHAKE_REQUEST: its
+# answer), during it (AUTHENTICATE: an error answer, then the close), after a login (the broker's answer, or the start
+# of a re-authentication).  ApiVersions would not do: after a first ApiVersions Kafka closes on a second one
+# unanswered.  A server that has closed, or muted the connection for its failed-authentication delay before closing
+# it, reads nothing and closes.
+FOLLOW_UP = (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
 _SIZE = struct.Struct(">i")
 
 
@@ -124,15 +129,10 @@ class Probe:
         return None
 
     def ending(self) -> list[Any]:
-        """Everything seen, then whether the server closed the connection or left it open."""
-        if self._ended is None:
-            self.sock.settimeout(CLOSE_WAIT_S)
-            try:
-                self._ended = CLOSED if self.sock.recv(1) == b"" else "sent more"
-            except TimeoutError:
-                self._ended = OPEN
-            except (ConnectionError, ssl.SSLError, OSError):
-                self._ended = CLOSED
+        """Everything seen, then whether the server had left the connection open: it answers the follow-up request
+        (its reduced answer is compared too), or the connection ends unanswered (closed, or timeout for a hang)."""
+        if self._ended is None and self.call(*FOLLOW_UP) is not None:
+            self._ended = OPEN
         self.sock.close()
         return [*self.seen, self._ended]
 

@@ -57,6 +57,12 @@ def done(*_calls: object) -> None:
 CASES: dict[str, Case] = {}
 
 
+def at(version: int, run: Callable[[Probe, str, int], object]) -> Case:
+    """A case for one version of a loop below: ``run`` with the version bound (not a lambda's default argument,
+    whose type mypy cannot infer)."""
+    return lambda p, pw: done(run(p, pw, version))
+
+
 def case(name: str) -> Callable[[Case], Case]:
     def register(function: Case) -> Case:
         CASES[name] = function
@@ -67,9 +73,9 @@ def case(name: str) -> Callable[[Case], Case]:
 # -- before the handshake ----------------------------------------------------------------------------------------
 
 for _v in API_VERSIONS_VERSIONS:
-    CASES[f"api-versions-v{_v}-first"] = lambda p, _pw, v=_v: done(api_versions(p, v))
-    CASES[f"api-versions-v{_v}-then-handshake-then-api-versions"] = (
-        lambda p, _pw, v=_v: done(api_versions(p, v), handshake(p, "PLAIN"), api_versions(p, v)))
+    CASES[f"api-versions-v{_v}-first"] = at(_v, lambda p, _pw, v: api_versions(p, v))
+    CASES[f"api-versions-v{_v}-then-handshake-then-api-versions"] = at(
+        _v, lambda p, _pw, v: done(api_versions(p, v), handshake(p, "PLAIN"), api_versions(p, v)))
 CASES["api-versions-v99-first"] = lambda p, _pw: done(p.send_frame(api_versions_frame(99), ApiKey.API_VERSIONS, 0))
 CASES["api-versions-v99-then-v3"] = lambda p, _pw: done(
     p.send_frame(api_versions_frame(99), ApiKey.API_VERSIONS, 0), api_versions(p))
@@ -83,11 +89,11 @@ CASES["metadata-after-handshake"] = lambda p, _pw: done(handshake(p, "PLAIN"), m
 # -- SaslHandshake -----------------------------------------------------------------------------------------------
 
 for _v in HANDSHAKE_VERSIONS:
-    CASES[f"handshake-v{_v}-unknown-mechanism"] = lambda p, _pw, v=_v: done(handshake(p, "NOPE", v))
-    CASES[f"handshake-v{_v}-disabled-mechanism"] = lambda p, _pw, v=_v: done(handshake(p, "GSSAPI", v))
-    CASES[f"handshake-v{_v}-lower-case"] = lambda p, _pw, v=_v: done(handshake(p, "plain", v))
-    CASES[f"handshake-v{_v}-twice"] = lambda p, _pw, v=_v: done(handshake(p, "PLAIN", v),
-                                                                handshake(p, "PLAIN", v))
+    CASES[f"handshake-v{_v}-unknown-mechanism"] = at(_v, lambda p, _pw, v: handshake(p, "NOPE", v))
+    CASES[f"handshake-v{_v}-disabled-mechanism"] = at(_v, lambda p, _pw, v: handshake(p, "GSSAPI", v))
+    CASES[f"handshake-v{_v}-lower-case"] = at(_v, lambda p, _pw, v: handshake(p, "plain", v))
+    CASES[f"handshake-v{_v}-twice"] = at(_v, lambda p, _pw, v: done(handshake(p, "PLAIN", v),
+                                                                    handshake(p, "PLAIN", v)))
 CASES["handshake-after-login"] = lambda p, pw: done(scram_login(p, "SCRAM-SHA-256", "alice", pw),
                                                 handshake(p, "SCRAM-SHA-256"))
 CASES["handshake-other-mechanism-after-login"] = lambda p, pw: done(scram_login(p, "SCRAM-SHA-256", "alice", pw),
@@ -101,9 +107,9 @@ def _plain(token: Callable[[str], bytes], version: int) -> Case:
 
 
 for _v in AUTHENTICATE_VERSIONS:
-    CASES[f"authenticate-v{_v}-before-handshake"] = lambda p, _pw, v=_v: done(authenticate(p, b"\0alice\0x", v))
-    CASES[f"authenticate-v{_v}-after-api-versions"] = lambda p, _pw, v=_v: done(
-        api_versions(p), authenticate(p, b"\0alice\0x", v))
+    CASES[f"authenticate-v{_v}-before-handshake"] = at(_v, lambda p, _pw, v: authenticate(p, b"\0alice\0x", v))
+    CASES[f"authenticate-v{_v}-after-api-versions"] = at(_v, lambda p, _pw, v: done(
+        api_versions(p), authenticate(p, b"\0alice\0x", v)))
     for _name, _token in {"plain-ok": lambda pw: f"\0alice\0{pw}".encode(),
                           "plain-authzid-ok": lambda pw: f"alice\0alice\0{pw}".encode(),
                           "plain-other-authzid": lambda pw: f"bob\0alice\0{pw}".encode(),
@@ -116,9 +122,9 @@ for _v in AUTHENTICATE_VERSIONS:
                           "plain-wrong-password": lambda _pw: b"\0alice\0wrong",
                           "plain-unknown-user": lambda _pw: b"\0mallory\0wrong"}.items():
         CASES[f"authenticate-v{_v}-{_name}"] = _plain(_token, _v)
-    CASES[f"authenticate-v{_v}-plain-twice"] = lambda p, pw, v=_v: done(
+    CASES[f"authenticate-v{_v}-plain-twice"] = at(_v, lambda p, pw, v: done(
         handshake(p, "PLAIN"), authenticate(p, f"\0alice\0{pw}".encode(), v),
-        authenticate(p, f"\0alice\0{pw}".encode(), v))
+        authenticate(p, f"\0alice\0{pw}".encode(), v)))
 
 
 # -- SaslAuthenticate: SCRAM -------------------------------------------------------------------------------------
@@ -144,6 +150,11 @@ def _other_nonce(good: bytes, _first: bytes) -> bytes:
     return b",".join(f[:-4] + b"AAAA" if f.startswith(b"r=") else f for f in fields)
 
 
+def _second_login(mechanism: str, version: int) -> Case:
+    return lambda p, pw: done(scram_login(p, mechanism, "alice", pw, version),
+                              authenticate(p, b"n,,n=alice,r=abcdefgh", version))
+
+
 for _m in SCRAM:
     for _v in AUTHENTICATE_VERSIONS:
         tag = f"authenticate-v{_v}-{_m.lower()}"
@@ -157,8 +168,7 @@ for _m in SCRAM:
         CASES[f"{tag}-first-no-gs2"] = _scram_first(_m, b"n=alice,r=abcdefgh", _v)
         CASES[f"{tag}-first-channel-binding"] = _scram_first(_m, b"p=tls-unique,,n=alice,r=abcdefgh", _v)
         CASES[f"{tag}-first-authzid-other"] = _scram_first(_m, b"n,a=bob,n=alice,r=abcdefgh", _v)
-        CASES[f"{tag}-second-authenticate-after-login"] = lambda p, pw, m=_m, v=_v: done(
-            scram_login(p, m, "alice", pw, v), authenticate(p, b"n,,n=alice,r=abcdefgh", v))
+        CASES[f"{tag}-second-authenticate-after-login"] = _second_login(_m, _v)
 
 
 def _between_rounds(request: Callable[[Probe], object]) -> Case:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import yaml
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from authz.shadow import ShadowAcls
 from gateway.commands.cli import build_parser
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.stores.file_users import FileCredentialStore
@@ -31,7 +33,7 @@ from tests.harness import GatewayThread, produce_one, scram_client
 
 RUN = uuid.uuid4().hex[:6]
 ORDERS = [f"orders{RUN}-{i}" for i in range(1, 4)]
-POLL_S = 20.0  # the gateway re-reads its ACL files every second
+HANG_S = 20.0  # the gateway re-reads its ACL files every second: bounds a hang only, never a timing
 
 
 def _audit_command(*args: str) -> None:
@@ -44,12 +46,29 @@ def _acls(config: Path, *argv: str) -> None:
     assert args.func(args) == 0
 
 
-def _until(condition: Callable[[], bool], what: str) -> None:
-    """The gateway polls its ACL files (no event reaches the test): wait for what it must have picked up."""
-    deadline = time.monotonic() + POLL_S
-    while not condition():
-        assert time.monotonic() < deadline, f"the gateway did not pick up {what} within {POLL_S:g}s"
-        time.sleep(0.05)
+def _polled(shadow: ShadowAcls) -> threading.Event:
+    """An event set each time the gateway has re-read its ACL files: its file watch refreshes the shadow set
+    (``shadow.refresh``) right after the live one, so a finished refresh is a finished poll of both."""
+    polled = threading.Event()
+    refresh = shadow.refresh
+
+    def refresh_then_tell() -> object:
+        try:
+            return refresh()
+        finally:
+            polled.set()
+    shadow.refresh = refresh_then_tell
+    return polled
+
+
+def _until(condition: Callable[[], bool], what: str, polled: threading.Event) -> None:
+    """Wait for what the gateway must have picked up from its ACL files, checked again after each of its polls."""
+    deadline = time.monotonic() + HANG_S
+    while True:
+        polled.clear()  # before the check: a poll finished after it sets the event again
+        if condition():
+            return
+        assert polled.wait(max(0.0, deadline - time.monotonic())), f"never: {what} (waited {HANG_S:g}s)"
 
 
 def _events(log: Path, kind: str) -> list[dict[str, Any]]:
@@ -86,6 +105,7 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
         authorization = gateway.gateway.ctx.authorization
         assert authorization is not None and authorization.shadow is not None
         shadow = authorization.shadow
+        polled = _polled(shadow)
         admin = AdminClient(scram_client(gateway, "admin"))
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in ORDERS]).values():
             future.result(timeout=15)
@@ -108,7 +128,7 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
 
         # 4. The candidate as the shadow set: the same traffic diverges nowhere.
         _acls(config, "--load", str(candidate))
-        _until(lambda: shadow.active, "the shadow ACL set")
+        _until(lambda: shadow.active, "the shadow ACL set", polled)
         shadow_phase_starts = len(audit_log.read_text().splitlines())
         for topic in ORDERS:
             assert produce_one(gateway, "alice", topic) is None
@@ -138,7 +158,7 @@ def test_recommend_shadow_promote_names_the_uncovered_client_before_the_promotio
 
         # 6. Promote: the shadow set is the live one; alice keeps working, bob is refused as announced.
         _acls(config, "--promote")
-        _until(lambda: authorization.authorizer.acl_count > 0 and not shadow.active, "the promotion")
+        _until(lambda: authorization.authorizer.acl_count > 0 and not shadow.active, "the promotion", polled)
         for topic in ORDERS:
             assert produce_one(gateway, "alice", topic) is None, f"the promoted ACLs do not cover {topic}"
         assert produce_one(gateway, "bob", ORDERS[0]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
