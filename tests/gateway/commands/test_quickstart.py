@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import IO
 
 import pytest
 import yaml
@@ -44,17 +47,28 @@ class Quickstart:
             [sys.executable, "-m", "gateway", "quickstart", "--port", str(self.port), "--dir", str(directory),
              "--listener-protocol", protocol, *extra],
             stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True)
+        self.banner = self._read_banner(timeout_s=60)
+
+    def _read_banner(self, timeout_s: float) -> str:
+        """The lines up to "Press Ctrl-C", read in a thread: a quickstart that hangs without printing
+        fails this test after ``timeout_s`` (a hang bound) instead of blocking it on a read."""
         assert self.proc.stdout is not None
-        lines = []
-        deadline = time.monotonic() + 60
-        for line in self.proc.stdout:
-            lines.append(line)
-            if line.startswith("Press Ctrl-C") or time.monotonic() > deadline:
-                break
-        else:
-            self.stop()
-            pytest.fail(f"quickstart exited before announcing itself: {self.stderr()}")
-        self.banner = "".join(lines)
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_lines_to, args=(self.proc.stdout, lines), daemon=True).start()
+        banner = []
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.stop()
+                pytest.fail(f"quickstart did not announce itself within {timeout_s:.0f} s: {self.stderr()}")
+            if line is None:
+                self.stop()
+                pytest.fail(f"quickstart exited before announcing itself: {self.stderr()}")
+            banner.append(line)
+            if line.startswith("Press Ctrl-C"):
+                return "".join(banner)
 
     def stderr(self) -> str:
         return self.stderr_path.read_text()
@@ -69,6 +83,14 @@ class Quickstart:
             raise
         finally:
             self._stderr.close()
+
+
+def _lines_to(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    """Every line of ``stream`` onto ``lines``, then None at its end (the rest of the output too: a pipe that
+    nobody reads would block the process once full)."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
 
 
 def _banner_value(banner: str, prefix: str) -> str:
