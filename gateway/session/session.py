@@ -875,6 +875,9 @@ class ProxySession:
                 self._move(Move.REAUTHENTICATION)
             self._apply_step(self.authenticator.on_frame(wire[4:]))
             return
+        if self.authenticator is not None and self.authenticator.session_expired(self.clock.wall_ms()):
+            # Kafka closes an expired session on any request but the SaslHandshake that re-authenticates it.
+            raise PipelineRefusal(f"SASL api key {key} after the session expired (connections.max.reauth.ms)")
         schema = api(key)
         if schema is None or not schema.supports(version):
             raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")
