@@ -178,6 +178,12 @@ class SaslServerAuthenticator:
             self.state = SaslState.FAILED
             return Refused(f"unparsable frame during authentication: {exc}", failure_class="malformed")
 
+    @property
+    def takes_every_frame(self) -> bool:
+        """After a re-authentication's handshake asked for another mechanism, every frame is this machine's (it
+        closes the connection on it), as Kafka's authenticator takes every frame of a re-authentication."""
+        return self.state is SaslState.REAUTH_BAD_MECHANISM
+
     def takes_after_login(self, api_key: int) -> bool:
         """Whether a SASL request after the login is this machine's: a re-authentication in progress, or a
         SaslHandshake starting one (KIP-368) on a session that expires.  Otherwise Kafka's request handler answers

@@ -601,6 +601,9 @@ class ProxySession:
         if route is not None and route.dispatch is Dispatch.SASL:
             self._sasl_after_authentication(wire)
             return
+        if self.authenticator is not None and self.authenticator.takes_every_frame:
+            self._apply_step(self.authenticator.on_frame(wire[4:]))  # its refusal, audited as one
+            return
         self._apply(decide(self._request_context(), wire, route))
 
     def _request_context(self) -> RequestContext:

@@ -427,7 +427,10 @@ def test_reauthentication_asking_for_another_mechanism_closes_at_the_next_frame(
     driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 10, {"mechanism": "SCRAM-SHA-512"}))
     [(_, answer)] = driver.responses(ApiKey.SASL_HANDSHAKE, 1)
     assert answer["error_code"] == 0 and driver.closed is None  # Kafka 4.4 answers it without an error
+    failures = driver.session.ctx.counters.authentication_failures
     driver.send(request_frame(ApiKey.METADATA, METADATA_V, 11, metadata("a")))
+    assert driver.session.ctx.counters.authentication_failures == failures + 1  # logged, counted and audited
+    driver.fire("farewell")  # after connection.failed.authentication.delay.ms, as any failed login
     assert driver.closed is not None and driver.upstream_bytes == b""  # not served meanwhile
 
 
