@@ -138,8 +138,8 @@ class SaslServerAuthenticator:
     """One per connection on a SASL listener."""
 
     # Slots: every logged-in connection keeps its authenticator (KIP-368 re-authentication).
-    __slots__ = ("_api_versions", "_attempted_user", "_config", "_context", "_kafka_headers", "_mechanism_name",
-                 "_server", "_verifying", "principal", "session_expiry_ms", "state")
+    __slots__ = ("_api_versions", "_attempted_user", "_bad_mechanism", "_config", "_context", "_kafka_headers",
+                 "_mechanism_name", "_server", "_verifying", "principal", "session_expiry_ms", "state")
 
     def __init__(self, config: SaslServerConfig, context: SaslContext,
                  api_versions: Callable[[memoryview, int, int], tuple[bytes, bool]]) -> None:
@@ -155,6 +155,7 @@ class SaslServerAuthenticator:
         self.principal: KafkaPrincipal | None = None
         self.session_expiry_ms: int | None = None
         self._verifying: tuple[Verify, _StepFor] | None = None
+        self._bad_mechanism: str | None = None  # what a re-authentication's handshake asked for instead
 
     @property
     def mechanism(self) -> str | None:
@@ -177,6 +178,12 @@ class SaslServerAuthenticator:
             self.state = SaslState.FAILED
             return Refused(f"unparsable frame during authentication: {exc}", failure_class="malformed")
 
+    @property
+    def takes_every_frame(self) -> bool:
+        """After a re-authentication's handshake asked for another mechanism, every frame is this machine's (it
+        closes the connection on it), as Kafka's authenticator takes every frame of a re-authentication."""
+        return self.state is SaslState.REAUTH_BAD_MECHANISM
+
     def takes_after_login(self, api_key: int) -> bool:
         """Whether a SASL request after the login is this machine's: a re-authentication in progress, or a
         SaslHandshake starting one (KIP-368) on a session that expires.  Otherwise Kafka's request handler answers
@@ -187,12 +194,18 @@ class SaslServerAuthenticator:
         return api_key == ApiKey.SASL_HANDSHAKE and self.session_expiry_ms is not None
 
     def session_expired(self, now_ms: int) -> bool:
+        """Whether the session may serve no more requests: it expired, or a re-authentication asked for another
+        mechanism (Kafka's authenticator takes every frame after that handshake, and closes on it)."""
+        if self.state is SaslState.REAUTH_BAD_MECHANISM:
+            return True
         return self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms
 
     # --- state dispatch ----------------------------------------------------------------
 
     def _dispatch(self, payload: memoryview) -> Step:
         state = self.state
+        if state is SaslState.REAUTH_BAD_MECHANISM:
+            return self._changed_mechanism()
         if state is SaslState.AUTHENTICATE and not self._kafka_headers:
             return self._raw_token(bytes(payload))
         key, version, correlation_id = peek_api(payload)
@@ -222,6 +235,11 @@ class SaslServerAuthenticator:
         self.state = SaslState.FAILED
         return Refused(f"api key {key} before authentication completed (state {state.value})")
 
+    def _changed_mechanism(self) -> Refused:
+        self.state = SaslState.FAILED
+        return Refused(f"re-authentication changed mechanism {self._mechanism_name} → {self._bad_mechanism}",
+                       authentication_failure=True, failure_class="reauthentication_refused")
+
     def _fail_state(self, reason: str) -> Refused:
         self.state = SaslState.FAILED
         return Refused(reason)
@@ -245,11 +263,11 @@ class SaslServerAuthenticator:
         mechanism = body["mechanism"]
         enabled = self.enabled_mechanisms
         reauth = self.state is SaslState.REAUTH_PROCESS_HANDSHAKE
-        if reauth and (version == 0 or mechanism != self._mechanism_name):
-            self.state = SaslState.REAUTH_BAD_MECHANISM
+        if reauth and version == 0:
+            self.state = SaslState.FAILED
             frame = self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
                                    {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
-            return Refused(f"re-authentication changed mechanism {self._mechanism_name} → {mechanism}", frame,
+            return Refused("re-authentication with SaslHandshake v0", frame,
                          authentication_failure=True, failure_class="reauthentication_refused")
         if mechanism not in enabled:
             self.state = SaslState.FAILED
@@ -257,6 +275,13 @@ class SaslServerAuthenticator:
                                    {"error_code": KafkaError.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
             return Refused(f"mechanism {mechanism!r} is not enabled on this listener", frame,
                          authentication_failure=True, failure_class="unsupported_mechanism")
+        if reauth and mechanism != self._mechanism_name:
+            # As Kafka 4.4 (ReauthInfo.saslMechanismUnchanged, measured in tests/auth_vs_kafka): the handshake is
+            # answered without an error, and the next frame, whatever it is, closes the connection unanswered.
+            self.state = SaslState.REAUTH_BAD_MECHANISM
+            self._bad_mechanism = mechanism
+            return Respond(self._response(ApiKey.SASL_HANDSHAKE, version, correlation_id,
+                                          {"error_code": KafkaError.NONE, "mechanisms": enabled}))
         self._mechanism_name = mechanism
         self._server = self._config.mechanisms[mechanism].create(self._context)
         self._kafka_headers = version >= 1

@@ -420,10 +420,33 @@ def _share_error_entry(api_key: ApiKey, version: int, topic_id: uuid.UUID, index
     return entry
 
 
+def _repeats_a_partition(topics: list[Body]) -> bool:
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for topic in topics:
+        for partition in topic["partitions"]:
+            key = (topic["topic_id"], partition["partition_index"])
+            if key in seen:
+                return True
+            seen.add(key)
+    return False
+
+
+def _share_session_refusal(request: Body, version: int) -> Answer | None:
+    """Kafka 4.4 fails a ShareFetch opening a share session (epoch 0) that names a topic-partition twice, even a
+    denied one, with UNKNOWN_SERVER_ERROR and no session (measured); later epochs read the copies into a map."""
+    if request["share_session_epoch"] != 0 or not _repeats_a_partition(request["topics"]):
+        return None
+    response = default_response(ApiKey.SHARE_FETCH, version)
+    response["error_code"] = KafkaError.UNKNOWN_SERVER_ERROR
+    return Answer(response)
+
+
 def _share_verdict(request: Body, errors: dict[int, Body], guard: Callable[[Body], Body] | None = None) -> Verdict:
     """Relay unless something is denied; never answer alone, since the share session epoch must advance."""
     topics = request["topics"]
-    slots = [(errors.get(i), t["topic_id"]) for i, t in enumerate(topics)]
+    # Kafka reads the topics into a map keyed by topic-partition: a denied one repeated is answered once.
+    slots = once_per_partition([(errors.get(i), t["topic_id"]) for i, t in enumerate(topics)],
+                               "partitions", "partition_index")
 
     def finish(response: Body) -> Body:
         if response["error_code"] != 0:  # a request-level error carries no partitions
@@ -437,7 +460,8 @@ def _share_verdict(request: Body, errors: dict[int, Body], guard: Callable[[Body
 
 
 def authorize_share_fetch(request: Body, version: int, view: AuthzView) -> Verdict:
-    refusal = _share_group_refusal(ApiKey.SHARE_FETCH, request, version, view)
+    refusal = _share_group_refusal(ApiKey.SHARE_FETCH, request, version, view) \
+        or _share_session_refusal(request, version)
     if refusal is not None:
         return refusal
     read = OncePerName(view, Op.READ)

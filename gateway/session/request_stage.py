@@ -96,6 +96,10 @@ def decide(requester: RequestContext, wire: memoryview, route: ApiRoute | None) 
     key, version, correlation_id = FIXED_HEADER.unpack_from(wire, 4)
     payload = wire[4:]
     dispatch = route.dispatch if route is not None else None
+    # Before ApiVersions too: once the session has expired Kafka closes on any request but a SaslHandshake (measured).
+    if requester.session_expired:
+        raise PipelineRefusal("session over: expired without re-authentication (connections.max.reauth.ms), "
+                              "or a re-authentication asked for another mechanism")
     if dispatch is not Dispatch.RELAY and dispatch is not None:  # one check for the relayed APIs
         if dispatch is Dispatch.API_VERSIONS:
             try:
@@ -106,8 +110,6 @@ def decide(requester: RequestContext, wire: memoryview, route: ApiRoute | None) 
             return ReplyNow(key, version, correlation_id, framed(answer))
         if dispatch is Dispatch.SASL:  # the session's own, never a stage's
             raise PipelineRefusal(f"api key {key} is answered by the session, not the request stage")
-    if requester.session_expired:
-        raise PipelineRefusal("session expired without re-authentication (connections.max.reauth.ms)")
     authorization = requester.authorization
     if dispatch is Dispatch.LOCAL and route is not None and route.local is None:
         raise PipelineRefusal(f"api key {key} is only served by the gateway itself, and it is not enabled here")

@@ -601,6 +601,9 @@ class ProxySession:
         if route is not None and route.dispatch is Dispatch.SASL:
             self._sasl_after_authentication(wire)
             return
+        if self.authenticator is not None and self.authenticator.takes_every_frame:
+            self._apply_step(self.authenticator.on_frame(wire[4:]))  # its refusal, audited as one
+            return
         self._apply(decide(self._request_context(), wire, route))
 
     def _request_context(self) -> RequestContext:
@@ -875,6 +878,9 @@ class ProxySession:
                 self._move(Move.REAUTHENTICATION)
             self._apply_step(self.authenticator.on_frame(wire[4:]))
             return
+        if self.authenticator is not None and self.authenticator.session_expired(self.clock.wall_ms()):
+            # Kafka closes an expired session on any request but the SaslHandshake that re-authenticates it.
+            raise PipelineRefusal(f"SASL api key {key} after the session expired (connections.max.reauth.ms)")
         schema = api(key)
         if schema is None or not schema.supports(version):
             raise PipelineRefusal(f"SASL api key {key} v{version} is outside the parsable range")

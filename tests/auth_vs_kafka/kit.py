@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,10 +60,11 @@ class Sides:
         return self.reference, self.ksgate
 
 
-def started(kafka: KafkaBroker, directory: Path) -> Iterator[Sides]:
-    """The two sides (a generator for a fixture: the gateway stops after)."""
+def started(kafka: KafkaBroker, directory: Path, settings: Mapping[str, Any] | None = None) -> Iterator[Sides]:
+    """The two sides (a generator for a fixture: the gateway stops after); ``settings``: more for the gateway."""
+    directory.mkdir(parents=True, exist_ok=True)
     gateway = secured_gateway(kafka.bootstrap("PLAINTEXT"), directory, ("admin", USER), mechanisms=MECHANISMS,
-                              extra={"ksgate.sasl.plain.allow.insecure": True})
+                              extra={"ksgate.sasl.plain.allow.insecure": True, **(settings or {})})
     try:
         tls = ssl.create_default_context(cafile=str(kafka.ca))
         yield Sides(Side("kafka", kafka.bootstrap("SASL_SSL"), tls, kafka.users[USER]),

@@ -547,6 +547,51 @@ def _duplicate_cases() -> list[Case]:
               for shape, template in shapes(make)), *whole]
 
 
+# A share-group member both sides know by the same id (KIP-932 members choose their own).
+SHARE_MEMBER = "cf-share-member-000001"
+
+
+def _share_duplicate_cases() -> list[Case]:
+    """The share-group APIs (KIP-932) with a topic or partition named twice, cf-a allowed and other denied to
+    cf-full (cf-part holds no right on the share groups cf-s, cf-s2: refused at the group)."""
+    def fetch(*topics: tuple[str, int]) -> Callable[[Names], Body]:
+        # Epoch 0 opens the member's share session, anew each time.
+        return lambda ids: {"group_id": "cf-s", "member_id": SHARE_MEMBER, "share_session_epoch": 0,
+                            "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "max_records": 10,
+                            "batch_size": 10, "forgotten_topics_data": [], "topics": [
+                                {"topic_id": ids.topic_id(n), "partitions": [
+                                    {"partition_index": 0, "partition_max_bytes": 65536}] * count}
+                                for n, count in topics]}
+
+    def alter(names: tuple[str, ...], count: int) -> Callable[[Names], Body]:
+        return _static({"group_id": "cf-s2", "topics": [
+            {"topic_name": n, "partitions": [{"partition_index": 0, "start_offset": 0}] * count} for n in names]})
+
+    def describe(names: tuple[str, ...], count: int) -> Callable[[Names], Body]:
+        return _static({"groups": [{"group_id": "cf-s2", "topics": [
+            {"topic_name": n, "partitions": [0] * count} for n in names]}]})
+
+    return [
+        Case("share_group_heartbeat.join", ApiKey.SHARE_GROUP_HEARTBEAT, _static({
+            "group_id": "cf-s", "member_id": SHARE_MEMBER, "member_epoch": 0, "rack_id": None,
+            "subscribed_topic_names": ["cf-a"]})),
+        Case("share_fetch.mixed", ApiKey.SHARE_FETCH, fetch(("cf-a", 1), ("other", 1))),
+        Case("share_fetch.dup_topics", ApiKey.SHARE_FETCH, fetch(*((n, 1) for n in _TWICE))),
+        Case("share_fetch.dup_partition", ApiKey.SHARE_FETCH, fetch(("cf-a", 2), ("other", 2))),
+        # Only the denied topic repeated: Kafka still refuses the whole request (ksgate must not relay the rest).
+        Case("share_fetch.dup_denied_partition", ApiKey.SHARE_FETCH, fetch(("cf-a", 1), ("other", 2))),
+        Case("share_fetch.dup_denied_topics", ApiKey.SHARE_FETCH, fetch(("cf-a", 1), ("other", 1), ("other", 1))),
+        Case("alter_share_group_offsets.dup_topics", ApiKey.ALTER_SHARE_GROUP_OFFSETS, alter(_TWICE, 1)),
+        Case("alter_share_group_offsets.dup_partition", ApiKey.ALTER_SHARE_GROUP_OFFSETS, alter(("cf-a", "other"), 2)),
+        Case("describe_share_group_offsets.dup_topics", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, describe(_TWICE, 1)),
+        Case("describe_share_group_offsets.dup_partition", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+             describe(("cf-a", "other"), 2)),
+        Case("delete_share_group_offsets.dup_topics", ApiKey.DELETE_SHARE_GROUP_OFFSETS, _static({
+            "group_id": "cf-s2", "topics": [{"topic_name": n} for n in _TWICE]})),
+    ]
+
+
 def all_cases() -> list[Case]:
     return [*_api_versions_cases(), *_metadata_cases(), *_data_cases(), *_topic_admin_cases(), *_group_cases(),
-            *_transaction_cases(), *_security_cases(), *_duplicate_cases()]
+            *_transaction_cases(), *_security_cases(), *_duplicate_cases(),
+            *_share_duplicate_cases()]

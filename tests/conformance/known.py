@@ -47,6 +47,9 @@ DELIBERATE: tuple[Deliberate, ...] = (
                versions=range(8, 10), principals=("cf-super",)),
     # cf-describe may describe cf-missing but not delete it; ksgate cannot tell that it does not exist.
     Deliberate("delete-topics-existence", "delete_topics.unknown", "*", principals=("cf-describe",)),
+    # Kafka names a denied topic's real id (its existence); ksgate the zero id.
+    Deliberate("share-offsets-denied-topic-id", "alter_share_group_offsets.*", "responses.topic_id",
+               principals=("cf-full",)),
     # Kafka resolves a host name given as an ip quota entity (DNS, at request time); ksgate takes addresses only.
     Deliberate("quota-ip-addresses-only", "alter_client_quotas.ip_host_name", "entries.error_code",
                principals=("cf-super", "cf-full")),

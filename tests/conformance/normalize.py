@@ -73,6 +73,12 @@ UNORDERED: dict[int, frozenset[str]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: frozenset({"topics"}),
     ApiKey.CONSUMER_GROUP_DESCRIBE: frozenset({"groups"}),
     ApiKey.SHARE_GROUP_DESCRIBE: frozenset({"groups"}),
+    # Kafka's: refusals first, then a hash map's order of the topic ids (which differ between the two clusters).
+    ApiKey.SHARE_FETCH: frozenset({"responses", "responses.partitions"}),
+    ApiKey.SHARE_ACKNOWLEDGE: frozenset({"responses", "responses.partitions"}),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: frozenset({"responses", "responses.partitions"}),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: frozenset({"responses"}),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: frozenset({"groups", "groups.topics", "groups.topics.partitions"}),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: frozenset({"client_metrics_resources"}),
     ApiKey.API_VERSIONS: frozenset({"supported_features", "finalized_features"}),  # Kafka's: a map's order
 }

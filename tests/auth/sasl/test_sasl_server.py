@@ -229,13 +229,27 @@ def test_reauthentication_as_another_principal_is_refused() -> None:
     assert body["auth_bytes"] == b"" and body["session_lifetime_ms"] == 0
 
 
-def test_reauthentication_with_another_mechanism_is_refused() -> None:
+def test_reauthentication_with_another_mechanism_is_refused_at_the_next_frame() -> None:
     clock = Clock()
     other = ScriptedMechanism("OAUTHBEARER", lambda: ScriptedServer([]))
     m = _authenticated(clock, _user("alice"), other)
+    # Kafka 4.4 answers the handshake without an error, then closes on the next frame without an answer.
     step = m.on_frame(_handshake(1, "OAUTHBEARER"))
-    assert isinstance(step, Refused)
+    assert isinstance(step, Respond)
+    assert _decode(step.frame, ApiKey.SASL_HANDSHAKE, 1)[1]["error_code"] == KafkaError.NONE
     assert m.state is SaslState.REAUTH_BAD_MECHANISM
+    assert m.session_expired(clock.now)  # no request is served meanwhile
+    refused = m.on_frame(_authenticate(b"token"))
+    assert isinstance(refused, Refused) and refused.frame is None and refused.authentication_failure
+    assert refused.failure_class == "reauthentication_refused"
+    assert m.state is SaslState.FAILED
+
+
+def test_reauthentication_with_a_mechanism_not_enabled_is_refused_at_once() -> None:
+    m = _authenticated(Clock(), _user("alice"))
+    step = m.on_frame(_handshake(1, "GSSAPI"))
+    assert isinstance(step, Refused) and step.frame is not None
+    assert _decode(step.frame, ApiKey.SASL_HANDSHAKE, 1)[1]["error_code"] == KafkaError.UNSUPPORTED_SASL_MECHANISM
 
 
 def test_a_mechanisms_failure_class_reaches_the_close_step() -> None:

@@ -404,6 +404,36 @@ def test_an_expired_session_is_closed_at_its_next_request(alice_sees_a: Gateway)
     assert driver.upstream_bytes == b""
 
 
+@pytest.mark.parametrize("frame", [
+    request_frame(ApiKey.API_VERSIONS, 3, 1, {"client_software_name": "x", "client_software_version": "1"}),
+    request_frame(ApiKey.SASL_AUTHENTICATE, 2, 1, {"auth_bytes": b"\0alice\0alice-secret"}),
+], ids=["api-versions", "sasl-authenticate"])
+def test_an_expired_session_closes_on_any_request_but_a_handshake(alice_sees_a: Gateway, frame: bytes) -> None:
+    # As Kafka 4.4 (tests/auth_vs_kafka/test_reauth_vs_kafka.py): not answered, ApiVersions and SASL included.
+    clock = ManualClock.from_system()
+    driver = authenticated(alice_sees_a, clock=clock)
+    clock.advance(61)
+    driver.send(frame)
+    assert driver.closed is not None and "connections.max.reauth.ms" in str(driver.closed.reason)
+    assert driver.client_bytes == b"" and driver.upstream_bytes == b""
+
+
+def test_reauthentication_asking_for_another_mechanism_closes_at_the_next_frame(tmp_path: Path) -> None:
+    FileCredentialStore(tmp_path / "users.json").upsert_user("alice", "alice-secret")
+    gateway = gateway_for(tmp_path, "SASL_PLAINTEXT", **{
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", "ksgate.credentials.file": str(tmp_path / "users.json"),
+        "ksgate.sasl.plain.allow.insecure": True, "connections.max.reauth.ms": 60_000})
+    driver = authenticated(gateway)  # with PLAIN
+    driver.send(request_frame(ApiKey.SASL_HANDSHAKE, 1, 10, {"mechanism": "SCRAM-SHA-512"}))
+    [(_, answer)] = driver.responses(ApiKey.SASL_HANDSHAKE, 1)
+    assert answer["error_code"] == 0 and driver.closed is None  # Kafka 4.4 answers it without an error
+    failures = driver.session.ctx.counters.authentication_failures
+    driver.send(request_frame(ApiKey.METADATA, METADATA_V, 11, metadata("a")))
+    assert driver.session.ctx.counters.authentication_failures == failures + 1  # logged, counted and audited
+    driver.fire("farewell")  # after connection.failed.authentication.delay.ms, as any failed login
+    assert driver.closed is not None and driver.upstream_bytes == b""  # not served meanwhile
+
+
 # --- partial rewrites -----------------------------------------------------------------------------
 
 def test_a_partly_authorized_request_relays_only_its_allowed_part_and_merges_the_rest(
