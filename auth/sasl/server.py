@@ -38,6 +38,7 @@ from protocol.kafka_errors import KafkaError
 from protocol.messages import response_frame
 
 _SIZE = struct.Struct(">i")
+MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
 
 
 class SaslState(enum.Enum):
@@ -139,7 +140,8 @@ class SaslServerAuthenticator:
 
     # Slots: every logged-in connection keeps its authenticator (KIP-368 re-authentication).
     __slots__ = ("_api_versions", "_attempted_user", "_bad_mechanism", "_config", "_context", "_kafka_headers",
-                 "_mechanism_name", "_server", "_verifying", "principal", "session_expiry_ms", "state")
+                 "_mechanism_name", "_reauth_started_ms", "_server", "_verifying", "principal", "session_expiry_ms",
+                 "state")
 
     def __init__(self, config: SaslServerConfig, context: SaslContext,
                  api_versions: Callable[[memoryview, int, int], tuple[bytes, bool]]) -> None:
@@ -156,6 +158,7 @@ class SaslServerAuthenticator:
         self.session_expiry_ms: int | None = None
         self._verifying: tuple[Verify, _StepFor] | None = None
         self._bad_mechanism: str | None = None  # what a re-authentication's handshake asked for instead
+        self._reauth_started_ms: int | None = None  # when the last re-authentication began (KIP-368's 1 s spacing)
 
     @property
     def mechanism(self) -> str | None:
@@ -191,7 +194,13 @@ class SaslServerAuthenticator:
         login, a SaslHandshake without connections.max.reauth.ms)."""
         if self.state is not SaslState.COMPLETE:
             return True
-        return api_key == ApiKey.SASL_HANDSHAKE and self.session_expiry_ms is not None
+        if api_key != ApiKey.SASL_HANDSHAKE or self.session_expiry_ms is None:
+            return False
+        # Kafka begins no re-authentication within a second of the last one's start (KafkaChannel's
+        # MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS): that handshake is answered ILLEGAL_SASL_STATE, the session kept.
+        # A clock set back counts as a second passed.
+        started = self._reauth_started_ms
+        return started is None or not 0 <= self._context.now_ms() - started < MIN_REAUTH_INTERVAL_MS
 
     def session_expired(self, now_ms: int) -> bool:
         """Whether the session may serve no more requests: it expired, or a re-authentication asked for another
@@ -215,6 +224,7 @@ class SaslServerAuthenticator:
             if key != ApiKey.SASL_HANDSHAKE:  # re-authentication must start with a handshake
                 return self._illegal_authenticate(payload, version, correlation_id, state)
             self.state = state = SaslState.REAUTH_PROCESS_HANDSHAKE
+            self._reauth_started_ms = self._context.now_ms()
         if key == ApiKey.API_VERSIONS:
             if state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
                 return self._unexpected(ApiKey.API_VERSIONS, version, correlation_id,

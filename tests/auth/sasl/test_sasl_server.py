@@ -346,3 +346,19 @@ def test_sasl_requests_after_a_login_without_expiry_are_not_the_machines() -> No
     assert not expiring.takes_after_login(ApiKey.SASL_AUTHENTICATE)
     assert isinstance(expiring.on_frame(_handshake(1, "SCRAM-SHA-512", cid=4)), Respond)
     assert expiring.takes_after_login(ApiKey.SASL_AUTHENTICATE)  # a re-authentication in progress
+
+
+def test_no_reauthentication_begins_within_a_second_of_the_last_ones_start() -> None:
+    clock = Clock()
+    m = _authenticated(clock, _user("alice"))  # connections.max.reauth.ms 10 s
+    assert m.takes_after_login(ApiKey.SASL_HANDSHAKE)  # the first may begin at once after the login
+    assert isinstance(m.on_frame(_handshake(1, "SCRAM-SHA-512")), Respond)
+    m.on_frame(_authenticate(b"client-first"))
+    clock.now += 400
+    assert isinstance(m.on_frame(_authenticate(b"client-final")), Authenticated)
+    clock.now += 599  # 999 ms after the re-authentication began: Kafka's request handler answers it instead
+    assert not m.takes_after_login(ApiKey.SASL_HANDSHAKE)
+    clock.now += 1
+    assert m.takes_after_login(ApiKey.SASL_HANDSHAKE)
+    clock.now -= 60_000  # a wall clock set back does not hold re-authentication off for a minute
+    assert m.takes_after_login(ApiKey.SASL_HANDSHAKE)
