@@ -10,7 +10,10 @@ Only these are normalised (docs/kafka-differences.md says why each may differ):
 - error messages, text and presence: error codes are what clients act on; Kafka's texts change between releases
   and, for refusals it forwards to its controller, carry a dump of its internal request object;
 - where each broker keeps its data (log dirs, their sizes);
-- item order, only in the per-item result lists named in ``UNORDERED``.
+- item order, only in the per-item result lists named in ``UNORDERED``;
+- a ShareFetch's partitions that carry nothing (no error, no records, none acquired): whether a share
+  partition was ready to answer when a session opened is the broker's timing (its share state loads
+  asynchronously), and ksgate relays an allowed partition's answer as the broker gave it.
 """
 
 from __future__ import annotations
@@ -103,7 +106,23 @@ def normalize_response(api_key: int, version: int, body: dict[str, Any], ids: Pl
     schema = api(api_key)
     assert schema is not None
     unordered = UNORDERED.get(api_key, frozenset())
+    if api_key == ApiKey.SHARE_FETCH:
+        body = _without_idle_share_partitions(body)
     return _struct(schema.response.fields, version, body, ids, "", unordered)
+
+
+def _without_idle_share_partitions(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` without the partitions that answered nothing, and without topics left with none."""
+    def idle(partition: dict[str, Any]) -> bool:
+        return (partition.get("error_code", 0) == 0 and partition.get("acknowledge_error_code", 0) == 0
+                and not partition.get("records") and not partition.get("acquired_records"))
+
+    topics = []
+    for topic in body.get("responses") or []:
+        partitions = [p for p in topic.get("partitions") or [] if not idle(p)]
+        if partitions:
+            topics.append({**topic, "partitions": partitions})
+    return {**body, "responses": topics} if "responses" in body else body
 
 
 def _struct(fields: list[FieldSpec], version: int, body: dict[str, Any], ids: Placeholders, path: str,
