@@ -32,12 +32,15 @@ def give_back(buf: bytearray) -> bool:
 
 def in_use(buf: bytearray) -> bool:
     """Whether a memoryview of ``buf`` is alive: a bytearray with buffer exports cannot change size, so try to.
-    Shrinking by one byte and growing back stays within its allocation: no copy, no reallocation."""
+    Shrinking by one byte and growing back (the same byte) stays within its allocation: no copy, no reallocation."""
+    if not buf:
+        return False  # no bytes to view
+    last = buf[-1]
     try:
         del buf[-1:]
     except BufferError:
         return True
-    buf.append(0)
+    buf.append(last)
     return False
 
 
