@@ -13,21 +13,37 @@ from __future__ import annotations
 READ_BUFFER_BYTES = 256 * 1024  # uvloop's own read size for a plain asyncio.Protocol
 _FREE_MAX = 4  # reads run one at a time on the loop: a few spare buffers are enough; the rest are dropped
 
+# Buffers a transport still viewed when given back, looked at again by take(): at most this many, whatever the
+# number of connections (8 MiB), so the process keeps no more than that beyond what the views themselves hold.
+_VIEWED_MAX = 32
+
 _free: list[bytearray] = []
+_viewed: list[bytearray] = []
 
 
 def take() -> bytearray:
-    """A buffer no one holds a view of: a spare one, else a new one."""
-    return _free.pop() if _free else bytearray(READ_BUFFER_BYTES)
+    """A buffer no one holds a view of: a spare one, else one whose views have gone since, else a new one."""
+    if _free:
+        return _free.pop()
+    for i, buf in enumerate(_viewed):  # a client's transport usually lets go of a chunk within a few reads
+        if not in_use(buf):
+            del _viewed[i]
+            return buf
+    return bytearray(READ_BUFFER_BYTES)
 
 
 def give_back(buf: bytearray) -> bool:
-    """Keep ``buf`` for another read if no view of it is alive; else leave it to its holders (freed with the
-    last view). True if it was kept."""
-    if in_use(buf) or len(_free) >= _FREE_MAX:
+    """Keep ``buf`` for another read: spare if no view of it is alive, else watched until none is (a new buffer
+    costs a 256 KiB zero fill, about what the copy it replaces cost). Past the bounds it is left to its holders,
+    freed with the last view. True if it was kept."""
+    if not in_use(buf):
+        if len(_free) < _FREE_MAX:
+            _free.append(buf)
+            return True
         return False
-    _free.append(buf)
-    return True
+    if len(_viewed) < _VIEWED_MAX:
+        _viewed.append(buf)
+    return False
 
 
 def in_use(buf: bytearray) -> bool:

@@ -173,3 +173,14 @@ async def _relay_through_a_stalled_client(answer: bytes) -> bytes:
     for sock in (client_peer, upstream_broker):
         sock.close()
     return bytes(received)
+
+
+def test_a_buffer_given_back_while_viewed_is_lent_again_only_once_the_view_is_gone(monkeypatch: Any) -> None:
+    monkeypatch.setattr(read_buffers, "_free", [])  # none left over from other tests to hand out first
+    monkeypatch.setattr(read_buffers, "_viewed", [])
+    buffer = read_buffers.take()
+    view = memoryview(buffer)[10:20]  # what a client's transport keeps of a chunk it could not send yet
+    assert not read_buffers.give_back(buffer)
+    assert read_buffers.take() is not buffer  # still viewed: never written again while it is
+    del view
+    assert read_buffers.take() is buffer  # let go of: lent again rather than a new one zero-filled
