@@ -3,10 +3,8 @@
 A measurement, not a test.  Times, with ``timeit`` (best of ``--repeat``), what a relayed single-record
 Produce costs the framing layer: one read of one request into the receiver's buffer (``get_buffer``, the
 socket's copy, ``buffer_updated``, the frame read and dropped as the session would), and one answer fed to
-the upstream link as the loop hands it over (``get_buffer``, the socket's copy, ``buffer_updated``; a tree
-whose link is still an ``asyncio.Protocol``: ``data_received`` with a fresh ``bytes`` per read); plus a bare
-``Frame`` (what each request cost before the receiver handed out wire views; the upstream link's own login still
-makes them).
+the upstream splitter as ``data_received`` gets it (a fresh ``bytes`` per read); plus a bare ``Frame`` (what each
+request cost before the receiver handed out wire views; the upstream link's own login still makes them).
 ``--tree`` imports another checkout's protocol/ (e.g. main) to compare both on the same minutes.
 
     python bench/framing_cost.py [--tree /path/to/checkout] [--number 200000] [--repeat 7]
@@ -44,7 +42,7 @@ def _receiver_one_read(tree_modules: tuple[type, type], per_read: int) -> Callab
 
 
 def _upstream_one_answer(link_cls: type) -> Callable[[], None]:
-    """One read into UpstreamLink (its FrameSplitter), the session's part a no-op that reads the header."""
+    """UpstreamLink.data_received (its FrameSplitter), the session's part a no-op that reads the header."""
 
     class Owner:
         def upstream_frames(self, frames: list[Any]) -> list[Any]:
@@ -58,11 +56,7 @@ def _upstream_one_answer(link_cls: type) -> Callable[[], None]:
     def one_answer() -> None:
         link.data_received(bytes(answer))  # data_received gets a fresh bytes object per read
 
-    def one_read() -> None:
-        link.get_buffer(65536)[:ANSWER_BYTES] = answer  # the socket's copy into the lent buffer
-        link.buffer_updated(ANSWER_BYTES)
-
-    return one_read if hasattr(link, "buffer_updated") else one_answer
+    return one_answer
 
 
 def _bare_frame(frame_cls: type) -> Callable[[], None]:

@@ -108,7 +108,7 @@ def test_a_write_that_fills_the_client_socket_pauses_reading_despite_an_older_re
         link: UpstreamLink = upstream["link"]
         [upstream_id] = _upstream_ids(bytes(link.transport.written))  # type: ignore[union-attr]
         # The answer frees the slot (a resume) and, written, fills the client's socket (a pause).
-        link.receive(response_frame(ApiKey.METADATA, METADATA_V, upstream_id, metadata_answer("a")))
+        link.data_received(response_frame(ApiKey.METADATA, METADATA_V, upstream_id, metadata_answer("a")))
         return client
 
     client = asyncio.run(scenario())

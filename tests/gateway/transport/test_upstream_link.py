@@ -34,7 +34,7 @@ def test_a_read_of_several_answers_reaches_the_session_in_one_call_as_wire_bytes
     owner = Owner()
     link = UpstreamLink(owner, lambda actions: None, 1 << 20)
     answers = [_answer(i, bytes([i]) * i) for i in (3, 1, 2)]
-    link.receive(b"".join(answers))
+    link.data_received(b"".join(answers))
     assert owner.reads == [answers]  # size prefix included: the session relays them as they are
 
 
@@ -42,9 +42,9 @@ def test_a_partial_answer_is_offered_for_streaming_only_once_its_size_and_id_are
     owner = Owner()
     link = UpstreamLink(owner, lambda actions: None, 1 << 20)
     done, big = _answer(5, b"x" * 10), _answer(6, b"y" * 100)
-    link.receive(done + big[:7])  # the next answer's size and three bytes of its id
+    link.data_received(done + big[:7])  # the next answer's size and three bytes of its id
     assert owner.reads == [[done]] and owner.asked == []
-    link.receive(big[7:8])  # its id complete: asked, with its size
+    link.data_received(big[7:8])  # its id complete: asked, with its size
     assert owner.asked == [(6, len(big) - 4)]
-    link.receive(big[8:])
+    link.data_received(big[8:])
     assert owner.reads == [[done], [big]]

@@ -148,14 +148,14 @@ def test_answers_to_earlier_requests_reach_the_client_while_the_link_logs_in_aga
         c.send(request_frame(ApiKey.METADATA, METADATA_V, 2, metadata("b")))
         assert c.upstream.written == b""
         # The broker answers the earlier request first, then the handshake, in one read.
-        c.link.receive(response_frame(ApiKey.METADATA, METADATA_V, earlier_id, metadata_answer("a"))
+        c.link.data_received(response_frame(ApiKey.METADATA, METADATA_V, earlier_id, metadata_answer("a"))
                              + _handshake_answer(handshake_id))
         [(client_id, answer)] = _client_answers(c.client, ApiKey.METADATA, METADATA_V)
         assert client_id == 1 and answer["topics"][0]["name"] == "a"
         assert not c.client.closed  # the session never saw the handshake's answer (it would refuse its id)
         [(key, authenticate_id, _)] = await c.upstream.next_requests()
         assert key == ApiKey.SASL_AUTHENTICATE and authenticate_id < 0
-        c.link.receive(_authenticate_answer(authenticate_id, 30_000))
+        c.link.data_received(_authenticate_answer(authenticate_id, 30_000))
         [(key, _, waited)] = await c.upstream.next_requests()  # the request that waited goes out now
         await c.tasks_done()
         assert key == ApiKey.METADATA and waited["topics"][0]["name"] == "b"
@@ -175,14 +175,14 @@ def test_a_response_streamed_while_the_link_logs_in_keeps_streaming(sasl_upstrea
         body = bytes(range(256)) * 1024
         fetch = struct.pack(">ii", 4 + len(body), fetch_id) + body
         streamed = sasl_upstream.ctx.counters.streamed_responses
-        c.link.receive(fetch[:8 * 1024])
+        c.link.data_received(fetch[:8 * 1024])
         assert sasl_upstream.ctx.counters.streamed_responses == streamed + 1
         assert len(c.client.written) == 8 * 1024  # on its way before the rest has arrived
-        c.link.receive(fetch[8 * 1024 :] + _handshake_answer(handshake_id))
+        c.link.data_received(fetch[8 * 1024 :] + _handshake_answer(handshake_id))
         assert bytes(c.client.written) == struct.pack(">ii", 4 + len(body), 7) + body  # the client's id
         [(key, authenticate_id, _)] = await c.upstream.next_requests()
         assert key == ApiKey.SASL_AUTHENTICATE
-        c.link.receive(_authenticate_answer(authenticate_id, 30_000))
+        c.link.data_received(_authenticate_answer(authenticate_id, 30_000))
         await c.tasks_done()
         assert c.client.reading and not c.client.closed
 
@@ -194,9 +194,9 @@ def test_a_refused_reauthentication_closes_the_client_connection_with_its_reason
         c = await _connected(sasl_upstream)
         _, handshake_id, _ = await _login_due(c)
         with capture_logs() as logs:
-            c.link.receive(_handshake_answer(handshake_id))
+            c.link.data_received(_handshake_answer(handshake_id))
             [(_, authenticate_id, _)] = await c.upstream.next_requests()
-            c.link.receive(_authenticate_answer(authenticate_id, 0, error_code=58))  # SASL_AUTHENTICATION_FAILED
+            c.link.data_received(_authenticate_answer(authenticate_id, 0, error_code=58))  # SASL_AUTHENTICATION_FAILED
             await c.tasks_done()
         assert c.client.closed and c.upstream.closed
         return logs
@@ -241,7 +241,7 @@ def test_an_upstream_flooding_the_login_with_answers_closes_the_connection_witho
         _, handshake_id, _ = await _login_due(c)
         with capture_logs() as logs:
             # Answers nobody asked for, all with the login's ids (negative): the login holds only a few unread.
-            c.link.receive(b"".join(_handshake_answer(handshake_id) for _ in range(1000)))
+            c.link.data_received(b"".join(_handshake_answer(handshake_id) for _ in range(1000)))
             await c.tasks_done()
         assert c.client.closed and c.upstream.closed
         return logs
