@@ -8,7 +8,7 @@ per MB relayed, best and median of ``--repeat`` runs.  ``--tree`` imports anothe
 snapshot of main) so both can be compared on the same minutes: the difference is what the link's read path
 costs, the sockets' own work being the same for both.
 
-    python bench/upstream_read_cost.py [--tree /path/to/checkout] [--mb 512] [--repeat 7]
+    python bench/anchors/upstream_read_cost.py [--tree /path/to/checkout] [--mb 512] [--repeat 7]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ async def _relay(link_cls: Any, total: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[2])
     parser.add_argument("--mb", type=int, default=512, help="MiB relayed per run")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
