@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,19 @@ class Probe:
     def _read_frame(self) -> bytes:
         size = _SIZE.unpack(recv_exactly(self.sock, 4))[0]
         return recv_exactly(self.sock, size)
+
+
+Case = Callable[[Probe, str], None]  # one exchange, run against either side with its password
+
+
+def seen(side: Side, run: Case) -> list[Any]:
+    """What ``run`` saw on ``side``, and how the connection ended (Probe.ending)."""
+    probe = Probe.open(side)
+    try:
+        run(probe, side.password)
+    finally:
+        ended = probe.ending()
+    return ended
 
 
 def reduced(api_key: int, body: dict[str, Any]) -> dict[str, Any]:

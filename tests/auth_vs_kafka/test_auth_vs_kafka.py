@@ -12,9 +12,8 @@ import pytest
 
 from auth.sasl.scram import ScramClient
 from protocol.api_keys import ApiKey
-from tests.auth_vs_kafka.kit import Probe, Side, Sides, api_versions_frame
+from tests.auth_vs_kafka.kit import Case, Probe, Sides, api_versions_frame, seen
 
-Case = Callable[[Probe, str], None]
 API_VERSIONS_BODY = {"client_software_name": "authcmp", "client_software_version": "1"}
 HANDSHAKE_VERSIONS = (0, 1)
 AUTHENTICATE_VERSIONS = (0, 1, 2)
@@ -199,15 +198,6 @@ DELIBERATE: dict[str, str] = {
     "metadata-after-handshake": "request-during-sasl-exchange",
     "scram-metadata-between-rounds": "request-during-sasl-exchange",
 }
-
-
-def seen(side: Side, run: Case) -> list[Any]:
-    probe = Probe.open(side)
-    try:
-        run(probe, side.password)
-    finally:
-        ended = probe.ending()
-    return ended
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

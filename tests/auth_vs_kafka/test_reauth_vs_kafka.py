@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.apache_kafka import KafkaBroker, kafka_lib
-from tests.auth_vs_kafka.kit import Probe, Side, Sides, started
+from tests.auth_vs_kafka.kit import Case, Probe, Sides, seen, started
 from tests.auth_vs_kafka.test_auth_vs_kafka import (
-    Case,
     api_versions,
+    at,
     authenticate,
     done,
     handshake,
@@ -47,20 +46,24 @@ def reauth_sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sides]:
         yield from started(kafka, directory / "ksgate", {"connections.max.reauth.ms": LIFETIME_MS})
 
 
-def expire(_probe: Probe) -> None:
-    """Wait out the session (no event to wait for: both servers expire it by their clocks)."""
-    time.sleep(LIFETIME_MS / 1000 + PAST_EXPIRY_S)
+def expire(_probe: Probe) -> float:
+    """Wait out the session (no event to wait for: both servers expire it by their clocks); the seconds waited."""
+    seconds = LIFETIME_MS / 1000 + PAST_EXPIRY_S
+    time.sleep(seconds)
+    return seconds
 
 
-def plain_login(p: Probe, pw: str, version: int = 2) -> None:
-    done(handshake(p, "PLAIN"), authenticate(p, f"\0alice\0{pw}".encode(), version))
+def plain_login(p: Probe, pw: str, version: int = 2) -> object:
+    """A PLAIN login, its handshake and its token sent whatever the handshake's answer; the token's answer."""
+    handshake(p, "PLAIN")
+    return authenticate(p, f"\0alice\0{pw}".encode(), version)
 
 
 CASES: dict[str, Case] = {
-    **{f"lifetime-scram-sha-512-v{v}": (lambda p, pw, v=v: done(scram_login(p, "SCRAM-SHA-512", "alice", pw, v)))
+    **{f"lifetime-scram-sha-512-v{v}": at(v, lambda p, pw, v: done(scram_login(p, "SCRAM-SHA-512", "alice", pw, v)))
        for v in (0, 1, 2)},
     "lifetime-scram-sha-256-v2": lambda p, pw: done(scram_login(p, "SCRAM-SHA-256", "alice", pw)),
-    "lifetime-plain-v2": lambda p, pw: plain_login(p, pw),
+    "lifetime-plain-v2": lambda p, pw: done(plain_login(p, pw)),
     "metadata-before-expiry": lambda p, pw: done(scram_login(p, "SCRAM-SHA-512", "alice", pw), metadata(p)),
     "reauthenticate-before-expiry": lambda p, pw: done(
         scram_login(p, "SCRAM-SHA-512", "alice", pw), scram_login(p, "SCRAM-SHA-512", "alice", pw), metadata(p)),
@@ -81,15 +84,6 @@ CASES: dict[str, Case] = {
     "handshake-v0-metadata-after-lifetime": lambda p, pw: done(
         handshake(p, "PLAIN", 0), p.send_token(f"\0alice\0{pw}".encode()), expire(p), metadata(p)),
 }
-
-
-def seen(side: Side, run: Case) -> list[Any]:
-    probe = Probe.open(side)
-    try:
-        run(probe, side.password)
-    finally:
-        ended = probe.ending()
-    return ended
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
