@@ -20,11 +20,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from auth.cert_tools import TlsFiles, write_tls_material
+from auth.cert_tools import TlsFiles
 from auth.client_address import ClientAddress
 from gateway.commands.embedded_broker import EmbeddedBroker
 from gateway.server import Gateway
 from protocol.api_keys import ApiKey
+from tests.gateway.edge.handshake_budget.kit import budget_gateway
 from tests.harness import GatewayThread
 from tests.wire_client import request_frame
 
@@ -33,22 +34,9 @@ API_VERSIONS = {"client_software_name": "t", "client_software_version": "1"}
 ENDED_WITHIN_S = 30.0  # a generous bound for a task that must end now (the deferral itself is 100 s)
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    return write_tls_material(tmp_path_factory.mktemp("tls"), server_subject="CN=localhost")
-
-
-def _start(broker: EmbeddedBroker, tls: TlsFiles, rate_per_s: float) -> GatewayThread:
-    return GatewayThread(broker.bootstrap, {
-        "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
-        "ksgate.tls.handshake.rate.per.ip": rate_per_s, "ksgate.tls.handshake.burst.per.ip": 1,
-        "ksgate.tls.handshake.queue.per.ip": 4,
-    }, protocol="SSL", advertised_host="localhost").start()
-
-
 @pytest.fixture
 def gateway(broker: EmbeddedBroker, tls: TlsFiles) -> Iterator[GatewayThread]:
-    running = _start(broker, tls, 0.01)  # one handshake at once, then one per 100 s
+    running = budget_gateway(broker, tls, rate_per_s=0.01)  # one handshake at once, then one per 100 s
     try:
         yield running
     finally:
@@ -160,7 +148,7 @@ def test_a_deferred_connection_whose_peer_leaves_is_let_go_at_once(gateway: Gate
 
 
 def test_shutdown_gives_back_what_waiting_connections_hold(broker: EmbeddedBroker, tls: TlsFiles) -> None:
-    gateway = _start(broker, tls, 0.01)
+    gateway = budget_gateway(broker, tls, rate_per_s=0.01)
     gw = gateway.gateway
     pairs = [_tcp_pair() for _ in range(3)]
     try:
@@ -182,7 +170,7 @@ def test_shutdown_gives_back_what_waiting_connections_hold(broker: EmbeddedBroke
 
 def test_a_deferred_connection_is_handshaken_and_served_at_its_turn(broker: EmbeddedBroker, tls: TlsFiles) -> None:
     """The watch on a waiting socket is removed before the event loop's transport takes it."""
-    gateway = _start(broker, tls, 20.0)  # one at once, the next 50 ms later
+    gateway = budget_gateway(broker, tls, rate_per_s=20.0)  # one at once, the next 50 ms later
     try:
         gw = gateway.gateway
         with _tls_connection(gateway, tls) as first, _tls_connection(gateway, tls) as second:

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from auth.cert_tools import TlsFiles, write_tls_material
+from auth.cert_tools import TlsFiles
 from gateway.commands.embedded_broker import EmbeddedBroker
 from protocol.api_keys import ApiKey
+from tests.gateway.edge.handshake_budget.kit import budget_gateway
 from tests.harness import GatewayThread
 from tests.wire_client import request_frame
 
@@ -36,18 +37,9 @@ def _ipv6_loopback() -> bool:
 pytestmark = pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    return write_tls_material(tmp_path_factory.mktemp("tls"), server_subject="CN=localhost")
-
-
 @pytest.fixture
 def gateway(broker: EmbeddedBroker, tls: TlsFiles) -> Iterator[GatewayThread]:
-    running = GatewayThread(broker.bootstrap, {
-        "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
-        "ksgate.tls.handshake.rate.per.ip": 0.01, "ksgate.tls.handshake.burst.per.ip": 1,
-        "ksgate.tls.handshake.queue.per.ip": 4,
-    }, protocol="SSL", advertised_host="localhost", bind_host="::").start()  # dual-stack: IPv6 and IPv4
+    running = budget_gateway(broker, tls, bind_host="::")  # dual-stack: IPv6 and IPv4
     try:
         yield running
     finally:

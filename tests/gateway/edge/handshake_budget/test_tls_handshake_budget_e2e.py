@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from auth.cert_tools import TlsFiles, write_tls_material
+from auth.cert_tools import TlsFiles
 from gateway.commands.embedded_broker import EmbeddedBroker
 from protocol.api_keys import ApiKey
+from tests.gateway.edge.handshake_budget.kit import budget_gateway
 from tests.harness import GatewayThread
 from tests.wire_client import request_frame
 
@@ -25,18 +26,9 @@ FLOODER, HONEST = "127.0.0.1", "127.0.0.2"
 QUEUE = 2
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    return write_tls_material(tmp_path_factory.mktemp("tls"), server_subject="CN=localhost")
-
-
 @pytest.fixture
 def gateway(broker: EmbeddedBroker, tls: TlsFiles) -> Iterator[GatewayThread]:
-    running = GatewayThread(broker.bootstrap, {
-        "ssl.keystore.location": str(tls.server_cert), "ssl.key.location": str(tls.server_key),
-        "ksgate.tls.handshake.rate.per.ip": 0.01, "ksgate.tls.handshake.burst.per.ip": 1,
-        "ksgate.tls.handshake.queue.per.ip": QUEUE,
-    }, protocol="SSL", advertised_host="localhost").start()
+    running = budget_gateway(broker, tls, queue=QUEUE)
     try:
         yield running
     finally:
